@@ -1,0 +1,1 @@
+//! finalizer (to be written).

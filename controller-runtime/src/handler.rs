@@ -1,0 +1,1 @@
+//! handler (to be written).

@@ -1,0 +1,1 @@
+//! healthz (to be written).

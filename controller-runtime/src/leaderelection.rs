@@ -1,0 +1,1 @@
+//! leaderelection (to be written).

@@ -1,0 +1,1 @@
+//! predicate (to be written).

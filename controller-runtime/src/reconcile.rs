@@ -1,0 +1,1 @@
+//! reconcile (to be written).

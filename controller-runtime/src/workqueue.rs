@@ -1,0 +1,1 @@
+//! workqueue (to be written).

@@ -1,0 +1,2 @@
+//! envtest-server
+fn main() {}

@@ -1,0 +1,2 @@
+//! An in-process Kubernetes API server for testing controllers without a
+//! cluster (to be written).

@@ -1,0 +1,1 @@
+//! delta_fifo (to be written).

@@ -1,0 +1,1 @@
+//! factory (to be written).

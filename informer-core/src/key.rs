@@ -1,0 +1,1 @@
+//! key (to be written).

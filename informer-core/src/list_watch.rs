@@ -1,0 +1,1 @@
+//! list_watch (to be written).

@@ -1,0 +1,1 @@
+//! lister (to be written).

@@ -1,0 +1,1 @@
+//! processor (to be written).

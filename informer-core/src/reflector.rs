@@ -1,0 +1,1 @@
+//! reflector (to be written).

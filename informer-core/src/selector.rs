@@ -1,0 +1,1 @@
+//! selector (to be written).

@@ -1,0 +1,1 @@
+//! shared_informer (to be written).
