@@ -1,0 +1,1 @@
+//! Property tests: random operation sequences against a model.
