@@ -157,3 +157,19 @@ fn from_fn_tests_new_object_on_update() {
     let shared: Arc<dyn Predicate<ConfigMap>> = Arc::new(p);
     assert!(shared.create(&cm(None, "2")));
 }
+
+#[test]
+fn label_selector_tests_labels_of_every_event() {
+    let p = LabelSelectorPredicate::new("app=web,tier notin (cache)".parse().unwrap());
+    let plain = cm(Some(1), "1");
+    let web = with_labels(plain.clone(), &[("app", "web")]);
+    let web_cache = with_labels(plain.clone(), &[("app", "web"), ("tier", "cache")]);
+    assert!(!p.create(&plain));
+    assert!(p.create(&web) && p.delete(&web) && p.generic(&web));
+    assert!(!p.delete(&web_cache));
+    // Updates are judged by the new object.
+    assert!(p.update(&plain, &web));
+    assert!(!p.update(&web, &web_cache));
+    let everything = LabelSelectorPredicate::new(LabelSelector::everything());
+    assert!(everything.create(&plain));
+}
