@@ -427,6 +427,46 @@ pub async fn run_reconcile<R: Reconciler + ?Sized>(
     }
 }
 
+/// A [`Reconciler`] behind a trait object: every reconciler is one, so a
+/// controller can keep `Arc<dyn DynReconciler>` instead of a type parameter.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use controller_runtime::reconcile::*;
+/// struct Noop;
+/// impl Reconciler for Noop {
+///     type Error = std::io::Error;
+///     async fn reconcile(&self, _: Request, _: Context) -> Result<Action, Self::Error> {
+///         Ok(Action::done())
+///     }
+/// }
+/// let erased: Arc<dyn DynReconciler> = Arc::new(Noop);
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let out = erased.run(Request::new(None::<String>, "x"), Context::new("c", 1), None).await;
+/// assert!(matches!(out, ReconcileOutcome::Success));
+/// # });
+/// ```
+pub trait DynReconciler: Send + Sync + 'static {
+    /// [`run_reconcile`] on this reconciler.
+    fn run(
+        &self,
+        req: Request,
+        ctx: Context,
+        timeout: Option<Duration>,
+    ) -> futures::future::BoxFuture<'_, ReconcileOutcome>;
+}
+
+impl<R: Reconciler> DynReconciler for R {
+    fn run(
+        &self,
+        req: Request,
+        ctx: Context,
+        timeout: Option<Duration>,
+    ) -> futures::future::BoxFuture<'_, ReconcileOutcome> {
+        Box::pin(run_reconcile(self, req, ctx, timeout))
+    }
+}
+
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&'static str>() {
         (*s).to_string()
