@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use kube_core::Resource;
+use tracing::Instrument;
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
@@ -376,7 +377,9 @@ impl ReconcileOutcome {
 }
 
 /// Calls `reconciler` once for `req`, catching a panic and, when `timeout`
-/// is set, dropping the call once it has run that long.
+/// is set, dropping the call once it has run that long. The call runs in a
+/// `reconcile` tracing span carrying `controller`, `object` and
+/// `reconcile_id`.
 ///
 /// ```
 /// # use controller_runtime::reconcile::*;
@@ -399,7 +402,13 @@ pub async fn run_reconcile<R: Reconciler + ?Sized>(
     ctx: Context,
     timeout: Option<Duration>,
 ) -> ReconcileOutcome {
-    let call = AssertUnwindSafe(reconciler.reconcile(req, ctx)).catch_unwind();
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = %ctx.controller,
+        object = %req,
+        reconcile_id = ctx.reconcile_id,
+    );
+    let call = AssertUnwindSafe(reconciler.reconcile(req, ctx).instrument(span)).catch_unwind();
     let caught = match timeout {
         Some(limit) => match tokio::time::timeout(limit, call).await {
             Ok(caught) => caught,

@@ -212,3 +212,17 @@ async fn erased_reconciler_keeps_terminal_and_timeout_classification() {
         .await;
     assert!(matches!(out, ReconcileOutcome::Timeout(_)));
 }
+
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn request_key_round_trips(ns in proptest::option::of("[a-z0-9][a-z0-9.-]{0,20}"), name in "[a-z0-9][a-z0-9.-]{0,30}") {
+            let req = Request::new(ns, name);
+            prop_assert_eq!(req.to_string().parse::<Request>().unwrap(), req);
+        }
+    }
+}
