@@ -154,23 +154,33 @@ async fn successor_waits_out_the_lease_when_the_leader_vanishes() {
     let vanished = Instant::now();
     leader.cancel.cancel();
     leader.run.await.unwrap().unwrap();
-    assert_eq!(
-        lease(&env).await.spec.unwrap().holder_identity.as_deref(),
-        Some(first)
-    );
+    let abandoned = lease(&env).await.spec.unwrap();
+    assert_eq!(abandoned.holder_identity.as_deref(), Some(first));
     eventually(LEASE * 3, "the follower to take over", || async {
         follower.elector.is_leader().then_some(())
     })
     .await;
     let took = vanished.elapsed();
-    // Not before the lease (last renewed at most one retry period before the
-    // leader vanished) expired, and within the lease duration plus one retry.
+    // The successor's acquireTime is at least one lease duration after the
+    // leader's last renewTime (both stamped by the writers, so this holds
+    // however slowly the machine runs) ...
+    let taken = lease(&env).await.spec.unwrap();
+    let gap = taken
+        .acquire_time
+        .unwrap()
+        .0
+        .duration_since(abandoned.renew_time.unwrap().0);
     assert!(
-        took >= LEASE - RETRY - Duration::from_millis(100),
-        "took over too early: {took:?}"
+        gap >= jiff::SignedDuration::try_from(LEASE).unwrap(),
+        "taken over {gap:?} after the last renewal"
     );
+    assert_eq!(
+        taken.lease_transitions,
+        Some(abandoned.lease_transitions.unwrap() + 1)
+    );
+    // ... and within the lease duration plus a couple of retries.
     assert!(
-        took <= LEASE + RETRY * 2 + Duration::from_millis(500),
+        took <= LEASE + RETRY * 2 + Duration::from_secs(1),
         "took over too late: {took:?}"
     );
     assert_never_two_leaders(&timeline);
@@ -199,7 +209,7 @@ async fn leader_that_cannot_renew_stops_before_the_other_starts() {
     );
     let stopped = stopped_at(&timeline, first).unwrap();
     assert!(
-        stopped.duration_since(cut) <= RENEW + Duration::from_millis(300),
+        stopped.duration_since(cut) <= RENEW + Duration::from_millis(700),
         "stopped {:?} after the cut",
         stopped.duration_since(cut)
     );
