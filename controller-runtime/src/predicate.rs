@@ -4,8 +4,9 @@
 //! generic event; an event is enqueued only when every predicate of the
 //! controller says yes. Ready-made predicates compare what changed in an
 //! update ([`GenerationChanged`], [`ResourceVersionChanged`],
-//! [`LabelsChanged`], [`AnnotationsChanged`]); [`and`], [`or`] and [`not`]
-//! combine them, and [`Funcs`] / [`from_fn`] build one from closures.
+//! [`LabelsChanged`], [`AnnotationsChanged`]) or test labels
+//! ([`LabelSelectorPredicate`]); [`and`], [`or`] and [`not`] combine them,
+//! and [`Funcs`] / [`from_fn`] build one from closures.
 //!
 //! ```
 //! use controller_runtime::predicate::{or, GenerationChanged, LabelsChanged, Predicate};
@@ -21,6 +22,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use informer_core::selector::LabelSelector;
 use kube_core::Resource;
 
 /// Decides whether an event of kind `K` is passed on. Every method defaults
@@ -120,6 +122,49 @@ pub struct AnnotationsChanged;
 impl<K: Resource> Predicate<K> for AnnotationsChanged {
     fn update(&self, old: &K, new: &K) -> bool {
         map_or_empty(&old.meta().annotations) != map_or_empty(&new.meta().annotations)
+    }
+}
+
+/// Passes events whose object's labels match a selector (for updates, the
+/// new object's labels).
+///
+/// ```
+/// use controller_runtime::predicate::{LabelSelectorPredicate, Predicate};
+/// use k8s_openapi::api::core::v1::Pod;
+/// let p = LabelSelectorPredicate::new("app=web,tier!=cache".parse().unwrap());
+/// let mut pod = Pod::default();
+/// assert!(!p.create(&pod));
+/// pod.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+/// assert!(p.create(&pod));
+/// ```
+#[derive(Debug, Clone)]
+pub struct LabelSelectorPredicate {
+    selector: LabelSelector,
+}
+
+impl LabelSelectorPredicate {
+    /// A predicate passing objects whose labels match `selector`.
+    pub fn new(selector: LabelSelector) -> Self {
+        LabelSelectorPredicate { selector }
+    }
+
+    fn matches<K: Resource>(&self, obj: &K) -> bool {
+        self.selector.matches(map_or_empty(&obj.meta().labels))
+    }
+}
+
+impl<K: Resource> Predicate<K> for LabelSelectorPredicate {
+    fn create(&self, obj: &K) -> bool {
+        self.matches(obj)
+    }
+    fn update(&self, _old: &K, new: &K) -> bool {
+        self.matches(new)
+    }
+    fn delete(&self, obj: &K) -> bool {
+        self.matches(obj)
+    }
+    fn generic(&self, obj: &K) -> bool {
+        self.matches(obj)
     }
 }
 
