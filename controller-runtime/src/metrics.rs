@@ -15,8 +15,10 @@
 //! | `controller_runtime_max_concurrent_reconciles` | `controller` | gauge |
 //! | `controller_runtime_active_workers` | `controller` | gauge |
 //!
-//! `result` is `success`, `error`, `requeue` or `requeue_after`. Workqueue
-//! and informer metrics are registered in the same registry, and
+//! `result` is `success`, `error`, `requeue` or `requeue_after`. The
+//! `workqueue_*` metrics ([`Metrics::workqueue_metrics`]) and the
+//! `informer_*` metrics ([`Metrics::informer_metrics`], see
+//! [`PrometheusInformerMetrics`]) are registered in the same registry, and
 //! [`Metrics::encode`] renders everything in the Prometheus text format that
 //! [`Metrics::router`] serves at `/metrics`.
 //!
@@ -48,6 +50,11 @@ use prometheus::{
 };
 
 use crate::reconcile::ReconcileOutcome;
+use crate::workqueue::PrometheusMetricsProvider;
+use informer_core::metrics::InformerMetrics;
+
+mod informer;
+pub use informer::PrometheusInformerMetrics;
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +63,9 @@ pub enum MetricsError {
     /// registered twice).
     #[error("prometheus registry: {0}")]
     Prometheus(#[from] prometheus::Error),
+    /// Registering the workqueue metrics failed.
+    #[error("workqueue metrics: {0}")]
+    Workqueue(#[from] crate::workqueue::Error),
     /// The text encoder produced bytes that are not UTF-8.
     #[error("encoding metrics: {0}")]
     Encoding(#[from] std::string::FromUtf8Error),
@@ -146,6 +156,8 @@ impl ControllerVecs {
 struct Inner {
     registry: Registry,
     controllers: ControllerVecs,
+    workqueue: Arc<PrometheusMetricsProvider>,
+    informer: Arc<PrometheusInformerMetrics>,
 }
 
 /// The metrics registry of one manager. Cheap to clone; clones share it.
@@ -161,22 +173,37 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
-    /// A new registry with the controller metrics registered.
+    /// The `workqueue_*` metrics provider on this registry, for queues.
+    pub fn workqueue_metrics(&self) -> Arc<PrometheusMetricsProvider> {
+        Arc::clone(&self.inner.workqueue)
+    }
+
+    /// The `informer_*` metrics sink on this registry, for informers.
+    pub fn informer_metrics(&self) -> Arc<dyn InformerMetrics> {
+        Arc::clone(&self.inner.informer) as Arc<dyn InformerMetrics>
+    }
+
+    /// A new registry with the controller, workqueue and informer metrics
+    /// registered.
     pub fn new() -> Result<Self, MetricsError> {
         Self::with_registry(Registry::new())
     }
 
     /// Uses `registry` (for example one shared with the rest of a program)
-    /// and registers the controller metrics in it.
+    /// and registers the controller, workqueue and informer metrics in it.
     pub fn with_registry(registry: Registry) -> Result<Self, MetricsError> {
         let controllers = ControllerVecs::new()?;
         for collector in controllers.collectors() {
             registry.register(collector)?;
         }
+        let workqueue = Arc::new(PrometheusMetricsProvider::new(&registry)?);
+        let informer = Arc::new(PrometheusInformerMetrics::new(&registry)?);
         Ok(Metrics {
             inner: Arc::new(Inner {
                 registry,
                 controllers,
+                workqueue,
+                informer,
             }),
         })
     }

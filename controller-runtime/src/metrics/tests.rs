@@ -172,3 +172,74 @@ async fn router_serves_text_format() {
         Some(1.0)
     );
 }
+
+#[test]
+fn informer_adapter_records_under_informer_names() {
+    use informer_core::metrics::{RelistCause, WatchEventType};
+    let metrics = Metrics::new().unwrap();
+    let sink = metrics.informer_metrics();
+    let inf = "/api/v1/configmaps";
+    sink.list_completed(inf, 7, 1, Duration::from_millis(30));
+    sink.watch_event(inf, WatchEventType::Added);
+    sink.watch_event(inf, WatchEventType::Added);
+    sink.relist(inf, RelistCause::Expired);
+    sink.handler_pending(inf, "h1", 3);
+    let text = metrics.encode().unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            r#"informer_lists_total{informer="/api/v1/configmaps"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"informer_list_items{informer="/api/v1/configmaps"}"#
+        ),
+        Some(7.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"informer_watch_events_total{informer="/api/v1/configmaps",type="added"}"#
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"informer_relists_total{cause="expired",informer="/api/v1/configmaps"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"informer_handler_pending{handler="h1",informer="/api/v1/configmaps"}"#
+        ),
+        Some(3.0)
+    );
+}
+
+#[test]
+fn workqueue_metrics_share_the_registry() {
+    let metrics = Metrics::new().unwrap();
+    let queue: crate::workqueue::Queue<&str> = crate::workqueue::Queue::builder()
+        .name("cms")
+        .metrics(metrics.workqueue_metrics())
+        .build();
+    queue.add("a");
+    let text = metrics.encode().unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            r#"workqueue_adds_total{controller="cms",name="cms"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, r#"workqueue_depth{controller="cms",name="cms"}"#),
+        Some(1.0)
+    );
+}

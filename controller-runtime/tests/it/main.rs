@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod client;
+mod controller;
 mod events;
 mod finalizer;
 mod leaderelection;
