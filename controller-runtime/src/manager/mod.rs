@@ -50,7 +50,7 @@ mod cache;
 mod runnable;
 mod server;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -303,8 +303,6 @@ impl std::fmt::Debug for Manager {
     }
 }
 
-type TaskResult = (String, Result<(), BoxError>);
-
 impl Manager {
     /// Starts a builder for a manager using `client`.
     pub fn builder(client: Client) -> ManagerBuilder {
@@ -466,10 +464,10 @@ impl Manager {
             .into_iter()
             .partition(|r| r.needs_leader_election());
         let others_stop = CancellationToken::new();
-        let mut others = spawn_all(&always, &others_stop);
+        let mut others = Tasks::spawn_all(&always, &others_stop);
 
         let leader_stop = CancellationToken::new();
-        let mut leader_tasks: JoinSet<TaskResult> = JoinSet::new();
+        let mut leader_tasks = Tasks::default();
         let election_stop = CancellationToken::new();
         let (mut election, mut leading) = match &self.inner.elector {
             Some(elector) => {
@@ -482,7 +480,7 @@ impl Manager {
                 )
             }
             None => {
-                leader_tasks = spawn_all(&leader_only, &leader_stop);
+                leader_tasks = Tasks::spawn_all(&leader_only, &leader_stop);
                 (None, None)
             }
         };
@@ -496,7 +494,7 @@ impl Manager {
                         && leading.as_ref().is_some_and(|rx| *rx.borrow());
                     if now_leading && !leader_started {
                         tracing::info!("became leader; starting controllers");
-                        leader_tasks = spawn_all(&leader_only, &leader_stop);
+                        leader_tasks = Tasks::spawn_all(&leader_only, &leader_stop);
                         leader_started = true;
                     } else if !now_leading && leader_started {
                         // Stop reconciling at once: abort, do not drain.
@@ -508,11 +506,11 @@ impl Manager {
                         leading = None;
                     }
                 }
-                Some(joined) = others.join_next() => {
-                    if let Some(err) = task_failure(joined) { break Err(err); }
+                Some(failure) = others.next_failure() => {
+                    if let Some(err) = failure { break Err(err); }
                 }
-                Some(joined) = leader_tasks.join_next() => {
-                    if let Some(err) = task_failure(joined) { break Err(err); }
+                Some(failure) = leader_tasks.next_failure() => {
+                    if let Some(err) = failure { break Err(err); }
                 }
                 ended = async { election.as_mut()?.await.ok() }, if election.is_some() => {
                     election = None;
@@ -533,10 +531,10 @@ impl Manager {
         let mut unfinished = Vec::new();
         // 1. Controllers stop taking work and finish what is in flight.
         leader_stop.cancel();
-        unfinished.extend(drain(&mut leader_tasks, deadline).await);
+        unfinished.extend(leader_tasks.drain(deadline).await);
         // 2. The other runnables.
         others_stop.cancel();
-        unfinished.extend(drain(&mut others, deadline).await);
+        unfinished.extend(others.drain(deadline).await);
         // 3. Release the lease so that a successor takes over at once.
         election_stop.cancel();
         if let Some(task) = election {
@@ -570,48 +568,75 @@ impl Manager {
     }
 }
 
-fn spawn_all(runnables: &[Arc<dyn Runnable>], stop: &CancellationToken) -> JoinSet<TaskResult> {
-    let mut set = JoinSet::new();
-    for runnable in runnables {
-        let name = runnable.name();
-        tracing::debug!(runnable = %name, "starting runnable");
-        let fut = Arc::clone(runnable).start(stop.child_token());
-        set.spawn(async move { (name, fut.await) });
-    }
-    set
+/// Runnable tasks with their names, so that a timeout can say which did
+/// not finish.
+#[derive(Default)]
+struct Tasks {
+    set: JoinSet<Result<(), BoxError>>,
+    names: HashMap<tokio::task::Id, String>,
 }
 
-fn task_failure(joined: Result<TaskResult, tokio::task::JoinError>) -> Option<ManagerError> {
-    match joined {
-        Ok((name, Ok(()))) => {
-            tracing::debug!(runnable = %name, "runnable finished");
-            None
+impl Tasks {
+    fn spawn_all(runnables: &[Arc<dyn Runnable>], stop: &CancellationToken) -> Self {
+        let mut tasks = Tasks::default();
+        for runnable in runnables {
+            let name = runnable.name();
+            tracing::debug!(runnable = %name, "starting runnable");
+            let handle = tasks
+                .set
+                .spawn(Arc::clone(runnable).start(stop.child_token()));
+            tasks.names.insert(handle.id(), name);
         }
-        Ok((name, Err(source))) => Some(ManagerError::Runnable { name, source }),
-        Err(join_error) if join_error.is_cancelled() => None,
-        Err(join_error) => Some(ManagerError::Runnable {
-            name: "(panicked runnable)".to_string(),
-            source: Box::new(join_error),
-        }),
+        tasks
     }
-}
 
-/// Waits for every task until `deadline`; aborts the rest and returns their
-/// count as names (a finished task's name is only known from its result).
-async fn drain(tasks: &mut JoinSet<TaskResult>, deadline: Instant) -> Vec<String> {
-    loop {
-        match tokio::time::timeout_at(deadline, tasks.join_next()).await {
-            Ok(None) => return Vec::new(),
-            Ok(Some(joined)) => {
-                if let Some(error) = task_failure(joined) {
-                    tracing::warn!(%error, "runnable failed while stopping");
+    /// The next task to end: `None` when none is left, else its failure if
+    /// it failed.
+    async fn next_failure(&mut self) -> Option<Option<ManagerError>> {
+        let joined = self.set.join_next_with_id().await?;
+        Some(match joined {
+            Ok((id, Ok(()))) => {
+                let name = self.names.remove(&id).unwrap_or_default();
+                tracing::debug!(runnable = %name, "runnable finished");
+                None
+            }
+            Ok((id, Err(source))) => Some(ManagerError::Runnable {
+                name: self.names.remove(&id).unwrap_or_default(),
+                source,
+            }),
+            Err(join_error) => {
+                let name = self.names.remove(&join_error.id()).unwrap_or_default();
+                if join_error.is_cancelled() {
+                    None
+                } else {
+                    Some(ManagerError::Runnable {
+                        name,
+                        source: Box::new(join_error),
+                    })
                 }
             }
-            Err(_) => {
-                let left = tasks.len();
-                tasks.abort_all();
-                while tasks.join_next().await.is_some() {}
-                return vec![format!("{left} runnable(s)")];
+        })
+    }
+
+    fn abort_all(&mut self) {
+        self.set.abort_all();
+    }
+
+    /// Waits for every task until `deadline`; aborts the rest and returns
+    /// their names.
+    async fn drain(&mut self, deadline: Instant) -> Vec<String> {
+        loop {
+            match tokio::time::timeout_at(deadline, self.next_failure()).await {
+                Ok(None) => return Vec::new(),
+                Ok(Some(Some(error))) => tracing::warn!(%error, "runnable failed while stopping"),
+                Ok(Some(None)) => {}
+                Err(_) => {
+                    let mut left: Vec<String> = self.names.drain().map(|(_, n)| n).collect();
+                    left.sort();
+                    self.set.abort_all();
+                    while self.set.join_next().await.is_some() {}
+                    return left;
+                }
             }
         }
     }

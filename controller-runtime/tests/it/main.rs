@@ -9,6 +9,7 @@ mod controller;
 mod events;
 mod finalizer;
 mod leaderelection;
+mod manager;
 
 use std::time::Duration;
 
