@@ -17,7 +17,6 @@ use futures::future::BoxFuture;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use super::ControllerError;
 use super::source::{Registered, Watch, wait_for_sync};
@@ -143,9 +142,10 @@ impl<R: Reconciler> Running<R> {
             reconcile_id,
         );
         let started = Instant::now();
-        let outcome = run_reconcile(&*self.reconciler, req.clone(), ctx, self.reconcile_timeout)
-            .instrument(span.clone())
-            .await;
+        // run_reconcile runs the call in its own `reconcile` span; `span`
+        // carries the same fields for the outcome's log line.
+        let outcome =
+            run_reconcile(&*self.reconciler, req.clone(), ctx, self.reconcile_timeout).await;
         self.recorder.observe(&outcome, started.elapsed());
         span.in_scope(|| log_outcome(&outcome));
         for action in outcome.queue_actions() {
