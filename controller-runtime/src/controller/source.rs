@@ -165,3 +165,98 @@ impl<W: Object> ResourceEventHandler<W> for Enqueue<W> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::EnqueueRequestForObject;
+    use crate::predicate::from_fn;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn cm(name: &str, rv: &str) -> Arc<ConfigMap> {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.namespace = Some("ns".into());
+        cm.metadata.resource_version = Some(rv.into());
+        Arc::new(cm)
+    }
+
+    fn enqueue(
+        queue: &Queue<Request>,
+        predicates: Vec<Box<dyn Predicate<ConfigMap>>>,
+    ) -> Enqueue<ConfigMap> {
+        Enqueue {
+            queue: queue.clone(),
+            handler: Arc::new(EnqueueRequestForObject),
+            predicates: Arc::new(predicates),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn initial_list_adds_and_resyncs_wait_behind_real_changes() {
+        let queue: Queue<Request> = Queue::new();
+        let handler = enqueue(&queue, Vec::new());
+        handler.on_add(cm("initial", "1"), true);
+        handler.on_update(cm("resync", "2"), cm("resync", "2"));
+        handler.on_add(cm("created", "3"), false);
+        handler.on_update(cm("changed", "4"), cm("changed", "5"));
+        let mut order = Vec::new();
+        while let Some(req) = tokio::time::timeout(Duration::from_millis(50), queue.get())
+            .await
+            .ok()
+            .flatten()
+        {
+            order.push(req.name.clone());
+            queue.done(&req);
+        }
+        assert_eq!(order, vec!["created", "changed", "initial", "resync"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn predicates_filter_and_deletes_of_tombstones_enqueue() {
+        let queue: Queue<Request> = Queue::new();
+        let handler = enqueue(
+            &queue,
+            vec![Box::new(from_fn(|cm: &ConfigMap| {
+                cm.metadata.name.as_deref() != Some("skip")
+            }))],
+        );
+        handler.on_add(cm("skip", "1"), false);
+        handler.on_delete(ObjectOrTombstone::Tombstone(
+            informer_core::key::DeletedFinalStateUnknown {
+                key: "ns/gone".into(),
+                obj: cm("gone", "2"),
+            },
+        ));
+        assert_eq!(queue.len(), 1);
+        assert_eq!(
+            queue.get().await.map(|r| r.to_string()),
+            Some("ns/gone".to_string())
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sync_wait_names_the_unsynced_watches() {
+        let registered = vec![
+            Registered {
+                description: "Pod (v1)".into(),
+                synced: Box::new(|| true),
+                remove: Box::new(|| {}),
+            },
+            Registered {
+                description: "Widget (example.com/v1)".into(),
+                synced: Box::new(|| false),
+                remove: Box::new(|| {}),
+            },
+        ];
+        let unsynced = wait_for_sync(&registered, Duration::from_millis(50))
+            .await
+            .unwrap_err();
+        assert_eq!(unsynced, vec!["Widget (example.com/v1)".to_string()]);
+        assert_eq!(describe_kind::<ConfigMap>(), "ConfigMap (v1)");
+        assert_eq!(
+            describe_kind::<k8s_openapi::api::apps::v1::Deployment>(),
+            "Deployment (apps/v1)"
+        );
+    }
+}
