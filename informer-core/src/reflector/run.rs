@@ -11,6 +11,7 @@ use tracing::{Instrument, debug, debug_span, info, info_span, warn};
 
 use super::backoff::Backoff;
 use super::{DEFAULT_PAGE_SIZE, Reflector, ReflectorError};
+use crate::key::object_key;
 use crate::list_watch::{
     DecodeFailure, ListRequest, ListWatchError, WatchEvent, WatchRequest, WatchStream,
 };
@@ -468,10 +469,10 @@ where
             events += 1;
             match event {
                 WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
-                    objects.insert(key_of(&obj), obj);
+                    objects.insert(object_key(&obj), obj);
                 }
                 WatchEvent::Deleted(obj) => {
-                    objects.remove(&key_of(&obj));
+                    objects.remove(&object_key(&obj));
                 }
                 WatchEvent::Undecodable(failure) => {
                     self.skip_undecodable(std::slice::from_ref(&failure))
@@ -526,14 +527,5 @@ where
                 self.store.resync();
             }
         }
-    }
-}
-
-fn key_of<K: Resource>(obj: &K) -> String {
-    let meta = obj.meta();
-    let name = meta.name.as_deref().unwrap_or_default();
-    match meta.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-        _ => name.to_owned(),
     }
 }
