@@ -25,6 +25,9 @@ const SHORT_WATCH: Duration = Duration::from_secs(1);
 /// reflector gives up on the connection.
 const WATCH_DEADLINE_SLACK: Duration = Duration::from_secs(30);
 
+/// The longest `Retry-After` the reflector honours.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
 /// What the loop remembers between lists and watches.
 struct State {
     /// The resource version of the last list, event or bookmark ("" before any).
@@ -496,7 +499,7 @@ where
     async fn wait_backoff(&self, st: &mut State, retry_after: Option<Duration>) {
         let mut delay = st.backoff.next_delay();
         if let Some(asked) = retry_after {
-            delay = delay.max(asked.min(self.config.backoff.max));
+            delay = delay.max(asked.min(MAX_RETRY_AFTER));
         }
         self.metrics.backoff(&self.name, delay);
         debug!(
