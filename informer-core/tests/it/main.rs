@@ -1,0 +1,1 @@
+//! Integration tests of informer-core against an in-process envtest API server.
