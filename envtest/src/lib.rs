@@ -35,6 +35,7 @@ mod openapi;
 mod owners;
 mod patch;
 mod registry;
+mod schema;
 mod selectors;
 mod server;
 mod storage;

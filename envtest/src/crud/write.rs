@@ -95,6 +95,9 @@ fn prepare_new(
     if crd::is_crd(info) {
         crd::prepare(&mut obj)?;
     }
+    if let Some(schema) = &info.schema {
+        crate::schema::check(schema, &mut obj, &info.kind)?;
+    }
     let generate = if name.is_empty() { generate } else { None };
     Ok((obj, generate))
 }
@@ -266,6 +269,9 @@ pub(crate) fn apply_update(
         new
     };
     check_metadata(info, &result)?;
+    if let Some(schema) = &info.schema {
+        crate::schema::check(schema, &mut result, &info.kind)?;
+    }
     let deleting = !old.meta()["deletionTimestamp"].is_null();
     if deleting {
         let added: Vec<String> = finalizers(&result)
