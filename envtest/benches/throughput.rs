@@ -49,7 +49,7 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    let s = if full {
+    let mut s = if full {
         Sizes {
             objects: 10_000,
             list_rounds: 10,
@@ -66,6 +66,13 @@ async fn main() {
             concurrency: 4,
         }
     };
+    // ENVTEST_BENCH_OBJECTS overrides the data-set size (for quick experiments).
+    if let Some(n) = std::env::var("ENVTEST_BENCH_OBJECTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        s.objects = n;
+    }
     let mut rows: Vec<(String, String)> = Vec::new();
 
     // Writes: sequential creates of `objects` ConfigMaps (also the LIST data set).

@@ -258,6 +258,12 @@ pub(crate) fn apply_update(
                 None => meta.remove(f),
             };
         }
+        // Writes that do not mention field ownership keep it as it was.
+        if !meta.contains_key("managedFields")
+            && let Some(mf) = old_meta.get("managedFields")
+        {
+            meta.insert("managedFields".into(), mf.clone());
+        }
         if info.status
             && let Some(m) = new.as_object_mut()
         {
@@ -366,12 +372,14 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
             "PATCH with application/apply-patch+yaml requires the fieldManager query parameter",
         ));
     }
+    let manager = r.query.get("fieldManager").unwrap_or("");
+    let force = r.query.flag("force");
     let key = obj_key(info, t.namespace.as_deref(), name);
     let dry = r.query.dry_run()?;
     let (stored, code) = srv.store.txn_mode(dry, |txn| {
         let Some(old) = txn.get(&info.storage_key(), &key) else {
             if kind == PatchKind::Apply && t.sub.is_none() {
-                let mut obj = patch.clone();
+                let mut obj = super::apply::apply(None, &patch, manager, force, &info.api_version())?;
                 if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.entry("name").or_insert_with(|| Value::String(name.to_string()));
                 }
@@ -392,13 +400,7 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
             }
             PatchKind::Strategic => strategic_merge(&mut doc, &patch)?,
             PatchKind::Apply => {
-                // Server-side apply without field ownership: the applied
-                // configuration is merged like a merge patch.
-                let mut p = patch.clone();
-                if let Some(m) = p.get_mut("metadata").and_then(Value::as_object_mut) {
-                    m.remove("resourceVersion");
-                }
-                merge_patch(&mut doc, &p)?;
+                doc = super::apply::apply(Some(&old.value), &patch, manager, force, &info.api_version())?;
             }
         }
         check_type(info, &mut doc)?;
