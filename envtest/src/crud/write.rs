@@ -95,6 +95,9 @@ fn prepare_new(
     if crd::is_crd(info) {
         crd::prepare(&mut obj)?;
     }
+    if let Some(schema) = &info.schema {
+        crate::schema::check(schema, &mut obj, &info.kind)?;
+    }
     let generate = if name.is_empty() { generate } else { None };
     Ok((obj, generate))
 }
@@ -146,7 +149,7 @@ fn insert_new(
         return Err(ApiError::already_exists(&info.group, &info.plural, &name));
     }
     let stored = txn.put(&res, key, obj);
-    if crd::is_crd(info) {
+    if crd::is_crd(info) && !txn.is_dry() {
         crd::register(srv, &stored.value);
     }
     Ok(stored)
@@ -164,9 +167,10 @@ pub fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
     require_json(r.content_type())?;
     let obj = parse_json(&r.body)?;
     let (obj, generate) = prepare_new(info, obj, t.namespace.as_deref())?;
+    let dry = r.query.dry_run()?;
     let stored = srv
         .store
-        .txn(|txn| insert_new(srv, txn, info, obj, generate))?;
+        .txn_mode(dry, |txn| insert_new(srv, txn, info, obj, generate))?;
     Ok(json_response(201, render(&stored, info)))
 }
 
@@ -254,6 +258,12 @@ pub(crate) fn apply_update(
                 None => meta.remove(f),
             };
         }
+        // Writes that do not mention field ownership keep it as it was.
+        if !meta.contains_key("managedFields")
+            && let Some(mf) = old_meta.get("managedFields")
+        {
+            meta.insert("managedFields".into(), mf.clone());
+        }
         if info.status
             && let Some(m) = new.as_object_mut()
         {
@@ -265,6 +275,9 @@ pub(crate) fn apply_update(
         new
     };
     check_metadata(info, &result)?;
+    if let Some(schema) = &info.schema {
+        crate::schema::check(schema, &mut result, &info.kind)?;
+    }
     let deleting = !old.meta()["deletionTimestamp"].is_null();
     if deleting {
         let added: Vec<String> = finalizers(&result)
@@ -309,7 +322,7 @@ pub(crate) fn apply_update(
         return Ok(fin);
     }
     let stored = txn.put(&res, key.clone(), result);
-    if crd::is_crd(info) {
+    if crd::is_crd(info) && !txn.is_dry() {
         crd::register(srv, &stored.value);
     }
     Ok(stored)
@@ -335,7 +348,8 @@ pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
         }
     }
     let key = obj_key(info, t.namespace.as_deref(), name);
-    let stored = srv.store.txn(|txn| {
+    let dry = r.query.dry_run()?;
+    let stored = srv.store.txn_mode(dry, |txn| {
         let old = txn
             .get(&info.storage_key(), &key)
             .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
@@ -358,11 +372,14 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
             "PATCH with application/apply-patch+yaml requires the fieldManager query parameter",
         ));
     }
+    let manager = r.query.get("fieldManager").unwrap_or("");
+    let force = r.query.flag("force");
     let key = obj_key(info, t.namespace.as_deref(), name);
-    let (stored, code) = srv.store.txn(|txn| {
+    let dry = r.query.dry_run()?;
+    let (stored, code) = srv.store.txn_mode(dry, |txn| {
         let Some(old) = txn.get(&info.storage_key(), &key) else {
             if kind == PatchKind::Apply && t.sub.is_none() {
-                let mut obj = patch.clone();
+                let mut obj = super::apply::apply(None, &patch, manager, force, &info.api_version())?;
                 if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.entry("name").or_insert_with(|| Value::String(name.to_string()));
                 }
@@ -383,13 +400,7 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
             }
             PatchKind::Strategic => strategic_merge(&mut doc, &patch)?,
             PatchKind::Apply => {
-                // Server-side apply without field ownership: the applied
-                // configuration is merged like a merge patch.
-                let mut p = patch.clone();
-                if let Some(m) = p.get_mut("metadata").and_then(Value::as_object_mut) {
-                    m.remove("resourceVersion");
-                }
-                merge_patch(&mut doc, &p)?;
+                doc = super::apply::apply(Some(&old.value), &patch, manager, force, &info.api_version())?;
             }
         }
         check_type(info, &mut doc)?;
