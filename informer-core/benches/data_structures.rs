@@ -278,10 +278,13 @@ fn indexer_get(n: usize) -> impl FnMut() -> (usize, Duration) {
 
 fn indexer_replace(n: usize) -> (usize, Duration) {
     let indexer = filled_indexer(n);
+    let old = indexer.list(); // freed after the timing, as for updates
     let objs: Vec<_> = objects(n, 2).into_iter().map(Arc::new).collect();
     let start = Instant::now();
     indexer.replace(objs).unwrap();
-    (n, start.elapsed())
+    let elapsed = start.elapsed();
+    drop(old);
+    (n, elapsed)
 }
 
 /// One writer updating in a loop while one reader runs by_index("app"):

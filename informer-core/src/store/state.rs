@@ -164,7 +164,9 @@ impl<K> State<K> {
         indexers: Arc<IndexSet<K>>,
         objs: impl IntoIterator<Item = (String, Arc<K>)>,
     ) -> (Self, Option<StoreError>) {
+        let objs = objs.into_iter();
         let mut state = State::new(indexers.clone());
+        state.items.reserve(objs.size_hint().0);
         let mut first_err = None;
         for (key, obj) in objs {
             let (values, err) = compute_values(&indexers, &key, &*obj);
