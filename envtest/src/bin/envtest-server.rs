@@ -1,2 +1,58 @@
-//! envtest-server
-fn main() {}
+//! `envtest-server`: run the in-process Kubernetes API server as a process,
+//! write a kubeconfig for it, and serve until Ctrl-C.
+
+use clap::Parser;
+use std::path::PathBuf;
+
+/// An in-process Kubernetes API server for tests, as a standalone process.
+#[derive(Debug, Parser)]
+#[command(name = "envtest-server", version, about)]
+struct Args {
+    /// Port to listen on (127.0.0.1); 0 picks a free one.
+    #[arg(long, default_value_t = 6443)]
+    port: u16,
+    /// Write a kubeconfig pointing at the server to this file.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Events of watch history kept for resume.
+    #[arg(long, default_value_t = envtest::DEFAULT_HISTORY_WINDOW)]
+    history_window: usize,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let env = envtest::TestEnv::builder()
+        .port(args.port)
+        .history_window(args.history_window)
+        .start()
+        .await?;
+    println!("envtest-server listening on {}", env.base_url());
+    match &args.kubeconfig {
+        Some(path) => {
+            std::fs::write(path, env.kubeconfig_yaml())?;
+            println!("kubeconfig written to {}", path.display());
+            println!(
+                "point kubectl at it with:\n  export KUBECONFIG={}\n  kubectl get namespaces",
+                path.display()
+            );
+        }
+        None => {
+            println!(
+                "point kubectl at it with:\n  kubectl --server {} get namespaces",
+                env.base_url()
+            );
+        }
+    }
+    println!("press Ctrl-C to stop");
+    tokio::signal::ctrl_c().await?;
+    println!("stopping");
+    drop(env);
+    Ok(())
+}

@@ -1,0 +1,403 @@
+//! Create, update (PUT) and patch. Create assigns `uid`,
+//! `creationTimestamp`, `generation: 1` and a `generateName` suffix and never
+//! overwrites (409 AlreadyExists). Update enforces optimistic concurrency
+//! (stale `resourceVersion` is 409; a custom resource PUT without one is 422)
+//! and never creates. `generation` moves only when something outside
+//! `metadata` (and outside `status` when the status subresource is enabled)
+//! changes. With the status subresource, `/status` writes change only
+//! `status` and main-endpoint writes leave `status` alone. Once deletion has
+//! started no finalizer may be added, and removing the last one deletes the
+//! object.
+
+use super::delete::{after_removal, can_remove};
+use crate::crd;
+use crate::error::ApiError;
+use crate::objects::{json_response, now_rfc3339, obj_key, render};
+use crate::patch::{PatchKind, json_patch, merge_patch, strategic_merge};
+use crate::registry::ResourceInfo;
+use crate::server::{Req, Server, Target};
+use crate::storage::{ObjKey, StoredObject, Txn};
+use crate::validation::{
+    check_metadata, check_name, check_namespace, check_type, media_type, parse_json,
+    parse_yaml_or_json, require_json,
+};
+use axum::response::Response;
+use rand::Rng;
+use serde_json::{Map, Value};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+fn random_suffix() -> String {
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| NAME_ALPHABET[rng.random_range(0..NAME_ALPHABET.len())] as char)
+        .collect()
+}
+
+fn meta_mut(obj: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
+    obj.get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| ApiError::bad_request("metadata must be a JSON object"))
+}
+
+/// Validate a new object's body and fill in system fields (outside the lock).
+fn prepare_new(
+    info: &ResourceInfo,
+    mut obj: Value,
+    ns: Option<&str>,
+) -> Result<(Value, Option<String>), ApiError> {
+    check_type(info, &mut obj)?;
+    check_namespace(info, &mut obj, ns)?;
+    let meta = meta_mut(&mut obj)?;
+    let name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let generate = meta
+        .get("generateName")
+        .and_then(Value::as_str)
+        .filter(|g| !g.is_empty())
+        .map(str::to_string);
+    if name.is_empty() {
+        match &generate {
+            Some(g) => check_name(info, &format!("{g}x"))?,
+            None => check_name(info, "")?,
+        }
+    } else {
+        check_name(info, &name)?;
+    }
+    meta.insert(
+        "uid".into(),
+        Value::String(uuid::Uuid::new_v4().to_string()),
+    );
+    meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
+    meta.insert("generation".into(), Value::from(1));
+    for f in [
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
+        meta.remove(f);
+    }
+    check_metadata(info, &obj)?;
+    if info.status
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
+    }
+    if info.group.is_empty() && info.plural == "namespaces" {
+        obj["status"] = serde_json::json!({"phase": "Active"});
+    }
+    if crd::is_crd(info) {
+        crd::prepare(&mut obj)?;
+    }
+    let generate = if name.is_empty() { generate } else { None };
+    Ok((obj, generate))
+}
+
+/// Store a prepared new object under the lock: namespace must exist and be
+/// live, the name must be free.
+fn insert_new(
+    srv: &Server,
+    txn: &mut Txn<'_>,
+    info: &ResourceInfo,
+    mut obj: Value,
+    generate: Option<String>,
+) -> Result<Arc<StoredObject>, ApiError> {
+    let ns = obj["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    if info.namespaced {
+        match txn.get("/namespaces", &(String::new(), ns.clone())) {
+            None => return Err(ApiError::not_found("", "namespaces", &ns)),
+            Some(n) if !n.meta()["deletionTimestamp"].is_null() => {
+                return Err(ApiError::new(
+                    403,
+                    "Forbidden",
+                    format!(
+                        "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                        info.group_resource(),
+                        obj["metadata"]["name"].as_str().unwrap_or("")
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    let res = info.storage_key();
+    let name = match generate {
+        Some(g) => {
+            let free = (0..16)
+                .map(|_| format!("{g}{}", random_suffix()))
+                .find(|n| txn.get(&res, &(ns.clone(), n.clone())).is_none());
+            let n = free.ok_or_else(|| ApiError::already_exists(&info.group, &info.plural, &g))?;
+            obj["metadata"]["name"] = Value::String(n.clone());
+            n
+        }
+        None => obj["metadata"]["name"].as_str().unwrap_or("").to_string(),
+    };
+    let key: ObjKey = (ns, name.clone());
+    if txn.get(&res, &key).is_some() {
+        return Err(ApiError::already_exists(&info.group, &info.plural, &name));
+    }
+    let stored = txn.put(&res, key, obj);
+    if crd::is_crd(info) {
+        crd::register(srv, &stored.value);
+    }
+    Ok(stored)
+}
+
+/// POST a new object.
+pub fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
+    let info = &t.info;
+    if info.namespaced && t.namespace.is_none() {
+        return Err(ApiError::method_not_allowed(
+            "POST",
+            &format!("{} without a namespace", info.group_resource()),
+        ));
+    }
+    require_json(r.content_type())?;
+    let obj = parse_json(&r.body)?;
+    let (obj, generate) = prepare_new(info, obj, t.namespace.as_deref())?;
+    let stored = srv
+        .store
+        .txn(|txn| insert_new(srv, txn, info, obj, generate))?;
+    Ok(json_response(201, render(&stored, info)))
+}
+
+fn finalizers(v: &Value) -> BTreeSet<String> {
+    v["metadata"]["finalizers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn spec_changed(old: &Value, new: &Value, has_status: bool) -> bool {
+    let skip = |k: &str| k == "metadata" || (has_status && k == "status");
+    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
+        return old != new;
+    };
+    let keys: BTreeSet<&String> = o.keys().chain(n.keys()).filter(|k| !skip(k)).collect();
+    keys.into_iter().any(|k| o.get(k) != n.get(k))
+}
+
+/// Apply an update to an existing object under the lock (PUT and PATCH).
+pub(crate) fn apply_update(
+    srv: &Server,
+    txn: &mut Txn<'_>,
+    info: &ResourceInfo,
+    key: &ObjKey,
+    old: &Arc<StoredObject>,
+    mut new: Value,
+    status_only: bool,
+) -> Result<Arc<StoredObject>, ApiError> {
+    let name = key.1.as_str();
+    match new["metadata"]["resourceVersion"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+    {
+        None if info.custom => {
+            return Err(ApiError::invalid(
+                &info.kind,
+                name,
+                "metadata.resourceVersion",
+                "FieldValueInvalid",
+                "Invalid value: 0x0: must be specified for an update",
+            ));
+        }
+        None => {}
+        Some(rv) if rv != old.rev.to_string() => {
+            return Err(ApiError::conflict(
+                &info.group,
+                &info.plural,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
+        }
+        Some(_) => {}
+    }
+    let mut result = if status_only {
+        let mut r = old.value.clone();
+        match new.get("status") {
+            Some(s) => r["status"] = s.clone(),
+            None => {
+                if let Some(m) = r.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+        r
+    } else {
+        let old_meta = old.meta();
+        let meta = meta_mut(&mut new)?;
+        for f in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "name",
+            "namespace",
+        ] {
+            match old_meta.get(f) {
+                Some(v) => meta.insert(f.into(), v.clone()),
+                None => meta.remove(f),
+            };
+        }
+        if info.status
+            && let Some(m) = new.as_object_mut()
+        {
+            match old.value.get("status") {
+                Some(s) => m.insert("status".into(), s.clone()),
+                None => m.remove("status"),
+            };
+        }
+        new
+    };
+    check_metadata(info, &result)?;
+    let deleting = !old.meta()["deletionTimestamp"].is_null();
+    if deleting {
+        let added: Vec<String> = finalizers(&result)
+            .difference(&finalizers(&old.value))
+            .cloned()
+            .collect();
+        if !added.is_empty() {
+            return Err(ApiError::invalid(
+                &info.kind,
+                name,
+                "metadata.finalizers",
+                "FieldValueForbidden",
+                &format!(
+                    "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                ),
+            ));
+        }
+    }
+    let old_gen = old.meta()["generation"].as_i64().unwrap_or(1);
+    let generation = if !status_only && spec_changed(&old.value, &result, info.status) {
+        old_gen + 1
+    } else {
+        old_gen
+    };
+    {
+        let meta = meta_mut(&mut result)?;
+        meta.insert("generation".into(), Value::from(generation));
+        meta.insert("resourceVersion".into(), Value::String(old.rev.to_string()));
+    }
+    if crd::is_crd(info) {
+        crd::prepare(&mut result)?;
+    }
+    if result == old.value {
+        return Ok(old.clone());
+    }
+    let res = info.storage_key();
+    if deleting && finalizers(&result).is_empty() && can_remove(txn, &res, key) {
+        let fin = txn
+            .remove(&res, key, result)
+            .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
+        after_removal(srv, txn, &res, &fin.value);
+        return Ok(fin);
+    }
+    let stored = txn.put(&res, key.clone(), result);
+    if crd::is_crd(info) {
+        crd::register(srv, &stored.value);
+    }
+    Ok(stored)
+}
+
+/// PUT an object (or its status).
+pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
+    let info = &t.info;
+    let name = t.name.as_deref().unwrap_or("");
+    require_json(r.content_type())?;
+    let mut obj = parse_json(&r.body)?;
+    check_type(info, &mut obj)?;
+    check_namespace(info, &mut obj, t.namespace.as_deref())?;
+    let meta = meta_mut(&mut obj)?;
+    match meta.get("name").and_then(Value::as_str) {
+        Some(n) if n != name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        _ => {
+            meta.insert("name".into(), Value::String(name.to_string()));
+        }
+    }
+    let key = obj_key(info, t.namespace.as_deref(), name);
+    let stored = srv.store.txn(|txn| {
+        let old = txn
+            .get(&info.storage_key(), &key)
+            .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
+        apply_update(srv, txn, info, &key, &old, obj, t.sub.is_some())
+    })?;
+    Ok(json_response(200, render(&stored, info)))
+}
+
+/// PATCH an object (or its status): merge, JSON, strategic merge, or apply.
+pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
+    let info = &t.info;
+    let name = t.name.as_deref().unwrap_or("");
+    let kind = PatchKind::from_media_type(&media_type(r.content_type()))?;
+    let patch = match kind {
+        PatchKind::Apply => parse_yaml_or_json(&r.body)?,
+        _ => parse_json(&r.body)?,
+    };
+    if kind == PatchKind::Apply && r.query.get("fieldManager").is_none_or(str::is_empty) {
+        return Err(ApiError::bad_request(
+            "PATCH with application/apply-patch+yaml requires the fieldManager query parameter",
+        ));
+    }
+    let key = obj_key(info, t.namespace.as_deref(), name);
+    let (stored, code) = srv.store.txn(|txn| {
+        let Some(old) = txn.get(&info.storage_key(), &key) else {
+            if kind == PatchKind::Apply && t.sub.is_none() {
+                let mut obj = patch.clone();
+                if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.entry("name").or_insert_with(|| Value::String(name.to_string()));
+                }
+                if obj["metadata"]["name"].as_str() != Some(name) {
+                    return Err(ApiError::bad_request(format!("the name of the object does not match the name on the URL ({name})")));
+                }
+                let (obj, _) = prepare_new(info, obj, t.namespace.as_deref())?;
+                return insert_new(srv, txn, info, obj, None).map(|s| (s, 201));
+            }
+            return Err(ApiError::not_found(&info.group, &info.plural, name));
+        };
+        let mut doc = old.value.clone();
+        match kind {
+            PatchKind::Merge => merge_patch(&mut doc, &patch)?,
+            PatchKind::Json => json_patch(&mut doc, &patch, &info.kind, name)?,
+            PatchKind::Strategic if info.custom => {
+                return Err(ApiError::new(415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources; use a JSON merge patch (application/merge-patch+json)"));
+            }
+            PatchKind::Strategic => strategic_merge(&mut doc, &patch)?,
+            PatchKind::Apply => {
+                // Server-side apply without field ownership: the applied
+                // configuration is merged like a merge patch.
+                let mut p = patch.clone();
+                if let Some(m) = p.get_mut("metadata").and_then(Value::as_object_mut) {
+                    m.remove("resourceVersion");
+                }
+                merge_patch(&mut doc, &p)?;
+            }
+        }
+        check_type(info, &mut doc)?;
+        if doc["metadata"]["name"].as_str() != Some(name) {
+            return Err(ApiError::bad_request(format!("the name of the object does not match the name on the URL ({name}); a patch cannot rename an object")));
+        }
+        check_namespace(info, &mut doc, t.namespace.as_deref())?;
+        apply_update(srv, txn, info, &key, &old, doc, t.sub.is_some()).map(|s| (s, 200))
+    })?;
+    Ok(json_response(code, render(&stored, info)))
+}

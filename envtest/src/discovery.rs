@@ -1,0 +1,167 @@
+//! Discovery documents, so standard clients (kube-client's discovery,
+//! kubectl) can find what is served: `/version`, `/api`, `/api/v1`, `/apis`,
+//! `/apis/{group}` and `/apis/{group}/{version}` in the legacy
+//! (non-aggregated) format, built from the live registry so custom
+//! resources appear as soon as their CRD is created.
+
+use crate::error::ApiError;
+use crate::objects::value_response;
+use crate::registry::ResourceInfo;
+use crate::server::Server;
+use axum::response::Response;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The Kubernetes version this server reports.
+pub const KUBE_MINOR: &str = "34";
+
+/// `/version`.
+pub fn version() -> Response {
+    value_response(
+        200,
+        &json!({
+            "major": "1", "minor": KUBE_MINOR, "gitVersion": format!("v1.{KUBE_MINOR}.0-envtest"),
+            "gitCommit": "envtest", "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z",
+            "goVersion": "n/a (envtest, Rust)", "compiler": "rustc", "platform": "linux/amd64",
+        }),
+    )
+}
+
+/// `/`: the list of paths.
+pub fn root_paths(srv: &Server) -> Response {
+    let mut paths = vec![
+        "/api".to_string(),
+        "/api/v1".into(),
+        "/apis".into(),
+        "/healthz".into(),
+        "/livez".into(),
+        "/readyz".into(),
+        "/version".into(),
+    ];
+    for (g, vs) in groups(srv) {
+        paths.push(format!("/apis/{g}"));
+        paths.extend(vs.iter().map(|v| format!("/apis/{g}/{v}")));
+    }
+    value_response(200, &json!({"paths": paths}))
+}
+
+/// `/api`.
+pub fn api_versions(srv: &Server) -> Response {
+    value_response(
+        200,
+        &json!({
+            "kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": srv.config.addr}],
+        }),
+    )
+}
+
+/// Order versions as Kubernetes does: GA before beta before alpha, higher first.
+fn version_priority(v: &str) -> (u8, u64, u64) {
+    let rest = v.strip_prefix('v').unwrap_or(v);
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    let (class, minor) = if tail.is_empty() {
+        (3, 0)
+    } else if let Some(n) = tail.strip_prefix("beta") {
+        (2, n.parse().unwrap_or(0))
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (1, n.parse().unwrap_or(0))
+    } else {
+        (0, 0)
+    };
+    (class, major, minor)
+}
+
+fn groups(srv: &Server) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in srv.registry.all().iter().filter(|r| !r.group.is_empty()) {
+        let vs = out.entry(r.group.clone()).or_default();
+        if !vs.contains(&r.version) {
+            vs.push(r.version.clone());
+        }
+    }
+    for vs in out.values_mut() {
+        vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+    }
+    out
+}
+
+fn group_value(g: &str, vs: &[String]) -> Value {
+    let versions: Vec<Value> = vs
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
+        .collect();
+    json!({"name": g, "versions": versions, "preferredVersion": versions.first().cloned().unwrap_or(Value::Null)})
+}
+
+/// `/apis`.
+pub fn group_list(srv: &Server) -> Response {
+    let groups: Vec<Value> = groups(srv)
+        .iter()
+        .map(|(g, vs)| group_value(g, vs))
+        .collect();
+    value_response(
+        200,
+        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
+    )
+}
+
+/// `/apis/{group}`.
+pub fn group(srv: &Server, g: &str) -> Result<Response, ApiError> {
+    let all = groups(srv);
+    let vs = all
+        .get(g)
+        .ok_or_else(|| ApiError::no_route(&format!("/apis/{g}")))?;
+    let mut v = group_value(g, vs);
+    v["kind"] = json!("APIGroup");
+    v["apiVersion"] = json!("v1");
+    Ok(value_response(200, &v))
+}
+
+fn resource_entry(r: &Arc<ResourceInfo>) -> Vec<Value> {
+    let mut out = vec![json!({
+        "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
+        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+        "shortNames": r.short_names,
+    })];
+    if r.status {
+        out.push(json!({
+            "name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
+            "kind": r.kind, "verbs": ["get", "patch", "update"],
+        }));
+    }
+    out
+}
+
+/// `/api/v1` or `/apis/{group}/{version}`.
+pub fn resource_list(srv: &Server, g: &str, v: &str) -> Result<Response, ApiError> {
+    let rs = srv.registry.group_version(g, v);
+    if rs.is_empty() {
+        return Err(ApiError::no_route(&format!("/apis/{g}/{v}")));
+    }
+    let gv = if g.is_empty() {
+        v.to_string()
+    } else {
+        format!("{g}/{v}")
+    };
+    let resources: Vec<Value> = rs.iter().flat_map(resource_entry).collect();
+    Ok(value_response(
+        200,
+        &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_priority_orders_like_kubernetes() {
+        let mut vs = vec!["v1alpha1", "v1beta1", "v2", "v1", "v1beta2"];
+        vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        assert_eq!(vs, vec!["v2", "v1", "v1beta2", "v1beta1", "v1alpha1"]);
+    }
+}

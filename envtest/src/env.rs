@@ -1,0 +1,264 @@
+//! [`TestEnv`]: one running server on a random loopback port, with a ready
+//! `kube_client::Client`, its base URL, a kubeconfig, fault controls and the
+//! request log. Dropping it stops the server and closes open watches.
+
+use crate::error::Error;
+use crate::faults::{Faults, RequestRecord};
+use crate::registry::Registry;
+use crate::server::{Config, Server, router};
+use crate::storage::Store;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Default number of events kept for watch resume.
+pub const DEFAULT_HISTORY_WINDOW: usize = 4096;
+/// Default interval between watch bookmarks.
+pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(5);
+/// Default largest accepted request body (as a real API server: 3 MiB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// Namespaces that exist from the start.
+pub const DEFAULT_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// A running in-process API server.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), envtest::Error> {
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// let env = envtest::TestEnv::start().await?;
+/// let cms: kube_client::Api<ConfigMap> = kube_client::Api::namespaced(env.client(), "default");
+/// let list = cms.list(&Default::default()).await;
+/// assert!(list.is_ok());
+/// # Ok(()) }
+/// ```
+pub struct TestEnv {
+    server: Arc<Server>,
+    base_url: String,
+    client: kube_client::Client,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for TestEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestEnv")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`TestEnv`] before it starts.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), envtest::Error> {
+/// let env = envtest::TestEnv::builder()
+///     .history_window(10)
+///     .bookmark_interval(std::time::Duration::from_millis(200))
+///     .start()
+///     .await?;
+/// # drop(env); Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct TestEnvBuilder {
+    history_window: usize,
+    bookmark_interval: Duration,
+    max_body_bytes: usize,
+    watch_buffer: usize,
+    port: u16,
+}
+
+impl Default for TestEnvBuilder {
+    fn default() -> Self {
+        TestEnvBuilder {
+            history_window: DEFAULT_HISTORY_WINDOW,
+            bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            watch_buffer: 8192,
+            port: 0,
+        }
+    }
+}
+
+impl TestEnvBuilder {
+    /// How many events of history to keep for watch resume and continue tokens.
+    pub fn history_window(mut self, events: usize) -> Self {
+        self.history_window = events;
+        self
+    }
+
+    /// How often watches with `allowWatchBookmarks` get a BOOKMARK.
+    pub fn bookmark_interval(mut self, d: Duration) -> Self {
+        self.bookmark_interval = d;
+        self
+    }
+
+    /// Largest accepted request body (413 beyond).
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
+    }
+
+    /// How many events one watcher may fall behind before it is closed.
+    pub fn watch_buffer(mut self, events: usize) -> Self {
+        self.watch_buffer = events;
+        self
+    }
+
+    /// Listen on this port (0, the default, picks a free one).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Start the server.
+    pub async fn start(self) -> Result<TestEnv, Error> {
+        let addr = format!("127.0.0.1:{}", self.port);
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: addr.clone(),
+                source,
+            })?;
+        let local = listener.local_addr().map_err(|source| Error::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
+        let store = Arc::new(Store::new(self.history_window, self.watch_buffer));
+        let server = Arc::new(Server {
+            faults: Faults::new(store.clone()),
+            store,
+            registry: Registry::with_builtins(),
+            config: Config {
+                bookmark_interval: self.bookmark_interval,
+                max_body_bytes: self.max_body_bytes,
+                addr: local.to_string(),
+            },
+        });
+        seed_namespaces(&server);
+        let base_url = format!("http://{local}");
+        let shutdown = CancellationToken::new();
+        let app = router(server.clone());
+        let token = shutdown.clone();
+        tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
+            if let Err(e) = serve.await {
+                tracing::warn!(error = %e, "envtest server stopped with an error");
+            }
+        });
+        let uri: http::Uri =
+            base_url
+                .parse()
+                .map_err(|e: http::uri::InvalidUri| Error::Client {
+                    url: base_url.clone(),
+                    message: e.to_string(),
+                })?;
+        let config = client_config(uri);
+        let client = kube_client::Client::try_from(config).map_err(|e| Error::Client {
+            url: base_url.clone(),
+            message: e.to_string(),
+        })?;
+        tracing::debug!(%base_url, "envtest server started");
+        Ok(TestEnv {
+            server,
+            base_url,
+            client,
+            shutdown,
+        })
+    }
+}
+
+/// The client configuration [`TestEnv::client`] uses: default namespace
+/// `default`, and kube-client's automatic retry of 429/503/504 turned off so
+/// that injected faults reach the code under test exactly as configured.
+fn client_config(uri: http::Uri) -> kube_client::Config {
+    let mut config = kube_client::Config::new(uri);
+    config.default_namespace = "default".into();
+    config.default_retry = false;
+    config
+}
+
+fn seed_namespaces(server: &Server) {
+    server.store.txn(|txn| {
+        for ns in DEFAULT_NAMESPACES {
+            let obj = json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": crate::objects::now_rfc3339(), "generation": 1, "labels": {"kubernetes.io/metadata.name": ns}},
+                "spec": {}, "status": {"phase": "Active"},
+            });
+            txn.put("/namespaces", (String::new(), ns.to_string()), obj);
+        }
+    });
+}
+
+impl TestEnv {
+    /// Start a server with default settings on a random loopback port.
+    pub async fn start() -> Result<TestEnv, Error> {
+        TestEnv::builder().start().await
+    }
+
+    /// A builder for non-default settings.
+    pub fn builder() -> TestEnvBuilder {
+        TestEnvBuilder::default()
+    }
+
+    /// A client for this server (cheap to clone). It does not retry on its
+    /// own (kube-client's default retry of 429/503/504 is off), so injected
+    /// faults reach the caller exactly as configured.
+    pub fn client(&self) -> kube_client::Client {
+        self.client.clone()
+    }
+
+    /// The configuration behind [`TestEnv::client`], to build a client with
+    /// other settings (for example `default_retry = true`).
+    pub fn client_config(&self) -> kube_client::Config {
+        // base_url is generated by us and always a valid URI.
+        client_config(self.base_url.parse().unwrap_or_default())
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// A kubeconfig pointing at this server.
+    pub fn kubeconfig(&self) -> kube_client::config::Kubeconfig {
+        // The YAML is generated here and always parses; fall back to an empty config defensively.
+        kube_client::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml()).unwrap_or_default()
+    }
+
+    /// The kubeconfig as YAML (what `envtest-server --kubeconfig` writes).
+    pub fn kubeconfig_yaml(&self) -> String {
+        kubeconfig_yaml(&self.base_url)
+    }
+
+    /// Fault injection controls.
+    pub fn faults(&self) -> &Faults {
+        &self.server.faults
+    }
+
+    /// Every request answered so far.
+    pub fn request_log(&self) -> Vec<RequestRecord> {
+        self.server.faults.request_log()
+    }
+
+    /// The current global revision (the RV the next LIST would report).
+    pub fn current_revision(&self) -> u64 {
+        self.server.store.rev()
+    }
+}
+
+/// A kubeconfig for a server at `base_url` (context and cluster `envtest`).
+pub fn kubeconfig_yaml(base_url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: envtest\n  cluster:\n    server: {base_url}\nusers:\n- name: envtest\n  user: {{}}\ncontexts:\n- name: envtest\n  context:\n    cluster: envtest\n    user: envtest\n    namespace: default\ncurrent-context: envtest\n"
+    )
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        self.server.faults.drop_watches();
+    }
+}

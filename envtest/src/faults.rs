@@ -1,0 +1,314 @@
+//! Fault injection and the request log, scoped to one server. A test can
+//! close every open watch, compact history so the next resume gets 410,
+//! make the next N matching requests fail with a chosen status (429 carries
+//! `Retry-After`), add latency to every request, pause and resume the server,
+//! and read back which requests were made and how they were answered.
+
+use crate::error::ApiError;
+use crate::storage::Store;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Most request records kept; older ones are dropped first.
+const LOG_CAPACITY: usize = 100_000;
+
+/// Which requests to fail, how often, and with what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureRule {
+    /// How many matching requests fail.
+    pub count: usize,
+    /// Only requests with this method (any when None).
+    pub method: Option<http::Method>,
+    /// Only requests whose path contains this (any when None).
+    pub path_contains: Option<String>,
+    /// Only watch requests (`Some(true)`) or only non-watch ones (`Some(false)`).
+    pub watch: Option<bool>,
+    /// HTTP status to answer with (500, 429, 409, 410, 504, ...).
+    pub status: u16,
+    /// `Retry-After` seconds to send (429 defaults to 1).
+    pub retry_after_seconds: Option<u64>,
+}
+
+impl FailureRule {
+    /// Fail the next `count` requests of any kind with `status`.
+    pub fn new(count: usize, status: u16) -> Self {
+        FailureRule {
+            count,
+            method: None,
+            path_contains: None,
+            watch: None,
+            status,
+            retry_after_seconds: None,
+        }
+    }
+
+    /// Restrict to one HTTP method.
+    #[must_use]
+    pub fn method(mut self, m: http::Method) -> Self {
+        self.method = Some(m);
+        self
+    }
+
+    /// Restrict to paths containing `s`.
+    #[must_use]
+    pub fn path_contains(mut self, s: impl Into<String>) -> Self {
+        self.path_contains = Some(s.into());
+        self
+    }
+
+    /// Restrict to watch (`true`) or non-watch (`false`) requests.
+    #[must_use]
+    pub fn watch(mut self, w: bool) -> Self {
+        self.watch = Some(w);
+        self
+    }
+
+    /// Send `Retry-After: secs`.
+    #[must_use]
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_seconds = Some(secs);
+        self
+    }
+
+    fn matches(&self, method: &http::Method, path: &str, is_watch: bool) -> bool {
+        self.method.as_ref().is_none_or(|m| m == method)
+            && self
+                .path_contains
+                .as_deref()
+                .is_none_or(|p| path.contains(p))
+            && self.watch.is_none_or(|w| w == is_watch)
+    }
+
+    fn error(&self) -> ApiError {
+        let (reason, message) = match self.status {
+            400 => ("BadRequest", "injected fault: bad request"),
+            401 => ("Unauthorized", "injected fault: unauthorized"),
+            403 => ("Forbidden", "injected fault: forbidden"),
+            404 => ("NotFound", "injected fault: not found"),
+            409 => (
+                "Conflict",
+                "injected fault: the object has been modified; please apply your changes to the latest version and try again",
+            ),
+            410 => ("Expired", "injected fault: too old resource version"),
+            429 => (
+                "TooManyRequests",
+                "injected fault: too many requests, please try again later",
+            ),
+            503 => ("ServiceUnavailable", "injected fault: service unavailable"),
+            504 => (
+                "Timeout",
+                "injected fault: the server was unable to return a response in the time allotted",
+            ),
+            _ => ("InternalError", "injected fault: internal error"),
+        };
+        let mut e = ApiError::new(self.status, reason, message);
+        e.retry_after_seconds = self
+            .retry_after_seconds
+            .or((self.status == 429).then_some(1));
+        e
+    }
+}
+
+/// One request as the server saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// HTTP method.
+    pub method: http::Method,
+    /// URL path.
+    pub path: String,
+    /// Raw query string ("" when none).
+    pub query: String,
+    /// The HTTP status answered.
+    pub status: u16,
+}
+
+impl RequestRecord {
+    /// Whether this was a watch request.
+    pub fn is_watch(&self) -> bool {
+        is_watch_query(&self.query)
+    }
+}
+
+pub(crate) fn is_watch_query(query: &str) -> bool {
+    query
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1")
+}
+
+/// The fault controls of one server (see the module docs).
+pub struct Faults {
+    store: Arc<Store>,
+    drop_token: Mutex<CancellationToken>,
+    rules: Mutex<Vec<FailureRule>>,
+    latency: Mutex<Duration>,
+    paused: tokio::sync::watch::Sender<bool>,
+    log: Mutex<VecDeque<RequestRecord>>,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults")
+            .field("rules", &*self.rules.lock())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Faults {
+    pub(crate) fn new(store: Arc<Store>) -> Self {
+        Faults {
+            store,
+            drop_token: Mutex::new(CancellationToken::new()),
+            rules: Mutex::new(Vec::new()),
+            latency: Mutex::new(Duration::ZERO),
+            paused: tokio::sync::watch::channel(false).0,
+            log: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Close every watch that is open now (new watches are unaffected).
+    pub fn drop_watches(&self) {
+        let old = std::mem::replace(&mut *self.drop_token.lock(), CancellationToken::new());
+        old.cancel();
+    }
+
+    /// Forget all watch history: resuming from any earlier revision gets 410,
+    /// and continue tokens issued before now expire.
+    pub fn compact(&self) {
+        self.store.compact();
+    }
+
+    /// Fail the next matching requests (rules are checked in the order added).
+    pub fn fail_next(&self, rule: FailureRule) {
+        if rule.count > 0 {
+            self.rules.lock().push(rule);
+        }
+    }
+
+    /// Remove every pending failure rule.
+    pub fn clear_failures(&self) {
+        self.rules.lock().clear();
+    }
+
+    /// Delay every request by `d` (zero to turn off).
+    pub fn set_latency(&self, d: Duration) {
+        *self.latency.lock() = d;
+    }
+
+    /// Hold every new request until [`Faults::resume`].
+    pub fn pause(&self) {
+        self.paused.send_replace(true);
+    }
+
+    /// Release held requests.
+    pub fn resume(&self) {
+        self.paused.send_replace(false);
+    }
+
+    /// The token that open watches watch for [`Faults::drop_watches`].
+    pub(crate) fn watch_drop_token(&self) -> CancellationToken {
+        self.drop_token.lock().clone()
+    }
+
+    /// Wait while paused, then apply latency; returns an injected error if a
+    /// rule matches.
+    pub(crate) async fn before(
+        &self,
+        method: &http::Method,
+        path: &str,
+        query: &str,
+    ) -> Option<ApiError> {
+        let mut rx = self.paused.subscribe();
+        // An error here means the sender is gone, which cannot happen while self lives.
+        let _ = rx.wait_for(|p| !*p).await;
+        let d = *self.latency.lock();
+        if !d.is_zero() {
+            tokio::time::sleep(d).await;
+        }
+        let is_watch = is_watch_query(query);
+        let mut rules = self.rules.lock();
+        let idx = rules
+            .iter()
+            .position(|r| r.matches(method, path, is_watch))?;
+        let err = rules[idx].error();
+        rules[idx].count -= 1;
+        if rules[idx].count == 0 {
+            rules.remove(idx);
+        }
+        Some(err)
+    }
+
+    pub(crate) fn record(&self, rec: RequestRecord) {
+        let mut log = self.log.lock();
+        if log.len() >= LOG_CAPACITY {
+            log.pop_front();
+        }
+        log.push_back(rec);
+    }
+
+    /// Every request answered so far (oldest first).
+    pub fn request_log(&self) -> Vec<RequestRecord> {
+        self.log.lock().iter().cloned().collect()
+    }
+
+    /// Forget the request log.
+    pub fn clear_request_log(&self) {
+        self.log.lock().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn rules_fire_count_times_and_only_on_matches() {
+        let f = Faults::new(Arc::new(Store::new(10, 16)));
+        f.fail_next(
+            FailureRule::new(2, 429)
+                .method(http::Method::GET)
+                .path_contains("configmaps")
+                .watch(false),
+        );
+        assert!(
+            f.before(&http::Method::POST, "/api/v1/namespaces/d/configmaps", "")
+                .await
+                .is_none()
+        );
+        assert!(
+            f.before(
+                &http::Method::GET,
+                "/api/v1/namespaces/d/configmaps",
+                "watch=true"
+            )
+            .await
+            .is_none()
+        );
+        let e = f
+            .before(&http::Method::GET, "/api/v1/namespaces/d/configmaps", "")
+            .await
+            .unwrap();
+        assert_eq!((e.code, e.retry_after_seconds), (429, Some(1)));
+        assert!(
+            f.before(&http::Method::GET, "/api/v1/configmaps", "")
+                .await
+                .is_some()
+        );
+        assert!(
+            f.before(&http::Method::GET, "/api/v1/configmaps", "")
+                .await
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn drop_watches_cancels_only_current_token() {
+        let f = Faults::new(Arc::new(Store::new(10, 16)));
+        let t = f.watch_drop_token();
+        f.drop_watches();
+        assert!(t.is_cancelled());
+        assert!(!f.watch_drop_token().is_cancelled());
+    }
+}

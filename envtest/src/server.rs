@@ -1,0 +1,311 @@
+//! The HTTP front of the server: the axum router, the fault/request-log
+//! middleware, request body limits, and URL parsing into a resource target
+//! (`/api/v1/...`, `/apis/{group}/{version}/...`, namespaced or not, with an
+//! optional name and subresource) that is dispatched to the read, write,
+//! delete and watch handlers.
+
+use crate::error::ApiError;
+use crate::faults::{Faults, RequestRecord};
+use crate::registry::{Registry, ResourceInfo};
+use crate::storage::Store;
+use crate::{crud, discovery, openapi, watch};
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderMap, Method, header};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Server settings fixed at start.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Interval between watch bookmarks.
+    pub bookmark_interval: Duration,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// `host:port` the server listens on.
+    pub addr: String,
+}
+
+/// Everything one server instance owns.
+pub struct Server {
+    /// Object storage.
+    pub store: Arc<Store>,
+    /// Served resources.
+    pub registry: Registry,
+    /// Fault controls and request log.
+    pub faults: Faults,
+    /// Settings.
+    pub config: Config,
+}
+
+/// Decoded query parameters.
+#[derive(Debug, Clone, Default)]
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    /// Parse a raw query string.
+    pub fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
+        let Some(raw) = raw else {
+            return Ok(Query::default());
+        };
+        let uri: http::Uri = format!("/?{raw}")
+            .parse()
+            .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))?;
+        let q = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&uri)
+            .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))?;
+        Ok(Query(q.0))
+    }
+
+    /// The last value of a parameter.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A boolean parameter (`true`/`1`).
+    pub fn flag(&self, key: &str) -> bool {
+        matches!(self.get(key), Some("true" | "1"))
+    }
+}
+
+/// A request as the handlers see it.
+pub struct Req {
+    /// HTTP method.
+    pub method: Method,
+    /// Query parameters.
+    pub query: Query,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
+}
+
+impl Req {
+    /// The Content-Type header.
+    pub fn content_type(&self) -> Option<&str> {
+        self.headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+    }
+
+    /// The Accept header.
+    pub fn accept(&self) -> &str {
+        self.headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+/// What a resource URL names.
+pub struct Target {
+    /// The resource.
+    pub info: Arc<ResourceInfo>,
+    /// Namespace from the URL.
+    pub namespace: Option<String>,
+    /// Object name from the URL.
+    pub name: Option<String>,
+    /// Subresource (`status`).
+    pub sub: Option<String>,
+}
+
+/// Build the router for a server.
+pub fn router(srv: Arc<Server>) -> Router {
+    Router::new()
+        .fallback(handle)
+        .layer(middleware::from_fn_with_state(srv.clone(), fault_layer))
+        .with_state(srv)
+}
+
+async fn fault_layer(State(srv): State<Arc<Server>>, req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let resp = match srv.faults.before(&method, &path, &query).await {
+        Some(e) => e.into_response(),
+        None => next.run(req).await,
+    };
+    srv.faults.record(RequestRecord {
+        method,
+        path,
+        query,
+        status: resp.status().as_u16(),
+    });
+    resp
+}
+
+async fn handle(State(srv): State<Arc<Server>>, req: Request) -> Response {
+    match handle_inner(srv, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Some(v) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn read_body(srv: &Server, req: Request) -> Result<(http::request::Parts, Bytes), ApiError> {
+    let limit = srv.config.max_body_bytes;
+    let too_large = || {
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit} bytes"),
+        )
+    };
+    let (parts, body) = req.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    let bytes = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| too_large())?;
+    Ok((parts, bytes))
+}
+
+async fn handle_inner(srv: Arc<Server>, req: Request) -> Result<Response, ApiError> {
+    let (parts, body) = read_body(&srv, req).await?;
+    let path = parts.uri.path().to_string();
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(percent_decode)
+        .collect();
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let r = Req {
+        method: parts.method.clone(),
+        query: Query::parse(parts.uri.query())?,
+        headers: parts.headers,
+        body,
+    };
+    let get_only = |resp: Result<Response, ApiError>| {
+        if r.method == Method::GET {
+            resp
+        } else {
+            Err(ApiError::method_not_allowed(r.method.as_str(), &path))
+        }
+    };
+    match segs.as_slice() {
+        [] => get_only(Ok(discovery::root_paths(&srv))),
+        ["version"] => get_only(Ok(discovery::version())),
+        ["healthz" | "livez" | "readyz", ..] => get_only(Ok("ok".into_response())),
+        ["api"] => get_only(Ok(discovery::api_versions(&srv))),
+        ["api", "v1"] => get_only(discovery::resource_list(&srv, "", "v1")),
+        ["api", "v1", rest @ ..] => resource(&srv, "", "v1", rest, r, &path).await,
+        ["apis"] => get_only(Ok(discovery::group_list(&srv))),
+        ["apis", g] => get_only(discovery::group(&srv, g)),
+        ["apis", g, v] => get_only(discovery::resource_list(&srv, g, v)),
+        ["apis", g, v, rest @ ..] => resource(&srv, g, v, rest, r, &path).await,
+        ["openapi", "v3"] => get_only(Ok(openapi::root(&srv))),
+        ["openapi", "v3", gv @ ..] => get_only(openapi::group_version(&srv, &gv.join("/"))),
+        _ => Err(ApiError::no_route(&path)),
+    }
+}
+
+fn parse_target(
+    srv: &Server,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    path: &str,
+) -> Result<Target, ApiError> {
+    let is_ns_sub = rest.len() == 3 && matches!(rest[2], "status" | "finalize");
+    let (namespace, tail) = if rest.first() == Some(&"namespaces") && rest.len() >= 3 && !is_ns_sub
+    {
+        (Some(rest[1].to_string()), &rest[2..])
+    } else {
+        (None, rest)
+    };
+    let (plural, name, sub) = match tail {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some(n.to_string()), None),
+        [p, n, s] => (*p, Some(n.to_string()), Some(s.to_string())),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    let info = srv
+        .registry
+        .get(group, version, plural)
+        .ok_or_else(|| ApiError::no_route(path))?;
+    if (info.namespaced && namespace.is_none() && name.is_some())
+        || (!info.namespaced && namespace.is_some())
+    {
+        return Err(ApiError::no_route(path));
+    }
+    if let Some(s) = &sub
+        && !(s == "status" && info.status)
+    {
+        return Err(ApiError::no_route(path));
+    }
+    Ok(Target {
+        info,
+        namespace,
+        name,
+        sub,
+    })
+}
+
+async fn resource(
+    srv: &Arc<Server>,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    r: Req,
+    path: &str,
+) -> Result<Response, ApiError> {
+    let t = parse_target(srv, group, version, rest, path)?;
+    let collection = t.name.is_none();
+    match (&r.method, collection) {
+        (&Method::GET, true) if r.query.flag("watch") => watch::serve(srv, &t, &r),
+        (&Method::GET, true) => crud::list(srv, &t, &r),
+        (&Method::GET, false) => crud::get(srv, &t, &r),
+        (&Method::POST, true) => crud::create(srv, &t, &r),
+        (&Method::PUT, false) => crud::update(srv, &t, &r),
+        (&Method::PATCH, false) => crud::patch(srv, &t, &r),
+        (&Method::DELETE, false) => crud::delete(srv, &t, &r),
+        (&Method::DELETE, true) => crud::delete_collection(srv, &t, &r),
+        (m, _) => Err(ApiError::method_not_allowed(m.as_str(), path)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decoding_and_queries() {
+        assert_eq!(percent_decode("system%3Aadmin"), "system:admin");
+        assert_eq!(percent_decode("a%2"), "a%2");
+        let q = Query::parse(Some("labelSelector=a%3Db&watch=1")).unwrap();
+        assert_eq!(q.get("labelSelector"), Some("a=b"));
+        assert!(q.flag("watch"));
+    }
+}
