@@ -1,1 +1,8 @@
 //! Integration tests of informer-core against an in-process envtest API server.
+
+// Test helpers outside `#[test]` functions unwrap too; a failure is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod list_watch;
+mod reflector;
