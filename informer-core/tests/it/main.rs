@@ -6,3 +6,4 @@
 mod common;
 mod list_watch;
 mod reflector;
+mod reflector_faults;

@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::common::*;
 
-struct Running {
-    mirror: Arc<Mirror>,
-    metrics: Arc<Counting>,
+pub(crate) struct Running {
+    pub(crate) mirror: Arc<Mirror>,
+    pub(crate) metrics: Arc<Counting>,
     synced: SyncedResourceVersion,
     errors: Arc<Mutex<Vec<String>>>,
     cancel: CancellationToken,
@@ -29,7 +29,7 @@ struct Running {
 }
 
 impl Running {
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.cancel.cancel();
         tokio::time::timeout(Duration::from_secs(5), self.task)
             .await
@@ -37,13 +37,13 @@ impl Running {
             .unwrap();
     }
 
-    async fn until_synced(&self) {
+    pub(crate) async fn until_synced(&self) {
         let mirror = self.mirror.clone();
         eventually("the first list was stored", move || mirror.replaces() >= 1).await;
     }
 }
 
-fn run(
+pub(crate) fn run(
     api: Api<ConfigMap>,
     configure: impl FnOnce(ReflectorBuilder<ConfigMap>) -> ReflectorBuilder<ConfigMap>,
 ) -> Running {
@@ -72,9 +72,9 @@ fn run(
     }
 }
 
-const DEFAULT_CMS: &str = "/api/v1/namespaces/default/configmaps";
+pub(crate) const DEFAULT_CMS: &str = "/api/v1/namespaces/default/configmaps";
 
-async fn until_mirror_equals_list(r: &Running, api: &Api<ConfigMap>) {
+pub(crate) async fn until_mirror_equals_list(r: &Running, api: &Api<ConfigMap>) {
     eventually_async("the store equals a fresh LIST", || async {
         r.mirror.snapshot() == list_snapshot(api).await
     })
