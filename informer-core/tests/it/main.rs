@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod custom_resource;
 mod list_watch;
 mod reflector;
 mod reflector_faults;
