@@ -234,7 +234,8 @@ where
                 },
             };
             let started = Instant::now();
-            let (events, error) = self.consume(st, stream, deadline).await;
+            let span = debug_span!("watch_events", from_resource_version = %st.last_rv);
+            let (events, error) = self.consume(st, stream, deadline).instrument(span).await;
             let cause = match error {
                 None => WatchRestartCause::Closed,
                 // A connection that broke mid-stream is resumed like a closed watch.
