@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt, stream};
 use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
 use informer_core::shared_informer::SharedIndexInformer;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube_client::api::PostParams;
 use kube_client::{Api, Client};
 use kube_core::ObjectMeta;
@@ -73,6 +73,15 @@ fn config_map(i: usize) -> ConfigMap {
 }
 
 async fn seed(client: &Client, objects: usize) -> Result<(), kube_client::Error> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(NAMESPACE.into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    namespaces.create(&PostParams::default(), &ns).await?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
     stream::iter(0..objects)
         .map(|i| {
