@@ -172,6 +172,7 @@ pub fn resources(obj: &Value) -> Vec<ResourceInfo> {
             namespaced: text(spec, &["scope"]) == "Namespaced",
             status: v["subresources"]["status"].is_object(),
             short_names: strings(&names["shortNames"]),
+            categories: strings(&names["categories"]),
             field_selectors: v["selectableFields"]
                 .as_array()
                 .map(|a| {

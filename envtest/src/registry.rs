@@ -49,6 +49,8 @@ pub struct ResourceInfo {
     pub custom: bool,
     /// Extra printer columns for table output: (name, type, dotted path).
     pub printer_columns: Vec<(String, String, String)>,
+    /// Categories such as `all` (for `kubectl get all`).
+    pub categories: Vec<String>,
 }
 
 impl ResourceInfo {
@@ -111,6 +113,13 @@ fn builtin(
         name_rule,
         custom: false,
         printer_columns: Vec::new(),
+        categories: match plural {
+            "pods" | "services" | "deployments" | "replicasets" | "statefulsets" | "daemonsets"
+            | "jobs" | "cronjobs" => {
+                vec!["all".to_string()]
+            }
+            _ => Vec::new(),
+        },
     }
 }
 

@@ -68,6 +68,17 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Whether `dryRun=All` was asked for (400 for other values).
+    pub fn dry_run(&self) -> Result<bool, ApiError> {
+        match self.get("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+            ))),
+        }
+    }
+
     /// A boolean parameter (`true`/`1`).
     pub fn flag(&self, key: &str) -> bool {
         matches!(self.get(key), Some("true" | "1"))

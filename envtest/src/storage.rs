@@ -186,12 +186,18 @@ impl State {
 /// handler's read-check-write is atomic.
 pub struct Txn<'a> {
     st: &'a mut State,
+    dry: bool,
 }
 
 impl Txn<'_> {
     /// The current global revision.
     pub fn rev(&self) -> u64 {
         self.st.rev
+    }
+
+    /// Whether this is a dry run: writes are computed but not stored.
+    pub fn is_dry(&self) -> bool {
+        self.dry
     }
 
     /// One object.
@@ -240,6 +246,9 @@ impl Txn<'_> {
 
     /// Create or replace an object; bumps the revision and records ADDED or MODIFIED.
     pub fn put(&mut self, res: &str, key: ObjKey, value: Value) -> Arc<StoredObject> {
+        if self.dry {
+            return Arc::new(StoredObject::new(value, self.st.rev));
+        }
         self.st.rev += 1;
         let obj = Arc::new(StoredObject::new(value, self.st.rev));
         let prev = self.st.table(res).objects.insert(key.clone(), obj.clone());
@@ -260,6 +269,10 @@ impl Txn<'_> {
         key: &ObjKey,
         final_value: Value,
     ) -> Option<Arc<StoredObject>> {
+        if self.dry {
+            self.get(res, key)?;
+            return Some(Arc::new(StoredObject::new(final_value, self.st.rev)));
+        }
         let prev = self.st.table(res).objects.remove(key)?;
         self.st.rev += 1;
         let obj = Arc::new(StoredObject::new(final_value, self.st.rev));
@@ -319,8 +332,17 @@ impl Store {
 
     /// Run `f` under the storage lock.
     pub fn txn<R>(&self, f: impl FnOnce(&mut Txn<'_>) -> R) -> R {
+        self.txn_mode(false, f)
+    }
+
+    /// Run `f` under the storage lock; with `dry` set, writes are computed
+    /// and returned but nothing is stored or announced.
+    pub fn txn_mode<R>(&self, dry: bool, f: impl FnOnce(&mut Txn<'_>) -> R) -> R {
         let mut guard = self.state.lock();
-        let mut txn = Txn { st: &mut guard };
+        let mut txn = Txn {
+            st: &mut guard,
+            dry,
+        };
         f(&mut txn)
     }
 
@@ -463,6 +485,22 @@ mod tests {
         assert_eq!(snap[&key("a")].value["data"]["v"], "1");
         let now = s.snapshot("/configmaps", s.rev()).unwrap();
         assert_eq!(now.keys().collect::<Vec<_>>(), vec![&key("b")]);
+    }
+
+    #[test]
+    fn dry_runs_store_nothing() {
+        let s = Store::new(100, 100);
+        let r = s.rev();
+        let o = s.txn_mode(true, |t| t.put("/configmaps", key("a"), cm("a", "1")));
+        assert_eq!(o.value["data"]["v"], "1");
+        assert_eq!(s.rev(), r);
+        assert!(s.txn(|t| t.get("/configmaps", &key("a"))).is_none());
+        s.txn(|t| t.put("/configmaps", key("a"), cm("a", "1")));
+        assert!(
+            s.txn_mode(true, |t| t.remove("/configmaps", &key("a"), cm("a", "1")))
+                .is_some()
+        );
+        assert!(s.txn(|t| t.get("/configmaps", &key("a"))).is_some());
     }
 
     #[test]

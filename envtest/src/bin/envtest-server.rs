@@ -51,8 +51,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("press Ctrl-C to stop");
-    tokio::signal::ctrl_c().await?;
+    shutdown_signal().await?;
     println!("stopping");
     drop(env);
     Ok(())
+}
+
+/// Wait for Ctrl-C (SIGINT) or, on Unix, SIGTERM.
+async fn shutdown_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
 }

@@ -19,16 +19,21 @@ use std::sync::Arc;
 
 const NAMESPACES: &str = "/namespaces";
 
-/// DeleteOptions preconditions.
+/// DeleteOptions preconditions (and whether this is a dry run).
 #[derive(Debug, Default)]
 struct Preconditions {
     uid: Option<String>,
     resource_version: Option<String>,
+    dry_run: bool,
 }
 
 fn preconditions(r: &Req) -> Result<Preconditions, ApiError> {
+    let query_dry = r.query.dry_run()?;
     if r.body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Preconditions::default());
+        return Ok(Preconditions {
+            dry_run: query_dry,
+            ..Preconditions::default()
+        });
     }
     let opts = parse_json(&r.body)?;
     if !opts.is_object() {
@@ -36,10 +41,20 @@ fn preconditions(r: &Req) -> Result<Preconditions, ApiError> {
             "the request body must be a DeleteOptions object",
         ));
     }
+    let body_dry = match &opts["dryRun"] {
+        Value::Null => false,
+        Value::Array(a) if a.iter().all(|v| v == "All") => !a.is_empty(),
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {other}: supported values: \"All\""
+            )));
+        }
+    };
     let p = &opts["preconditions"];
     Ok(Preconditions {
         uid: p["uid"].as_str().map(str::to_string),
         resource_version: p["resourceVersion"].as_str().map(str::to_string),
+        dry_run: query_dry || body_dry,
     })
 }
 
@@ -70,6 +85,9 @@ pub(crate) fn can_remove(txn: &Txn<'_>, res: &str, key: &ObjKey) -> bool {
 
 /// Bookkeeping after an object is really gone.
 pub(crate) fn after_removal(srv: &Server, txn: &mut Txn<'_>, res: &str, value: &Value) {
+    if txn.is_dry() {
+        return;
+    }
     if res == crd::STORAGE_KEY {
         crd::on_removed(srv, txn, value);
     }
@@ -178,7 +196,7 @@ pub fn delete(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
     let name = t.name.as_deref().unwrap_or("");
     let pre = preconditions(r)?;
     let key = obj_key(info, t.namespace.as_deref(), name);
-    let outcome = srv.store.txn(|txn| {
+    let outcome = srv.store.txn_mode(pre.dry_run, |txn| {
         delete_one(
             srv,
             txn,
@@ -198,7 +216,7 @@ pub fn delete_collection(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Respo
     let filter = Filter::from_query(info, t.namespace.as_deref(), &r.query)?;
     let pre = preconditions(r)?;
     let res = info.storage_key();
-    let (rev, outcomes) = srv.store.txn(|txn| {
+    let (rev, outcomes) = srv.store.txn_mode(pre.dry_run, |txn| {
         let targets: Vec<ObjKey> = txn
             .list(&res, filter.namespace.as_deref())
             .into_iter()

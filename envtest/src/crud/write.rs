@@ -146,7 +146,7 @@ fn insert_new(
         return Err(ApiError::already_exists(&info.group, &info.plural, &name));
     }
     let stored = txn.put(&res, key, obj);
-    if crd::is_crd(info) {
+    if crd::is_crd(info) && !txn.is_dry() {
         crd::register(srv, &stored.value);
     }
     Ok(stored)
@@ -164,9 +164,10 @@ pub fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
     require_json(r.content_type())?;
     let obj = parse_json(&r.body)?;
     let (obj, generate) = prepare_new(info, obj, t.namespace.as_deref())?;
+    let dry = r.query.dry_run()?;
     let stored = srv
         .store
-        .txn(|txn| insert_new(srv, txn, info, obj, generate))?;
+        .txn_mode(dry, |txn| insert_new(srv, txn, info, obj, generate))?;
     Ok(json_response(201, render(&stored, info)))
 }
 
@@ -309,7 +310,7 @@ pub(crate) fn apply_update(
         return Ok(fin);
     }
     let stored = txn.put(&res, key.clone(), result);
-    if crd::is_crd(info) {
+    if crd::is_crd(info) && !txn.is_dry() {
         crd::register(srv, &stored.value);
     }
     Ok(stored)
@@ -335,7 +336,8 @@ pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
         }
     }
     let key = obj_key(info, t.namespace.as_deref(), name);
-    let stored = srv.store.txn(|txn| {
+    let dry = r.query.dry_run()?;
+    let stored = srv.store.txn_mode(dry, |txn| {
         let old = txn
             .get(&info.storage_key(), &key)
             .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
@@ -359,7 +361,8 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
         ));
     }
     let key = obj_key(info, t.namespace.as_deref(), name);
-    let (stored, code) = srv.store.txn(|txn| {
+    let dry = r.query.dry_run()?;
+    let (stored, code) = srv.store.txn_mode(dry, |txn| {
         let Some(old) = txn.get(&info.storage_key(), &key) else {
             if kind == PatchKind::Apply && t.sub.is_none() {
                 let mut obj = patch.clone();

@@ -444,3 +444,42 @@ async fn namespaces_must_exist_and_their_deletion_deletes_contents() {
         "the namespace goes once its last object is gone"
     );
 }
+
+#[tokio::test]
+async fn dry_run_writes_nothing() {
+    let env = TestEnv::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let before = env.current_revision();
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let c = api.create(&dry, &cm("ghost", &[], "1")).await.unwrap();
+    assert_eq!(c.metadata.name.as_deref(), Some("ghost"));
+    assert!(api.get_opt("ghost").await.unwrap().is_none());
+    assert_eq!(env.current_revision(), before);
+
+    api.create(&PostParams::default(), &cm("real", &[], "1"))
+        .await
+        .unwrap();
+    let rev = env.current_revision();
+    let p = api
+        .patch(
+            "real",
+            &PatchParams::default().dry_run(),
+            &Patch::Merge(json!({"data": {"v": "2"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.data.unwrap()["v"], "2");
+    api.delete("real", &DeleteParams::default().dry_run())
+        .await
+        .unwrap();
+    let real = api.get("real").await.unwrap();
+    assert_eq!(real.data.unwrap()["v"], "1");
+    assert_eq!(
+        env.current_revision(),
+        rev,
+        "dry runs do not bump the revision"
+    );
+}
