@@ -32,6 +32,7 @@ mod error;
 mod faults;
 mod objects;
 mod openapi;
+mod owners;
 mod patch;
 mod registry;
 mod selectors;

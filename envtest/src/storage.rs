@@ -8,6 +8,7 @@
 //! snapshot its continue token names, for as long as that revision stays
 //! inside the window.
 
+use crate::owners::{Location, OwnerIndex};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -130,6 +131,7 @@ struct State {
     channel_capacity: usize,
     tables: HashMap<Arc<str>, Table>,
     history: VecDeque<Arc<Event>>,
+    owners: OwnerIndex,
 }
 
 impl State {
@@ -195,6 +197,16 @@ impl Txn<'_> {
         self.st.rev
     }
 
+    /// Where the object with `uid` is stored.
+    pub fn locate(&self, uid: &str) -> Option<Location> {
+        self.st.owners.locate(uid)
+    }
+
+    /// Objects that name `uid` in their ownerReferences.
+    pub fn dependents_of(&self, uid: &str) -> Vec<Location> {
+        self.st.owners.dependents(uid)
+    }
+
     /// Whether this is a dry run: writes are computed but not stored.
     pub fn is_dry(&self) -> bool {
         self.dry
@@ -252,6 +264,10 @@ impl Txn<'_> {
         self.st.rev += 1;
         let obj = Arc::new(StoredObject::new(value, self.st.rev));
         let prev = self.st.table(res).objects.insert(key.clone(), obj.clone());
+        if let Some(p) = &prev {
+            self.st.owners.remove(res, &key, &p.value);
+        }
+        self.st.owners.add(res, &key, &obj.value);
         let kind = if prev.is_some() {
             EventType::Modified
         } else {
@@ -274,6 +290,7 @@ impl Txn<'_> {
             return Some(Arc::new(StoredObject::new(final_value, self.st.rev)));
         }
         let prev = self.st.table(res).objects.remove(key)?;
+        self.st.owners.remove(res, key, &prev.value);
         self.st.rev += 1;
         let obj = Arc::new(StoredObject::new(final_value, self.st.rev));
         self.st.record(
@@ -326,6 +343,7 @@ impl Store {
                 channel_capacity: channel_capacity.max(16),
                 tables: HashMap::new(),
                 history: VecDeque::new(),
+                owners: OwnerIndex::default(),
             }),
         }
     }

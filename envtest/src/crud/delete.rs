@@ -6,6 +6,7 @@
 //! CustomResourceDefinition removes its custom resources and stops serving
 //! them. DeleteCollection deletes every object matching the selectors.
 
+use super::gc::{self, Propagation};
 use crate::crd;
 use crate::error::ApiError;
 use crate::objects::{Filter, json_response, now_rfc3339, obj_key, render};
@@ -19,19 +20,27 @@ use std::sync::Arc;
 
 const NAMESPACES: &str = "/namespaces";
 
-/// DeleteOptions preconditions (and whether this is a dry run).
+/// DeleteOptions: preconditions, propagation and whether this is a dry run.
 #[derive(Debug, Default)]
-struct Preconditions {
-    uid: Option<String>,
-    resource_version: Option<String>,
-    dry_run: bool,
+pub(super) struct Preconditions {
+    pub(super) uid: Option<String>,
+    pub(super) resource_version: Option<String>,
+    pub(super) dry_run: bool,
+    pub(super) propagation: Propagation,
 }
 
 fn preconditions(r: &Req) -> Result<Preconditions, ApiError> {
     let query_dry = r.query.dry_run()?;
+    let query_policy = r
+        .query
+        .get("propagationPolicy")
+        .filter(|p| !p.is_empty())
+        .map(Propagation::parse)
+        .transpose()?;
     if r.body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Preconditions {
             dry_run: query_dry,
+            propagation: query_policy.unwrap_or_default(),
             ..Preconditions::default()
         });
     }
@@ -50,15 +59,24 @@ fn preconditions(r: &Req) -> Result<Preconditions, ApiError> {
             )));
         }
     };
+    let body_policy = match (
+        opts["propagationPolicy"].as_str(),
+        opts["orphanDependents"].as_bool(),
+    ) {
+        (Some(p), _) => Some(Propagation::parse(p)?),
+        (None, Some(true)) => Some(Propagation::Orphan),
+        _ => None,
+    };
     let p = &opts["preconditions"];
     Ok(Preconditions {
         uid: p["uid"].as_str().map(str::to_string),
         resource_version: p["resourceVersion"].as_str().map(str::to_string),
         dry_run: query_dry || body_dry,
+        propagation: body_policy.or(query_policy).unwrap_or_default(),
     })
 }
 
-enum Outcome {
+pub(super) enum Outcome {
     Removed(Arc<StoredObject>),
     Pending(Arc<StoredObject>),
 }
@@ -91,6 +109,7 @@ pub(crate) fn after_removal(srv: &Server, txn: &mut Txn<'_>, res: &str, value: &
     if res == crd::STORAGE_KEY {
         crd::on_removed(srv, txn, value);
     }
+    gc::collect(srv, txn, value);
     if let Some(ns) = value["metadata"]["namespace"]
         .as_str()
         .filter(|n| !n.is_empty())
@@ -114,7 +133,7 @@ fn finish_namespace(txn: &mut Txn<'_>, ns: &str) {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn delete_one(
+pub(super) fn delete_one(
     srv: &Server,
     txn: &mut Txn<'_>,
     res: &str,
@@ -153,6 +172,16 @@ fn delete_one(
                 old.rev
             ),
         ));
+    }
+    let uid = meta["uid"].as_str().unwrap_or("").to_string();
+    if pre.propagation == Propagation::Orphan && !txn.is_dry() {
+        gc::orphan_dependents(txn, &uid);
+    }
+    if pre.propagation == Propagation::Foreground
+        && meta["deletionTimestamp"].is_null()
+        && !txn.dependents_of(&uid).is_empty()
+    {
+        return Ok(gc::start_foreground(srv, txn, res, key, &old));
     }
     let is_ns = res == NAMESPACES;
     if has_finalizers(&old.value) || is_ns {

@@ -9,6 +9,7 @@
 //! `N` left the history window).
 
 mod delete;
+mod gc;
 mod write;
 
 pub use delete::{delete, delete_collection};

@@ -8,6 +8,7 @@ mod crd;
 mod crud;
 mod errors;
 mod faults;
+mod gc;
 mod props;
 mod reads;
 mod watch;
