@@ -10,12 +10,17 @@
 //! Nothing here asserts on timing.
 
 use std::alloc::System;
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt, stream};
+use informer_core::delta_fifo::DeltaFifo;
+use informer_core::key::object_key;
 use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
 use informer_core::shared_informer::SharedIndexInformer;
-use k8s_openapi::api::core::v1::ConfigMap;
+use informer_core::store::Indexer;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube_client::api::PostParams;
 use kube_client::{Api, Client};
 use kube_core::ObjectMeta;
@@ -73,6 +78,15 @@ fn config_map(i: usize) -> ConfigMap {
 }
 
 async fn seed(client: &Client, objects: usize) -> Result<(), kube_client::Error> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(NAMESPACE.into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    namespaces.create(&PostParams::default(), &ns).await?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
     stream::iter(0..objects)
         .map(|i| {
@@ -104,6 +118,7 @@ async fn sync_informer(client: &Client, objects: usize) -> Sample {
     let elapsed = start.elapsed();
     assert_eq!(informer.indexer().len(), objects, "informer cache size");
     let retained_bytes = retained(&region);
+    report_bookkeeping(&informer).await;
     token.cancel();
     let _ = task.await;
     drop(informer);
@@ -111,6 +126,51 @@ async fn sync_informer(client: &Client, objects: usize) -> Sample {
         elapsed,
         retained_bytes,
     }
+}
+
+/// Heap the cache's bookkeeping costs beyond the objects themselves: the
+/// cached `Arc`s are re-inserted (shared, not copied) into a fresh `Indexer`
+/// and, for reference, into a plain `HashMap<String, Arc<K>>`.
+async fn report_bookkeeping(informer: &SharedIndexInformer<ConfigMap>) {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if DONE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    let objects = informer.indexer().list();
+    let n = objects.len().max(1) as f64;
+    let region = Region::new(GLOBAL);
+    let indexer = Indexer::new();
+    for obj in &objects {
+        if let Err(err) = indexer.add(Arc::clone(obj)) {
+            panic!("indexer add failed: {err}");
+        }
+    }
+    let indexer_bytes = retained(&region) as f64;
+    let region = Region::new(GLOBAL);
+    let mut map: HashMap<String, Arc<ConfigMap>> = HashMap::new();
+    for obj in &objects {
+        map.insert(object_key(obj.as_ref()), Arc::clone(obj));
+    }
+    let map_bytes = retained(&region) as f64;
+    // What a DeltaFifo keeps after a full list went through it and was popped.
+    let region = Region::new(GLOBAL);
+    let copies: Vec<ConfigMap> = objects.iter().map(|o| (**o).clone()).collect();
+    let fifo = DeltaFifo::<ConfigMap>::new(None);
+    fifo.replace(copies, "1");
+    while !fifo.is_empty() {
+        if fifo.pop(drop).await.is_err() {
+            break;
+        }
+    }
+    // The copies were freed as they were popped, so this is what the FIFO kept.
+    let fifo_bytes = retained(&region) as f64;
+    println!(
+        "bookkeeping per object: Indexer (with namespace index) {:.0} B, plain HashMap<String, Arc<K>> {:.0} B, drained DeltaFifo {:.0} B",
+        indexer_bytes / n,
+        map_bytes / n,
+        fifo_bytes / n
+    );
+    drop((indexer, map, fifo));
 }
 
 async fn sync_kube_runtime(client: &Client, objects: usize) -> Sample {

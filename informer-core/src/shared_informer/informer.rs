@@ -17,7 +17,7 @@ use crate::lister::Lister;
 use crate::metrics::InformerMetrics;
 use crate::processor::{Notification, PendingObserver, SharedProcessor};
 pub use crate::reflector::WatchErrorHandler;
-use crate::reflector::{Reflector, ReflectorStore, SyncedResourceVersion};
+use crate::reflector::{Reflector, SyncedResourceVersion};
 use crate::store::{IndexFn, Indexer, KnownObjects};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -480,11 +480,9 @@ where
             })
         };
         self.inner.processor.run();
-        let mut reflector = Reflector::builder(
-            Arc::clone(&self.inner.lister_watcher),
-            FifoStore(Arc::clone(&fifo)),
-        )
-        .name(self.inner.name.clone());
+        let mut reflector =
+            Reflector::builder(Arc::clone(&self.inner.lister_watcher), Arc::clone(&fifo))
+                .name(self.inner.name.clone());
         if let Some(metrics) = &self.inner.metrics {
             reflector = reflector.metrics(Arc::clone(metrics));
         }
@@ -583,29 +581,5 @@ where
                 }
             }
         }
-    }
-}
-
-/// What the reflector writes into: the informer's FIFO.
-struct FifoStore<K>(Arc<DeltaFifo<K>>);
-
-impl<K> ReflectorStore<K> for FifoStore<K>
-where
-    K: kube_core::Resource + Clone + Send + Sync + 'static,
-{
-    fn add(&self, obj: K) {
-        self.0.add(obj);
-    }
-    fn update(&self, obj: K) {
-        self.0.update(obj);
-    }
-    fn delete(&self, obj: K) {
-        self.0.delete(obj);
-    }
-    fn replace(&self, list: Vec<K>, resource_version: &str) {
-        self.0.replace(list, resource_version);
-    }
-    fn resync(&self) {
-        self.0.resync();
     }
 }
