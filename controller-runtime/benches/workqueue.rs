@@ -1,0 +1,219 @@
+//! Workqueue throughput: items per second through add -> get -> done with 1,
+//! 2 and 8 worker tasks, next to a plain tokio mpsc channel (the floor: a
+//! queue that neither deduplicates nor tracks processing) in the same run.
+//!
+//! Run with `cargo bench -p controller-runtime --bench workqueue`; set
+//! `WORKQUEUE_BENCH_ITEMS` to change the number of items per run.
+#![expect(
+    clippy::unwrap_used,
+    reason = "a benchmark program: any failure should stop it loudly"
+)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use controller_runtime::workqueue::Queue;
+use tokio::sync::{Mutex, mpsc};
+
+const WORKERS: [usize; 3] = [1, 2, 8];
+const RUNS: usize = 5;
+
+/// What a controller queues: an object's namespace and name.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct Request {
+    namespace: String,
+    name: String,
+}
+
+/// Adds `items` (all distinct) from one task while `workers` tasks get and
+/// done them; returns the time until every item was done.
+async fn run_queue<T>(items: Vec<T>, workers: usize) -> Duration
+where
+    T: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+{
+    let queue: Queue<T> = Queue::new();
+    let start = Instant::now();
+    let handles: Vec<_> = (0..workers)
+        .map(|_| {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                let mut n = 0usize;
+                while let Some(item) = queue.get().await {
+                    black_box(&item);
+                    queue.done(&item);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let producer = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            for item in items {
+                queue.add(item);
+            }
+            queue.shut_down();
+        })
+    };
+    producer.await.unwrap();
+    let mut done = 0;
+    for h in handles {
+        done += h.await.unwrap();
+    }
+    let elapsed = start.elapsed();
+    assert!(done > 0);
+    elapsed
+}
+
+/// The same shape through an unbounded mpsc channel; with several workers
+/// they share the receiver behind an async mutex.
+async fn run_mpsc(items: Vec<u64>, workers: usize) -> Duration {
+    let (tx, rx) = mpsc::unbounded_channel::<u64>();
+    let start = Instant::now();
+    let handles: Vec<_> = if workers == 1 {
+        let mut rx = rx;
+        vec![tokio::spawn(async move {
+            let mut n = 0usize;
+            while let Some(item) = rx.recv().await {
+                black_box(item);
+                n += 1;
+            }
+            n
+        })]
+    } else {
+        let rx = Arc::new(Mutex::new(rx));
+        (0..workers)
+            .map(|_| {
+                let rx = Arc::clone(&rx);
+                tokio::spawn(async move {
+                    let mut n = 0usize;
+                    loop {
+                        let item = rx.lock().await.recv().await;
+                        let Some(item) = item else { break };
+                        black_box(item);
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect()
+    };
+    let producer = tokio::spawn(async move {
+        for item in items {
+            let _ = tx.send(item);
+        }
+    });
+    producer.await.unwrap();
+    let mut done = 0;
+    for h in handles {
+        done += h.await.unwrap();
+    }
+    let elapsed = start.elapsed();
+    assert!(done > 0);
+    elapsed
+}
+
+/// One task: add everything, then get and done everything (no waiting, no
+/// contention): the cost of the bookkeeping alone.
+async fn run_queue_sequential(items: Vec<u64>) -> Duration {
+    let queue: Queue<u64> = Queue::new();
+    let start = Instant::now();
+    for item in items {
+        queue.add(item);
+    }
+    while let Some(item) = queue.try_get() {
+        queue.done(&item);
+    }
+    start.elapsed()
+}
+
+/// The floor for the same: send everything, then receive everything.
+async fn run_mpsc_sequential(items: Vec<u64>) -> Duration {
+    let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
+    let start = Instant::now();
+    for item in items {
+        let _ = tx.send(item);
+    }
+    while let Ok(item) = rx.try_recv() {
+        black_box(item);
+    }
+    start.elapsed()
+}
+
+fn median_rate(items: usize, mut times: Vec<Duration>) -> f64 {
+    times.sort();
+    items as f64 / times[times.len() / 2].as_secs_f64()
+}
+
+fn fmt_rate(rate: f64) -> String {
+    format!("{:.2} M", rate / 1e6)
+}
+
+fn main() {
+    let items: usize = std::env::var("WORKQUEUE_BENCH_ITEMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .unwrap();
+    let numbers: Vec<u64> = (0..items as u64).collect();
+    let requests: Vec<Request> = (0..items)
+        .map(|i| Request {
+            namespace: format!("ns-{}", i % 16),
+            name: format!("object-{i}"),
+        })
+        .collect();
+
+    println!(
+        "workqueue throughput: {items} distinct items, one producer task, \
+         median of {RUNS} runs, tokio multi-thread runtime with {threads} threads"
+    );
+    println!(
+        "| workers | Queue<u64> add+get+done/s | Queue<Request> add+get+done/s | mpsc<u64> send+recv/s (floor) | Queue<u64> / mpsc |"
+    );
+    println!("|---|---|---|---|---|");
+    for workers in WORKERS {
+        let mut q_u64 = Vec::new();
+        let mut q_req = Vec::new();
+        let mut chan = Vec::new();
+        for _ in 0..RUNS {
+            q_u64.push(runtime.block_on(run_queue(numbers.clone(), workers)));
+            q_req.push(runtime.block_on(run_queue(requests.clone(), workers)));
+            chan.push(runtime.block_on(run_mpsc(numbers.clone(), workers)));
+        }
+        let (a, b, c) = (
+            median_rate(items, q_u64),
+            median_rate(items, q_req),
+            median_rate(items, chan),
+        );
+        println!(
+            "| {workers} | {} | {} | {} | {:.2} |",
+            fmt_rate(a),
+            fmt_rate(b),
+            fmt_rate(c),
+            a / c
+        );
+    }
+
+    let mut q_seq = Vec::new();
+    let mut chan_seq = Vec::new();
+    for _ in 0..RUNS {
+        q_seq.push(runtime.block_on(run_queue_sequential(numbers.clone())));
+        chan_seq.push(runtime.block_on(run_mpsc_sequential(numbers.clone())));
+    }
+    let (a, c) = (median_rate(items, q_seq), median_rate(items, chan_seq));
+    println!(
+        "| 0 (one task adds all, then takes all: bookkeeping alone) | {} | - | {} | {:.2} |",
+        fmt_rate(a),
+        fmt_rate(c),
+        a / c
+    );
+}
