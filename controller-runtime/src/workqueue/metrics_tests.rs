@@ -9,6 +9,7 @@ use tokio::time::advance;
 
 use super::*;
 use crate::workqueue::Queue;
+use crate::workqueue::test_support::soon;
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -56,7 +57,7 @@ async fn prometheus_metrics_follow_the_queue() {
     assert_eq!(value(&text, ADDS_TOTAL, "secrets"), Some(1.0));
 
     advance(2 * SEC).await;
-    let a = q.get().await.unwrap();
+    let a = soon(q.get()).await.unwrap();
     assert_eq!(a, "a");
     advance(3 * SEC).await;
     settle().await;
@@ -68,7 +69,7 @@ async fn prometheus_metrics_follow_the_queue() {
         Some(3.0)
     );
 
-    let b = q.get().await.unwrap();
+    let b = soon(q.get()).await.unwrap();
     advance(SEC).await;
     settle().await;
     let text = scrape(&registry);
@@ -164,7 +165,7 @@ async fn refresh_metrics_works_without_the_periodic_task() {
         .metrics_update_period(Duration::from_secs(3600))
         .build();
     q.add(1);
-    let _one = q.get().await.unwrap();
+    let _one = soon(q.get()).await.unwrap();
     advance(10 * SEC).await;
     assert_eq!(
         value(&scrape(&registry), UNFINISHED_WORK_SECONDS, "q"),
@@ -184,7 +185,7 @@ async fn noop_provider_reports_nothing_and_the_queue_still_works() {
         .build();
     q.add(1);
     q.add_rate_limited(2);
-    assert_eq!(q.get().await, Some(1));
+    assert_eq!(soon(q.get()).await, Some(1));
     q.done(&1);
     q.refresh_metrics();
     let m = NoopMetricsProvider.queue_metrics("x");

@@ -59,6 +59,8 @@ mod state;
 mod proptests;
 #[cfg(test)]
 mod queue_tests;
+#[cfg(test)]
+mod test_support;
 
 pub use metrics::{
     ADDS_TOTAL, DEPTH, LABELS, LONGEST_RUNNING_PROCESSOR_SECONDS, MetricsProvider,
