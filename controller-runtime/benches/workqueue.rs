@@ -3,7 +3,9 @@
 //! queue that neither deduplicates nor tracks processing) in the same run.
 //!
 //! Run with `cargo bench -p controller-runtime --bench workqueue`; set
-//! `WORKQUEUE_BENCH_ITEMS` to change the number of items per run.
+//! `WORKQUEUE_BENCH_ITEMS` to change the number of items per run. Run any
+//! other way (`cargo test --all-targets` builds and runs it too), it does a
+//! small smoke run that only checks the benchmark still works.
 #![expect(
     clippy::unwrap_used,
     reason = "a benchmark program: any failure should stop it loudly"
@@ -17,6 +19,7 @@ use controller_runtime::workqueue::Queue;
 use tokio::sync::{Mutex, mpsc};
 
 const WORKERS: [usize; 3] = [1, 2, 8];
+/// Runs per configuration under `cargo bench`; the median is reported.
 const RUNS: usize = 5;
 
 /// What a controller queues: an object's namespace and name.
@@ -152,10 +155,16 @@ fn fmt_rate(rate: f64) -> String {
 }
 
 fn main() {
+    // `cargo bench` passes `--bench`; `cargo test` does not.
+    let measuring = std::env::args().any(|arg| arg == "--bench");
+    let runs = if measuring { RUNS } else { 1 };
     let items: usize = std::env::var("WORKQUEUE_BENCH_ITEMS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(200_000);
+        .unwrap_or(if measuring { 200_000 } else { 2_000 });
+    if !measuring {
+        println!("smoke run (not under `cargo bench`): these numbers are not measurements");
+    }
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
@@ -174,7 +183,7 @@ fn main() {
 
     println!(
         "workqueue throughput: {items} distinct items, one producer task, \
-         median of {RUNS} runs, tokio multi-thread runtime with {threads} threads"
+         median of {runs} runs, tokio multi-thread runtime with {threads} threads"
     );
     println!(
         "| workers | Queue<u64> add+get+done/s | Queue<Request> add+get+done/s | mpsc<u64> send+recv/s (floor) | Queue<u64> / mpsc |"
@@ -184,7 +193,7 @@ fn main() {
         let mut q_u64 = Vec::new();
         let mut q_req = Vec::new();
         let mut chan = Vec::new();
-        for _ in 0..RUNS {
+        for _ in 0..runs {
             q_u64.push(runtime.block_on(run_queue(numbers.clone(), workers)));
             q_req.push(runtime.block_on(run_queue(requests.clone(), workers)));
             chan.push(runtime.block_on(run_mpsc(numbers.clone(), workers)));
@@ -205,7 +214,7 @@ fn main() {
 
     let mut q_seq = Vec::new();
     let mut chan_seq = Vec::new();
-    for _ in 0..RUNS {
+    for _ in 0..runs {
         q_seq.push(runtime.block_on(run_queue_sequential(numbers.clone())));
         chan_seq.push(runtime.block_on(run_mpsc_sequential(numbers.clone())));
     }
