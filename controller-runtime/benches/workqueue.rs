@@ -2,6 +2,11 @@
 //! 2 and 8 worker tasks, next to a plain tokio mpsc channel (the floor: a
 //! queue that neither deduplicates nor tracks processing) in the same run.
 //!
+//! Two shapes: a *flood* (the producer adds every item as fast as it can, so
+//! up to all of them wait at once, as after a controller restart) and a
+//! *steady* state (at most 1,000 items outstanding, which a semaphore
+//! enforces on both sides alike).
+//!
 //! Run with `cargo bench -p controller-runtime --bench workqueue`; set
 //! `WORKQUEUE_BENCH_ITEMS` to change the number of items per run. Run any
 //! other way (`cargo test --all-targets` builds and runs it too), it does a
@@ -16,11 +21,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use controller_runtime::workqueue::Queue;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, Semaphore, mpsc};
 
 const WORKERS: [usize; 3] = [1, 2, 8];
 /// Runs per configuration under `cargo bench`; the median is reported.
 const RUNS: usize = 5;
+/// Items outstanding at most in the steady shape.
+const STEADY_BACKLOG: usize = 1_000;
 
 /// What a controller queues: an object's namespace and name.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -29,22 +36,44 @@ struct Request {
     name: String,
 }
 
+/// Limits how many items are outstanding (`None`: no limit).
+#[derive(Clone)]
+struct Backlog(Option<Arc<Semaphore>>);
+
+impl Backlog {
+    fn new(limit: Option<usize>) -> Self {
+        Backlog(limit.map(|n| Arc::new(Semaphore::new(n))))
+    }
+    async fn reserve(&self) {
+        if let Some(sem) = &self.0 {
+            sem.acquire().await.unwrap().forget();
+        }
+    }
+    fn release(&self) {
+        if let Some(sem) = &self.0 {
+            sem.add_permits(1);
+        }
+    }
+}
+
 /// Adds `items` (all distinct) from one task while `workers` tasks get and
 /// done them; returns the time until every item was done.
-async fn run_queue<T>(items: Vec<T>, workers: usize) -> Duration
+async fn run_queue<T>(items: Vec<T>, workers: usize, backlog: Option<usize>) -> Duration
 where
     T: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
 {
     let queue: Queue<T> = Queue::new();
+    let backlog = Backlog::new(backlog);
     let start = Instant::now();
     let handles: Vec<_> = (0..workers)
         .map(|_| {
-            let queue = queue.clone();
+            let (queue, backlog) = (queue.clone(), backlog.clone());
             tokio::spawn(async move {
                 let mut n = 0usize;
                 while let Some(item) = queue.get().await {
                     black_box(&item);
                     queue.done(&item);
+                    backlog.release();
                     n += 1;
                 }
                 n
@@ -55,6 +84,7 @@ where
         let queue = queue.clone();
         tokio::spawn(async move {
             for item in items {
+                backlog.reserve().await;
                 queue.add(item);
             }
             queue.shut_down();
@@ -72,15 +102,17 @@ where
 
 /// The same shape through an unbounded mpsc channel; with several workers
 /// they share the receiver behind an async mutex.
-async fn run_mpsc(items: Vec<u64>, workers: usize) -> Duration {
+async fn run_mpsc(items: Vec<u64>, workers: usize, backlog: Option<usize>) -> Duration {
     let (tx, rx) = mpsc::unbounded_channel::<u64>();
+    let backlog = Backlog::new(backlog);
     let start = Instant::now();
     let handles: Vec<_> = if workers == 1 {
-        let mut rx = rx;
+        let (mut rx, backlog) = (rx, backlog.clone());
         vec![tokio::spawn(async move {
             let mut n = 0usize;
             while let Some(item) = rx.recv().await {
                 black_box(item);
+                backlog.release();
                 n += 1;
             }
             n
@@ -89,13 +121,14 @@ async fn run_mpsc(items: Vec<u64>, workers: usize) -> Duration {
         let rx = Arc::new(Mutex::new(rx));
         (0..workers)
             .map(|_| {
-                let rx = Arc::clone(&rx);
+                let (rx, backlog) = (Arc::clone(&rx), backlog.clone());
                 tokio::spawn(async move {
                     let mut n = 0usize;
                     loop {
                         let item = rx.lock().await.recv().await;
                         let Some(item) = item else { break };
                         black_box(item);
+                        backlog.release();
                         n += 1;
                     }
                     n
@@ -105,6 +138,7 @@ async fn run_mpsc(items: Vec<u64>, workers: usize) -> Duration {
     };
     let producer = tokio::spawn(async move {
         for item in items {
+            backlog.reserve().await;
             let _ = tx.send(item);
         }
     });
@@ -186,30 +220,35 @@ fn main() {
          median of {runs} runs, tokio multi-thread runtime with {threads} threads"
     );
     println!(
-        "| workers | Queue<u64> add+get+done/s | Queue<Request> add+get+done/s | mpsc<u64> send+recv/s (floor) | Queue<u64> / mpsc |"
+        "| shape | workers | Queue<u64> add+get+done/s | Queue<Request> add+get+done/s | mpsc<u64> send+recv/s (floor) | Queue<u64> / mpsc |"
     );
-    println!("|---|---|---|---|---|");
-    for workers in WORKERS {
-        let mut q_u64 = Vec::new();
-        let mut q_req = Vec::new();
-        let mut chan = Vec::new();
-        for _ in 0..runs {
-            q_u64.push(runtime.block_on(run_queue(numbers.clone(), workers)));
-            q_req.push(runtime.block_on(run_queue(requests.clone(), workers)));
-            chan.push(runtime.block_on(run_mpsc(numbers.clone(), workers)));
+    println!("|---|---|---|---|---|---|");
+    for (shape, backlog) in [
+        ("flood", None),
+        ("steady (<= 1,000 outstanding)", Some(STEADY_BACKLOG)),
+    ] {
+        for workers in WORKERS {
+            let mut q_u64 = Vec::new();
+            let mut q_req = Vec::new();
+            let mut chan = Vec::new();
+            for _ in 0..runs {
+                q_u64.push(runtime.block_on(run_queue(numbers.clone(), workers, backlog)));
+                q_req.push(runtime.block_on(run_queue(requests.clone(), workers, backlog)));
+                chan.push(runtime.block_on(run_mpsc(numbers.clone(), workers, backlog)));
+            }
+            let (a, b, c) = (
+                median_rate(items, q_u64),
+                median_rate(items, q_req),
+                median_rate(items, chan),
+            );
+            println!(
+                "| {shape} | {workers} | {} | {} | {} | {:.2} |",
+                fmt_rate(a),
+                fmt_rate(b),
+                fmt_rate(c),
+                a / c
+            );
         }
-        let (a, b, c) = (
-            median_rate(items, q_u64),
-            median_rate(items, q_req),
-            median_rate(items, chan),
-        );
-        println!(
-            "| {workers} | {} | {} | {} | {:.2} |",
-            fmt_rate(a),
-            fmt_rate(b),
-            fmt_rate(c),
-            a / c
-        );
     }
 
     let mut q_seq = Vec::new();
@@ -220,7 +259,7 @@ fn main() {
     }
     let (a, c) = (median_rate(items, q_seq), median_rate(items, chan_seq));
     println!(
-        "| 0 (one task adds all, then takes all: bookkeeping alone) | {} | - | {} | {:.2} |",
+        "| one task adds all, then takes all (bookkeeping alone) | 0 | {} | - | {} | {:.2} |",
         fmt_rate(a),
         fmt_rate(c),
         a / c
