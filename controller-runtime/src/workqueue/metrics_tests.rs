@@ -1,0 +1,1 @@
+//! Metrics tests: scrape a real registry.
