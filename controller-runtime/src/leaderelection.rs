@@ -54,6 +54,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElectionConfig,
+    default_identity,
 };
 pub use lock::{ApiLeaseLock, LeaseLock};
 use lock::{Decision, Observed};
@@ -271,14 +272,17 @@ impl LeaderElector {
         let retry = self.inner.config.retry_period;
         loop {
             let started = Instant::now();
+            // A hung request must not hold up the next attempt for long.
+            let limit = self.inner.config.renew_deadline;
             let attempt = tokio::select! {
                 _ = cancel.cancelled() => return None,
-                r = self.try_acquire_or_renew(started) => r,
+                r = tokio::time::timeout(limit, self.try_acquire_or_renew(started)) => r,
             };
             match attempt {
-                Ok(Attempt::Held) => return Some(started),
-                Ok(Attempt::HeldByOther | Attempt::Raced) => {}
-                Err(error) => tracing::warn!(%error, "leader election: acquire attempt failed"),
+                Ok(Ok(Attempt::Held)) => return Some(started),
+                Ok(Ok(Attempt::HeldByOther | Attempt::Raced)) => {}
+                Ok(Err(error)) => tracing::warn!(%error, "leader election: acquire attempt failed"),
+                Err(_elapsed) => tracing::warn!("leader election: acquire attempt timed out"),
             }
             let jitter = retry.mul_f64(rand::rng().random_range(0.0..0.2));
             tokio::select! {
@@ -426,25 +430,40 @@ impl LeaderElector {
         }
     }
 
-    /// Writes an empty holder if we still hold the lease as last observed.
+    /// Writes an empty holder if we still hold the lease. When the write
+    /// races (a renewal cancelled in flight may have changed the lease), it
+    /// reads the lease once more and retries if we still hold it.
     async fn release(&self) {
-        let Some(observed) = self.inner.observed.lock().clone() else {
+        let Some(mut lease) = self.inner.observed.lock().as_ref().map(|o| o.lease.clone()) else {
             return;
         };
-        if observed.holder() != Some(self.inner.config.identity.as_str()) {
-            return;
-        }
-        let mut lease = observed.lease;
-        lease.spec = Some(lock::released_spec(
-            lease.spec.as_ref(),
-            jiff::Timestamp::now(),
-        ));
-        match self.inner.lock.update(lease).await {
-            Ok(updated) => {
-                self.observe(updated, Instant::now());
-                tracing::info!(lease = %self.inner.lock.describe(), "released the lease");
+        for _ in 0..2 {
+            if lock::holder(&lease) != Some(self.inner.config.identity.as_str()) {
+                return;
             }
-            Err(error) => tracing::warn!(%error, "leader election: release failed"),
+            lease.spec = Some(lock::released_spec(
+                lease.spec.as_ref(),
+                jiff::Timestamp::now(),
+            ));
+            match self.inner.lock.update(lease).await {
+                Ok(updated) => {
+                    self.observe(updated, Instant::now());
+                    tracing::info!(lease = %self.inner.lock.describe(), "released the lease");
+                    return;
+                }
+                Err(LeaderElectionError::Conflict { .. }) => match self.inner.lock.get().await {
+                    Ok(Some(fresh)) => lease = fresh,
+                    Ok(None) => return,
+                    Err(error) => {
+                        tracing::warn!(%error, "leader election: release failed");
+                        return;
+                    }
+                },
+                Err(error) => {
+                    tracing::warn!(%error, "leader election: release failed");
+                    return;
+                }
+            }
         }
     }
 }

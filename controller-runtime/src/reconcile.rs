@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use kube_core::Resource;
+use tracing::Instrument;
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
@@ -376,7 +377,9 @@ impl ReconcileOutcome {
 }
 
 /// Calls `reconciler` once for `req`, catching a panic and, when `timeout`
-/// is set, dropping the call once it has run that long.
+/// is set, dropping the call once it has run that long. The call runs in a
+/// `reconcile` tracing span carrying `controller`, `object` and
+/// `reconcile_id`.
 ///
 /// ```
 /// # use controller_runtime::reconcile::*;
@@ -399,7 +402,13 @@ pub async fn run_reconcile<R: Reconciler + ?Sized>(
     ctx: Context,
     timeout: Option<Duration>,
 ) -> ReconcileOutcome {
-    let call = AssertUnwindSafe(reconciler.reconcile(req, ctx)).catch_unwind();
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = %ctx.controller,
+        object = %req,
+        reconcile_id = ctx.reconcile_id,
+    );
+    let call = AssertUnwindSafe(reconciler.reconcile(req, ctx).instrument(span)).catch_unwind();
     let caught = match timeout {
         Some(limit) => match tokio::time::timeout(limit, call).await {
             Ok(caught) => caught,
@@ -424,6 +433,46 @@ pub async fn run_reconcile<R: Reconciler + ?Sized>(
             }
         }
         Err(payload) => ReconcileOutcome::Panic(panic_message(payload.as_ref())),
+    }
+}
+
+/// A [`Reconciler`] behind a trait object: every reconciler is one, so a
+/// controller can keep `Arc<dyn DynReconciler>` instead of a type parameter.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use controller_runtime::reconcile::*;
+/// struct Noop;
+/// impl Reconciler for Noop {
+///     type Error = std::io::Error;
+///     async fn reconcile(&self, _: Request, _: Context) -> Result<Action, Self::Error> {
+///         Ok(Action::done())
+///     }
+/// }
+/// let erased: Arc<dyn DynReconciler> = Arc::new(Noop);
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let out = erased.run(Request::new(None::<String>, "x"), Context::new("c", 1), None).await;
+/// assert!(matches!(out, ReconcileOutcome::Success));
+/// # });
+/// ```
+pub trait DynReconciler: Send + Sync + 'static {
+    /// [`run_reconcile`] on this reconciler.
+    fn run(
+        &self,
+        req: Request,
+        ctx: Context,
+        timeout: Option<Duration>,
+    ) -> futures::future::BoxFuture<'_, ReconcileOutcome>;
+}
+
+impl<R: Reconciler> DynReconciler for R {
+    fn run(
+        &self,
+        req: Request,
+        ctx: Context,
+        timeout: Option<Duration>,
+    ) -> futures::future::BoxFuture<'_, ReconcileOutcome> {
+        Box::pin(run_reconcile(self, req, ctx, timeout))
     }
 }
 

@@ -360,3 +360,47 @@ fn cluster_scoped_objects_get_default_namespace() {
     rt.block_on(writer.run(cancel));
     assert!(matches!(&sink.calls()[0], Call::Create { namespace, .. } if namespace == "default"));
 }
+
+mod props {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// However publishes of a few distinct events interleave (and however
+        /// they are batched), each distinct event is created once and its final
+        /// series count is the number of times it was published.
+        #[test]
+        fn every_publish_is_counted_in_exactly_one_series(
+            seq in proptest::collection::vec((0usize..3, 0usize..2, any::<bool>()), 1..60)
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+            rt.block_on(async move {
+                let sink = FakeSink::default();
+                let (rec, cancel, task) = start(&sink, RecorderConfig::new("op", "i"));
+                let mut expected: HashMap<(String, String), i32> = HashMap::new();
+                for (obj, reason, pause) in seq {
+                    let name = format!("o{obj}");
+                    let reason = format!("R{reason}");
+                    assert!(rec.publish_for(&cm(&name), EventType::Normal, &reason, "A", "n"));
+                    *expected.entry((name, reason)).or_default() += 1;
+                    if pause {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+                cancel.cancel();
+                task.await.unwrap();
+                let events = sink.events.lock().clone();
+                assert_eq!(events.len(), expected.len(), "one Event per distinct event");
+                for ev in events {
+                    let key = (ev.regarding.unwrap().name.unwrap(), ev.reason.unwrap());
+                    let count = ev.series.map_or(1, |s| s.count);
+                    assert_eq!(count, expected[&key], "{key:?}");
+                }
+            });
+        }
+    }
+}

@@ -515,3 +515,41 @@ async fn racing_candidates_never_lead_together() {
         r.await.unwrap().unwrap();
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn release_retries_once_after_an_unrelated_write() {
+    let store = Arc::new(Store::default());
+    let timeline = Timeline::default();
+    let (a, lock_a) = candidate(&store, "a", &timeline);
+    let ca = CancellationToken::new();
+    let mut rxa = a.subscribe();
+    let ra = spawn(&a, &ca);
+    assert!(wait_for_leading(&mut rxa, true, Duration::from_secs(1)).await);
+    // Someone else touches the lease (a label), bumping its resourceVersion.
+    {
+        let mut slot = store.lease.lock();
+        let touched = slot.take().unwrap();
+        *slot = Some(lock_a.stamp(touched));
+    }
+    ca.cancel();
+    ra.await.unwrap().unwrap();
+    assert_eq!(spec(&store).holder_identity.as_deref(), Some(""));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hung_acquire_attempt_is_abandoned_and_retried() {
+    let store = Arc::new(Store::default());
+    let timeline = Timeline::default();
+    let (a, lock_a) = candidate(&store, "a", &timeline);
+    lock_a.hang.store(true, Ordering::SeqCst);
+    let ca = CancellationToken::new();
+    let mut rxa = a.subscribe();
+    let ra = spawn(&a, &ca);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    lock_a.hang.store(false, Ordering::SeqCst);
+    // The hung attempt times out after the renew deadline (10 s); the next
+    // one, a retry period later, succeeds.
+    assert!(wait_for_leading(&mut rxa, true, Duration::from_secs(13)).await);
+    ca.cancel();
+    ra.await.unwrap().unwrap();
+}

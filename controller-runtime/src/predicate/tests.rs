@@ -173,3 +173,39 @@ fn label_selector_tests_labels_of_every_event() {
     let everything = LabelSelectorPredicate::new(LabelSelector::everything());
     assert!(everything.create(&plain));
 }
+
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A predicate answering from a fixed table: [create, update, delete, generic].
+    fn table(t: [bool; 4]) -> Funcs<ConfigMap> {
+        Funcs::new()
+            .on_create(move |_| t[0])
+            .on_update(move |_, _| t[1])
+            .on_delete(move |_| t[2])
+            .on_generic(move |_| t[3])
+    }
+
+    fn answers<P: Predicate<ConfigMap>>(p: &P) -> [bool; 4] {
+        let c = cm(Some(1), "1");
+        [p.create(&c), p.update(&c, &c), p.delete(&c), p.generic(&c)]
+    }
+
+    proptest! {
+        #[test]
+        fn combinators_are_pointwise_boolean(a in any::<[bool; 4]>(), b in any::<[bool; 4]>()) {
+            let and_ = answers(&and(table(a), table(b)));
+            let or_ = answers(&or(table(a), table(b)));
+            let not_a = answers(&not(table(a)));
+            for i in 0..4 {
+                prop_assert_eq!(and_[i], a[i] && b[i]);
+                prop_assert_eq!(or_[i], a[i] || b[i]);
+                prop_assert_eq!(not_a[i], !a[i]);
+            }
+            // De Morgan through the combinators.
+            prop_assert_eq!(answers(&not(and(table(a), table(b)))), answers(&or(not(table(a)), not(table(b)))));
+        }
+    }
+}

@@ -184,3 +184,45 @@ async fn arc_reconciler_delegates() {
     .await;
     assert!(matches!(out, ReconcileOutcome::Error(e) if e.to_string() == "flaky"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn erased_reconciler_keeps_terminal_and_timeout_classification() {
+    let terminal: Arc<dyn DynReconciler> = Arc::new(Scripted {
+        calls: AtomicUsize::new(0),
+        mode: "terminal",
+    });
+    let out = terminal
+        .run(
+            Request::new(None::<String>, "a"),
+            Context::new("test", 1),
+            None,
+        )
+        .await;
+    assert!(out.is_terminal());
+    let slow: Arc<dyn DynReconciler> = Arc::new(Scripted {
+        calls: AtomicUsize::new(0),
+        mode: "slow",
+    });
+    let out = slow
+        .run(
+            Request::new(None::<String>, "a"),
+            Context::new("test", 1),
+            Some(Duration::from_secs(1)),
+        )
+        .await;
+    assert!(matches!(out, ReconcileOutcome::Timeout(_)));
+}
+
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn request_key_round_trips(ns in proptest::option::of("[a-z0-9][a-z0-9.-]{0,20}"), name in "[a-z0-9][a-z0-9.-]{0,30}") {
+            let req = Request::new(ns, name);
+            prop_assert_eq!(req.to_string().parse::<Request>().unwrap(), req);
+        }
+    }
+}
