@@ -5,9 +5,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod client;
+mod controller;
 mod events;
 mod finalizer;
 mod leaderelection;
+mod manager;
 
 use std::time::Duration;
 
