@@ -18,7 +18,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use informer_core::delta_fifo::DeltaFifo;
 use informer_core::key::object_key;
 use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
-use informer_core::shared_informer::SharedIndexInformer;
+use informer_core::shared_informer::{SharedIndexInformer, handler_fn};
 use informer_core::store::Indexer;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube_client::api::PostParams;
@@ -98,7 +98,10 @@ async fn seed(client: &Client, objects: usize) -> Result<(), kube_client::Error>
         .await
 }
 
-async fn sync_informer(client: &Client, objects: usize) -> Sample {
+/// With `with_handler`, one no-op handler is registered before start and
+/// the time runs until its registration has synced (every initial add
+/// delivered through its buffer).
+async fn sync_informer(client: &Client, objects: usize, with_handler: bool) -> Sample {
     let region = Region::new(GLOBAL);
     let start = Instant::now();
     let api: Api<ConfigMap> = Api::all(client.clone());
@@ -106,6 +109,14 @@ async fn sync_informer(client: &Client, objects: usize) -> Sample {
         ApiListerWatcher::new(api, ListWatchOptions::default()),
         Duration::ZERO,
     );
+    let registration = with_handler.then(|| {
+        match informer.add_event_handler(handler_fn::<ConfigMap>().on_add(|obj, _| {
+            std::hint::black_box(obj);
+        })) {
+            Ok(reg) => reg,
+            Err(err) => panic!("adding the handler failed: {err}"),
+        }
+    });
     let token = CancellationToken::new();
     let task = tokio::spawn({
         let informer = informer.clone();
@@ -115,10 +126,15 @@ async fn sync_informer(client: &Client, objects: usize) -> Sample {
     if let Err(err) = informer.wait_for_cache_sync(SYNC_LIMIT).await {
         panic!("informer did not sync: {err}");
     }
+    if let Some(reg) = &registration {
+        assert!(reg.wait_for_sync(SYNC_LIMIT).await, "handler did not sync");
+    }
     let elapsed = start.elapsed();
     assert_eq!(informer.indexer().len(), objects, "informer cache size");
     let retained_bytes = retained(&region);
-    report_bookkeeping(&informer).await;
+    if !with_handler {
+        report_bookkeeping(&informer).await;
+    }
     token.cancel();
     let _ = task.await;
     drop(informer);
@@ -262,27 +278,33 @@ fn main() {
 
         // One unmeasured warm-up of each so connection setup and lazy
         // statics are not charged to whichever runs first.
-        let _ = sync_informer(&client, objects).await;
+        let _ = sync_informer(&client, objects, false).await;
         let _ = sync_kube_runtime(&client, objects).await;
 
         let mut ours = Vec::new();
+        let mut ours_handler = Vec::new();
         let mut theirs = Vec::new();
         for round in 0..rounds {
-            let (a, b) = if round % 2 == 0 {
-                let a = sync_informer(&client, objects).await;
-                (a, sync_kube_runtime(&client, objects).await)
+            let (a, h, b) = if round % 2 == 0 {
+                let a = sync_informer(&client, objects, false).await;
+                let h = sync_informer(&client, objects, true).await;
+                (a, h, sync_kube_runtime(&client, objects).await)
             } else {
                 let b = sync_kube_runtime(&client, objects).await;
-                (sync_informer(&client, objects).await, b)
+                let h = sync_informer(&client, objects, true).await;
+                (sync_informer(&client, objects, false).await, h, b)
             };
             println!(
-                "round {round}: informer-rs {:.1} ms / {:.2} MiB, kube-runtime {:.1} ms / {:.2} MiB",
+                "round {round}: informer-rs {:.1} ms / {:.2} MiB, with handler {:.1} ms / {:.2} MiB, kube-runtime {:.1} ms / {:.2} MiB",
                 a.elapsed.as_secs_f64() * 1e3,
                 a.retained_bytes as f64 / 1048576.0,
+                h.elapsed.as_secs_f64() * 1e3,
+                h.retained_bytes as f64 / 1048576.0,
                 b.elapsed.as_secs_f64() * 1e3,
                 b.retained_bytes as f64 / 1048576.0
             );
             ours.push(a);
+            ours_handler.push(h);
             theirs.push(b);
         }
         println!();
@@ -293,6 +315,7 @@ fn main() {
         );
         println!("|{:-<36}|{:-<12}|{:-<14}|{:-<15}|", "", "", "", "");
         summarize("informer-rs SharedIndexInformer", &ours, objects);
+        summarize("  + 1 handler, until it synced", &ours_handler, objects);
         summarize("kube-runtime 5 reflector + store", &theirs, objects);
         drop(env);
     });
