@@ -68,6 +68,7 @@ pub struct TestEnvBuilder {
     watch_buffer: usize,
     port: u16,
     bearer_token: Option<String>,
+    data_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for TestEnvBuilder {
@@ -79,6 +80,7 @@ impl Default for TestEnvBuilder {
             watch_buffer: 8192,
             port: 0,
             bearer_token: None,
+            data_dir: None,
         }
     }
 }
@@ -121,6 +123,14 @@ impl TestEnvBuilder {
         self
     }
 
+    /// Persist state in `dir`: every write is fsync'd before it is
+    /// acknowledged, and a server started on the same directory gets it all
+    /// back (watch history starts afresh, so earlier RVs resume with 410).
+    pub fn data_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.data_dir = Some(dir.into());
+        self
+    }
+
     /// Start the server.
     pub async fn start(self) -> Result<TestEnv, Error> {
         let addr = format!("127.0.0.1:{}", self.port);
@@ -134,7 +144,18 @@ impl TestEnvBuilder {
             addr: addr.clone(),
             source,
         })?;
-        let store = Arc::new(Store::new(self.history_window, self.watch_buffer));
+        let store = match &self.data_dir {
+            Some(dir) => {
+                Store::open(dir, self.history_window, self.watch_buffer).map_err(|source| {
+                    Error::Io {
+                        path: dir.display().to_string(),
+                        source,
+                    }
+                })?
+            }
+            None => Store::new(self.history_window, self.watch_buffer),
+        };
+        let store = Arc::new(store);
         let server = Arc::new(Server {
             faults: Faults::new(store.clone()),
             store,
@@ -147,6 +168,7 @@ impl TestEnvBuilder {
             },
         });
         seed_namespaces(&server);
+        restore_crds(&server);
         let base_url = format!("http://{local}");
         let shutdown = CancellationToken::new();
         let app = router(server.clone());
@@ -195,9 +217,27 @@ fn client_config(uri: http::Uri, token: Option<&str>) -> kube_client::Config {
     config
 }
 
+/// Serve the custom resources of CRDs loaded from a data directory.
+fn restore_crds(server: &Server) {
+    let mut crds = Vec::new();
+    // Reading the latest state cannot be out of the window.
+    let _ = server
+        .store
+        .scan(crate::crd::STORAGE_KEY, None, None, None, |_, o| {
+            crds.push(o.clone());
+            true
+        });
+    for crd in crds {
+        crate::crd::register(server, &crd.value);
+    }
+}
+
 fn seed_namespaces(server: &Server) {
     server.store.txn(|txn| {
         for ns in DEFAULT_NAMESPACES {
+            if txn.get("/namespaces", &(String::new(), ns.to_string())).is_some() {
+                continue;
+            }
             let obj = json!({
                 "apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": crate::objects::now_rfc3339(), "generation": 1, "labels": {"kubernetes.io/metadata.name": ns}},

@@ -14,6 +14,9 @@ struct Args {
     /// Write a kubeconfig pointing at the server to this file.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// Persist state in this directory (every write fsync'd; restarts keep it).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     /// Require this bearer token on every request (401 otherwise).
     #[arg(long)]
     token: Option<String>,
@@ -36,6 +39,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .history_window(args.history_window);
     if let Some(t) = &args.token {
         builder = builder.bearer_token(t.clone());
+    }
+    if let Some(d) = &args.data_dir {
+        builder = builder.data_dir(d.clone());
     }
     let env = builder.start().await?;
     println!("envtest-server listening on {}", env.base_url());
