@@ -51,6 +51,8 @@ pub struct ResourceInfo {
     pub printer_columns: Vec<(String, String, String)>,
     /// Categories such as `all` (for `kubectl get all`).
     pub categories: Vec<String>,
+    /// A custom resource version's `openAPIV3Schema` (pruning and validation).
+    pub schema: Option<Arc<serde_json::Value>>,
 }
 
 impl ResourceInfo {
@@ -120,6 +122,7 @@ fn builtin(
             }
             _ => Vec::new(),
         },
+        schema: None,
     }
 }
 

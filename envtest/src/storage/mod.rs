@@ -8,6 +8,9 @@
 //! snapshot its continue token names, for as long as that revision stays
 //! inside the window.
 
+mod journal;
+mod scan;
+
 use crate::owners::{Location, OwnerIndex};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -132,6 +135,7 @@ struct State {
     tables: HashMap<Arc<str>, Table>,
     history: VecDeque<Arc<Event>>,
     owners: OwnerIndex,
+    journal: Option<journal::Journal>,
 }
 
 impl State {
@@ -268,6 +272,9 @@ impl Txn<'_> {
             self.st.owners.remove(res, &key, &p.value);
         }
         self.st.owners.add(res, &key, &obj.value);
+        if let Some(j) = &mut self.st.journal {
+            j.put(res, &key, &obj);
+        }
         let kind = if prev.is_some() {
             EventType::Modified
         } else {
@@ -292,6 +299,10 @@ impl Txn<'_> {
         let prev = self.st.table(res).objects.remove(key)?;
         self.st.owners.remove(res, key, &prev.value);
         self.st.rev += 1;
+        let rev = self.st.rev;
+        if let Some(j) = &mut self.st.journal {
+            j.delete(res, key, rev);
+        }
         let obj = Arc::new(StoredObject::new(final_value, self.st.rev));
         self.st.record(
             res,
@@ -344,8 +355,25 @@ impl Store {
                 tables: HashMap::new(),
                 history: VecDeque::new(),
                 owners: OwnerIndex::default(),
+                journal: None,
             }),
         }
+    }
+
+    /// Storage persisted in `dir` (see [`journal`]): existing state is
+    /// loaded, and every later write is fsync'd before it returns.
+    pub fn open(
+        dir: &std::path::Path,
+        window: usize,
+        channel_capacity: usize,
+    ) -> std::io::Result<Self> {
+        let store = Store::new(window, channel_capacity);
+        {
+            let mut st = store.state.lock();
+            let j = journal::open(dir, &mut st)?;
+            st.journal = Some(j);
+        }
+        Ok(store)
     }
 
     /// Run `f` under the storage lock.
@@ -374,47 +402,6 @@ impl Store {
         let mut st = self.state.lock();
         st.history.clear();
         st.compacted = st.rev;
-    }
-
-    /// The objects of `res` exactly as they were at revision `rev`.
-    pub fn snapshot(
-        &self,
-        res: &str,
-        rev: u64,
-    ) -> Result<BTreeMap<ObjKey, Arc<StoredObject>>, StorageError> {
-        let st = self.state.lock();
-        if rev < st.compacted {
-            return Err(StorageError::Expired {
-                requested: rev,
-                oldest: st.compacted,
-            });
-        }
-        if rev > st.rev {
-            return Err(StorageError::TooLarge {
-                requested: rev,
-                current: st.rev,
-            });
-        }
-        let mut objects = st
-            .tables
-            .get(res)
-            .map(|t| t.objects.clone())
-            .unwrap_or_default();
-        for ev in st.history.iter().rev().take_while(|e| e.rev > rev) {
-            if &*ev.resource != res {
-                continue;
-            }
-            match (&ev.kind, &ev.prev) {
-                (EventType::Added, _) => {
-                    objects.remove(&ev.key);
-                }
-                (_, Some(prev)) => {
-                    objects.insert(ev.key.clone(), prev.clone());
-                }
-                (_, None) => {}
-            }
-        }
-        Ok(objects)
     }
 
     /// Start a watch on `res`.
@@ -503,6 +490,40 @@ mod tests {
         assert_eq!(snap[&key("a")].value["data"]["v"], "1");
         let now = s.snapshot("/configmaps", s.rev()).unwrap();
         assert_eq!(now.keys().collect::<Vec<_>>(), vec![&key("b")]);
+    }
+
+    #[test]
+    fn scan_merges_past_state_by_namespace_and_start_key() {
+        let s = Store::new(100, 100);
+        let put = |ns: &str, n: &str, v: &str| {
+            let mut o = cm(n, v);
+            o["metadata"]["namespace"] = json!(ns);
+            s.txn(|t| t.put("/configmaps", (ns.into(), n.into()), o))
+        };
+        put("a", "x", "1");
+        put("b", "x", "1");
+        put("b", "y", "1");
+        let r = s.rev();
+        put("b", "w", "2");
+        s.txn(|t| t.remove("/configmaps", &("b".into(), "x".into()), cm("x", "1")));
+        put("b", "y", "2");
+        let seen = |at: Option<u64>, after: Option<&ObjKey>| {
+            let mut out = Vec::new();
+            s.scan("/configmaps", at, Some("b"), after, |k, o| {
+                out.push(format!(
+                    "{}={}",
+                    k.1,
+                    o.value["data"]["v"].as_str().unwrap()
+                ));
+                true
+            })
+            .unwrap();
+            out
+        };
+        assert_eq!(seen(Some(r), None), vec!["x=1", "y=1"]);
+        assert_eq!(seen(None, None), vec!["w=2", "y=2"]);
+        assert_eq!(seen(Some(r), Some(&("b".into(), "x".into()))), vec!["y=1"]);
+        assert_eq!(seen(None, Some(&("b".into(), "w".into()))), vec!["y=2"]);
     }
 
     #[test]
