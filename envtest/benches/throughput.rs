@@ -141,6 +141,25 @@ async fn main() {
             secs * 1000.0 / s.list_rounds as f64
         ),
     ));
+    // The same LIST as raw bytes (server and transfer, no client decode).
+    let t = Instant::now();
+    let mut bytes = 0;
+    for _ in 0..s.list_rounds {
+        let req = http::Request::get("/api/v1/namespaces/default/configmaps")
+            .body(Vec::new())
+            .unwrap();
+        bytes += env.client().request_text(req).await.unwrap().len();
+    }
+    let secs = t.elapsed().as_secs_f64();
+    rows.push((
+        format!("LIST {} ConfigMaps (one page, raw bytes)", s.objects),
+        format!(
+            "{:.0} objects/s ({:.1} ms per LIST, {:.1} MB)",
+            (s.objects * s.list_rounds) as f64 / secs,
+            secs * 1000.0 / s.list_rounds as f64,
+            bytes as f64 / s.list_rounds as f64 / 1e6
+        ),
+    ));
     // Paginated LIST (limit 500).
     let t = Instant::now();
     for _ in 0..s.list_rounds {

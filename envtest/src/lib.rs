@@ -45,7 +45,7 @@ mod watch;
 
 pub use env::{
     DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_WINDOW, DEFAULT_MAX_BODY_BYTES, DEFAULT_NAMESPACES,
-    TestEnv, TestEnvBuilder, kubeconfig_yaml,
+    TestEnv, TestEnvBuilder, kubeconfig_yaml, kubeconfig_yaml_with_token,
 };
 pub use error::{ApiError, Cause, Details, Error};
 pub use faults::{FailureRule, Faults, RequestRecord};

@@ -3,7 +3,8 @@
 //! reflector (`watcher` + `reflector::store`). For each it prints the time
 //! from start until the cache reports synced and the heap retained at that
 //! point (bytes allocated minus freed in between, counted by a wrapping
-//! global allocator). Several rounds, alternating; medians are printed.
+//! global allocator), plus the process CPU time spent meanwhile (client and
+//! server together, so less sensitive to a busy machine than wall time). Several rounds, alternating; medians are printed.
 //!
 //! Run: `cargo bench -p informer-core --bench informer`
 //! (`INFORMER_BENCH_OBJECTS` and `INFORMER_BENCH_ROUNDS` override the sizes).
@@ -18,7 +19,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use informer_core::delta_fifo::DeltaFifo;
 use informer_core::key::object_key;
 use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
-use informer_core::shared_informer::SharedIndexInformer;
+use informer_core::shared_informer::{SharedIndexInformer, handler_fn};
 use informer_core::store::Indexer;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube_client::api::PostParams;
@@ -44,7 +45,30 @@ fn env_usize(name: &str, default: usize) -> usize {
 #[derive(Debug, Clone, Copy)]
 struct Sample {
     elapsed: Duration,
+    /// CPU time of the whole process (client and in-process server) meanwhile.
+    cpu: Duration,
     retained_bytes: i64,
+}
+
+/// User + system CPU time of this process so far, from `/proc/self/stat`
+/// (clock ticks, assumed 100 per second); zero where unavailable.
+fn process_cpu() -> Duration {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return Duration::ZERO;
+    };
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields of the whole line.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return Duration::ZERO;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
 fn retained(region: &Region<'_, System>) -> i64 {
@@ -98,14 +122,26 @@ async fn seed(client: &Client, objects: usize) -> Result<(), kube_client::Error>
         .await
 }
 
-async fn sync_informer(client: &Client, objects: usize) -> Sample {
+/// With `with_handler`, one no-op handler is registered before start and
+/// the time runs until its registration has synced (every initial add
+/// delivered through its buffer).
+async fn sync_informer(client: &Client, objects: usize, with_handler: bool) -> Sample {
     let region = Region::new(GLOBAL);
     let start = Instant::now();
+    let cpu_start = process_cpu();
     let api: Api<ConfigMap> = Api::all(client.clone());
     let informer = SharedIndexInformer::new(
         ApiListerWatcher::new(api, ListWatchOptions::default()),
         Duration::ZERO,
     );
+    let registration = with_handler.then(|| {
+        match informer.add_event_handler(handler_fn::<ConfigMap>().on_add(|obj, _| {
+            std::hint::black_box(obj);
+        })) {
+            Ok(reg) => reg,
+            Err(err) => panic!("adding the handler failed: {err}"),
+        }
+    });
     let token = CancellationToken::new();
     let task = tokio::spawn({
         let informer = informer.clone();
@@ -115,15 +151,22 @@ async fn sync_informer(client: &Client, objects: usize) -> Sample {
     if let Err(err) = informer.wait_for_cache_sync(SYNC_LIMIT).await {
         panic!("informer did not sync: {err}");
     }
+    if let Some(reg) = &registration {
+        assert!(reg.wait_for_sync(SYNC_LIMIT).await, "handler did not sync");
+    }
     let elapsed = start.elapsed();
+    let cpu = process_cpu().saturating_sub(cpu_start);
     assert_eq!(informer.indexer().len(), objects, "informer cache size");
     let retained_bytes = retained(&region);
-    report_bookkeeping(&informer).await;
+    if !with_handler {
+        report_bookkeeping(&informer).await;
+    }
     token.cancel();
     let _ = task.await;
     drop(informer);
     Sample {
         elapsed,
+        cpu,
         retained_bytes,
     }
 }
@@ -177,6 +220,7 @@ async fn sync_kube_runtime(client: &Client, objects: usize) -> Sample {
     use kube_runtime::{reflector, watcher};
     let region = Region::new(GLOBAL);
     let start = Instant::now();
+    let cpu_start = process_cpu();
     let api: Api<ConfigMap> = Api::all(client.clone());
     let (store, writer) = reflector::store::<ConfigMap>();
     let token = CancellationToken::new();
@@ -196,6 +240,7 @@ async fn sync_kube_runtime(client: &Client, objects: usize) -> Sample {
         other => panic!("kube-runtime reflector did not sync: {other:?}"),
     }
     let elapsed = start.elapsed();
+    let cpu = process_cpu().saturating_sub(cpu_start);
     assert_eq!(store.state().len(), objects, "kube-runtime store size");
     let retained_bytes = retained(&region);
     token.cancel();
@@ -203,6 +248,7 @@ async fn sync_kube_runtime(client: &Client, objects: usize) -> Sample {
     drop(store);
     Sample {
         elapsed,
+        cpu,
         retained_bytes,
     }
 }
@@ -227,9 +273,10 @@ fn summarize(name: &str, samples: &[Sample], objects: usize) {
             .map(|s| s.elapsed.as_secs_f64() * 1e3)
             .collect(),
     );
+    let cpu = median(samples.iter().map(|s| s.cpu.as_secs_f64() * 1e3).collect());
     let bytes = median(samples.iter().map(|s| s.retained_bytes as f64).collect());
     println!(
-        "| {name:<34} | {ms:>10.1} | {:>12.2} | {:>13.0} |",
+        "| {name:<34} | {ms:>10.1} | {cpu:>8.0} | {:>12.2} | {:>13.0} |",
         bytes / (1024.0 * 1024.0),
         bytes / objects as f64
     );
@@ -262,37 +309,44 @@ fn main() {
 
         // One unmeasured warm-up of each so connection setup and lazy
         // statics are not charged to whichever runs first.
-        let _ = sync_informer(&client, objects).await;
+        let _ = sync_informer(&client, objects, false).await;
         let _ = sync_kube_runtime(&client, objects).await;
 
         let mut ours = Vec::new();
+        let mut ours_handler = Vec::new();
         let mut theirs = Vec::new();
         for round in 0..rounds {
-            let (a, b) = if round % 2 == 0 {
-                let a = sync_informer(&client, objects).await;
-                (a, sync_kube_runtime(&client, objects).await)
+            let (a, h, b) = if round % 2 == 0 {
+                let a = sync_informer(&client, objects, false).await;
+                let h = sync_informer(&client, objects, true).await;
+                (a, h, sync_kube_runtime(&client, objects).await)
             } else {
                 let b = sync_kube_runtime(&client, objects).await;
-                (sync_informer(&client, objects).await, b)
+                let h = sync_informer(&client, objects, true).await;
+                (sync_informer(&client, objects, false).await, h, b)
             };
             println!(
-                "round {round}: informer-rs {:.1} ms / {:.2} MiB, kube-runtime {:.1} ms / {:.2} MiB",
+                "round {round}: informer-rs {:.1} ms / {:.2} MiB, with handler {:.1} ms / {:.2} MiB, kube-runtime {:.1} ms / {:.2} MiB",
                 a.elapsed.as_secs_f64() * 1e3,
                 a.retained_bytes as f64 / 1048576.0,
+                h.elapsed.as_secs_f64() * 1e3,
+                h.retained_bytes as f64 / 1048576.0,
                 b.elapsed.as_secs_f64() * 1e3,
                 b.retained_bytes as f64 / 1048576.0
             );
             ours.push(a);
+            ours_handler.push(h);
             theirs.push(b);
         }
         println!();
         println!("initial sync of {objects} ConfigMaps (median of {rounds}):");
         println!(
-            "| {:<34} | {:>10} | {:>12} | {:>13} |",
-            "cache", "sync ms", "retained MiB", "bytes/object"
+            "| {:<34} | {:>10} | {:>8} | {:>12} | {:>13} |",
+            "cache", "sync ms", "cpu ms", "retained MiB", "bytes/object"
         );
-        println!("|{:-<36}|{:-<12}|{:-<14}|{:-<15}|", "", "", "", "");
+        println!("|{:-<36}|{:-<12}|{:-<10}|{:-<14}|{:-<15}|", "", "", "", "", "");
         summarize("informer-rs SharedIndexInformer", &ours, objects);
+        summarize("  + 1 handler, until it synced", &ours_handler, objects);
         summarize("kube-runtime 5 reflector + store", &theirs, objects);
         drop(env);
     });

@@ -358,54 +358,99 @@ pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
     Ok(json_response(200, render(&stored, info)))
 }
 
+/// The patch request, decoded.
+struct PatchRequest<'a> {
+    kind: PatchKind,
+    body: Value,
+    manager: &'a str,
+    force: bool,
+}
+
+/// The object `old` with the patch applied.
+fn patched(
+    info: &ResourceInfo,
+    name: &str,
+    old: &Value,
+    p: &PatchRequest<'_>,
+) -> Result<Value, ApiError> {
+    let mut doc = old.clone();
+    match p.kind {
+        PatchKind::Merge => merge_patch(&mut doc, &p.body)?,
+        PatchKind::Json => json_patch(&mut doc, &p.body, &info.kind, name)?,
+        PatchKind::Strategic if info.custom => {
+            return Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                "strategic merge patch is not supported for custom resources; use a JSON merge patch (application/merge-patch+json)",
+            ));
+        }
+        PatchKind::Strategic => strategic_merge(&mut doc, &p.body)?,
+        PatchKind::Apply => {
+            doc = super::apply::apply(Some(old), &p.body, p.manager, p.force, &info.api_version())?
+        }
+    }
+    Ok(doc)
+}
+
+/// Server-side apply of a configuration to an object that does not exist yet.
+fn apply_create(
+    srv: &Server,
+    txn: &mut Txn<'_>,
+    t: &Target,
+    name: &str,
+    p: &PatchRequest<'_>,
+) -> Result<Arc<StoredObject>, ApiError> {
+    let info = &t.info;
+    let mut obj = super::apply::apply(None, &p.body, p.manager, p.force, &info.api_version())?;
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.entry("name")
+            .or_insert_with(|| Value::String(name.to_string()));
+    }
+    if obj["metadata"]["name"].as_str() != Some(name) {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object does not match the name on the URL ({name})"
+        )));
+    }
+    let (obj, _) = prepare_new(info, obj, t.namespace.as_deref())?;
+    insert_new(srv, txn, info, obj, None)
+}
+
 /// PATCH an object (or its status): merge, JSON, strategic merge, or apply.
 pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
     let info = &t.info;
     let name = t.name.as_deref().unwrap_or("");
     let kind = PatchKind::from_media_type(&media_type(r.content_type()))?;
-    let patch = match kind {
+    let body = match kind {
         PatchKind::Apply => parse_yaml_or_json(&r.body)?,
         _ => parse_json(&r.body)?,
     };
-    if kind == PatchKind::Apply && r.query.get("fieldManager").is_none_or(str::is_empty) {
+    let manager = r.query.get("fieldManager").unwrap_or("");
+    if kind == PatchKind::Apply && manager.is_empty() {
         return Err(ApiError::bad_request(
             "PATCH with application/apply-patch+yaml requires the fieldManager query parameter",
         ));
     }
-    let manager = r.query.get("fieldManager").unwrap_or("");
-    let force = r.query.flag("force");
+    let p = PatchRequest {
+        kind,
+        body,
+        manager,
+        force: r.query.flag("force"),
+    };
     let key = obj_key(info, t.namespace.as_deref(), name);
     let dry = r.query.dry_run()?;
     let (stored, code) = srv.store.txn_mode(dry, |txn| {
         let Some(old) = txn.get(&info.storage_key(), &key) else {
             if kind == PatchKind::Apply && t.sub.is_none() {
-                let mut obj = super::apply::apply(None, &patch, manager, force, &info.api_version())?;
-                if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.entry("name").or_insert_with(|| Value::String(name.to_string()));
-                }
-                if obj["metadata"]["name"].as_str() != Some(name) {
-                    return Err(ApiError::bad_request(format!("the name of the object does not match the name on the URL ({name})")));
-                }
-                let (obj, _) = prepare_new(info, obj, t.namespace.as_deref())?;
-                return insert_new(srv, txn, info, obj, None).map(|s| (s, 201));
+                return apply_create(srv, txn, t, name, &p).map(|s| (s, 201));
             }
             return Err(ApiError::not_found(&info.group, &info.plural, name));
         };
-        let mut doc = old.value.clone();
-        match kind {
-            PatchKind::Merge => merge_patch(&mut doc, &patch)?,
-            PatchKind::Json => json_patch(&mut doc, &patch, &info.kind, name)?,
-            PatchKind::Strategic if info.custom => {
-                return Err(ApiError::new(415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources; use a JSON merge patch (application/merge-patch+json)"));
-            }
-            PatchKind::Strategic => strategic_merge(&mut doc, &patch)?,
-            PatchKind::Apply => {
-                doc = super::apply::apply(Some(&old.value), &patch, manager, force, &info.api_version())?;
-            }
-        }
+        let mut doc = patched(info, name, &old.value, &p)?;
         check_type(info, &mut doc)?;
         if doc["metadata"]["name"].as_str() != Some(name) {
-            return Err(ApiError::bad_request(format!("the name of the object does not match the name on the URL ({name}); a patch cannot rename an object")));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object does not match the name on the URL ({name}); a patch cannot rename an object"
+            )));
         }
         check_namespace(info, &mut doc, t.namespace.as_deref())?;
         apply_update(srv, txn, info, &key, &old, doc, t.sub.is_some()).map(|s| (s, 200))

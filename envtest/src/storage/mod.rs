@@ -8,6 +8,7 @@
 //! snapshot its continue token names, for as long as that revision stays
 //! inside the window.
 
+mod journal;
 mod scan;
 
 use crate::owners::{Location, OwnerIndex};
@@ -134,6 +135,7 @@ struct State {
     tables: HashMap<Arc<str>, Table>,
     history: VecDeque<Arc<Event>>,
     owners: OwnerIndex,
+    journal: Option<journal::Journal>,
 }
 
 impl State {
@@ -270,6 +272,9 @@ impl Txn<'_> {
             self.st.owners.remove(res, &key, &p.value);
         }
         self.st.owners.add(res, &key, &obj.value);
+        if let Some(j) = &mut self.st.journal {
+            j.put(res, &key, &obj);
+        }
         let kind = if prev.is_some() {
             EventType::Modified
         } else {
@@ -294,6 +299,10 @@ impl Txn<'_> {
         let prev = self.st.table(res).objects.remove(key)?;
         self.st.owners.remove(res, key, &prev.value);
         self.st.rev += 1;
+        let rev = self.st.rev;
+        if let Some(j) = &mut self.st.journal {
+            j.delete(res, key, rev);
+        }
         let obj = Arc::new(StoredObject::new(final_value, self.st.rev));
         self.st.record(
             res,
@@ -346,8 +355,25 @@ impl Store {
                 tables: HashMap::new(),
                 history: VecDeque::new(),
                 owners: OwnerIndex::default(),
+                journal: None,
             }),
         }
+    }
+
+    /// Storage persisted in `dir` (see [`journal`]): existing state is
+    /// loaded, and every later write is fsync'd before it returns.
+    pub fn open(
+        dir: &std::path::Path,
+        window: usize,
+        channel_capacity: usize,
+    ) -> std::io::Result<Self> {
+        let store = Store::new(window, channel_capacity);
+        {
+            let mut st = store.state.lock();
+            let j = journal::open(dir, &mut st)?;
+            st.journal = Some(j);
+        }
+        Ok(store)
     }
 
     /// Run `f` under the storage lock.

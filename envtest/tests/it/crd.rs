@@ -10,7 +10,7 @@ use kube_client::api::{
 };
 use serde_json::json;
 
-fn widget_crd(scope: &str) -> CustomResourceDefinition {
+pub fn widget_crd(scope: &str) -> CustomResourceDefinition {
     serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "widgets.example.com"},
@@ -30,7 +30,7 @@ fn widget_crd(scope: &str) -> CustomResourceDefinition {
     .unwrap()
 }
 
-fn widgets(client: &Client, version: &str, ns: Option<&str>) -> Api<DynamicObject> {
+pub fn widgets(client: &Client, version: &str, ns: Option<&str>) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("example.com", version, "Widget"),
         "widgets",
@@ -41,7 +41,7 @@ fn widgets(client: &Client, version: &str, ns: Option<&str>) -> Api<DynamicObjec
     }
 }
 
-fn widget(name: &str, color: &str) -> DynamicObject {
+pub fn widget(name: &str, color: &str) -> DynamicObject {
     serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"color": color}})).unwrap()
 }
 

@@ -233,3 +233,31 @@ async fn dropping_the_env_stops_the_server() {
         tokio::task::yield_now().await;
     }
 }
+
+#[tokio::test]
+async fn bearer_token_is_required_when_configured() {
+    let env = TestEnv::builder()
+        .bearer_token("s3cret")
+        .start()
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+    api.list(&ListParams::default()).await.unwrap();
+    // The kubeconfig carries the token too.
+    assert!(env.kubeconfig_yaml().contains("token: \"s3cret\""));
+    let kc = env.kubeconfig();
+    let cfg = kube_client::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let from_kc: Api<ConfigMap> =
+        Api::default_namespaced(kube_client::Client::try_from(cfg).unwrap());
+    from_kc.list(&ListParams::default()).await.unwrap();
+    // Without it: 401 with a Status body.
+    let mut anon = kube_client::Config::new(env.base_url().parse().unwrap());
+    anon.default_retry = false;
+    let anon: Api<ConfigMap> =
+        Api::default_namespaced(kube_client::Client::try_from(anon).unwrap());
+    let e = status(anon.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (401, "Unauthorized"));
+    assert_eq!(env.request_log().last().unwrap().status, 401);
+}

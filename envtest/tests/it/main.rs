@@ -9,6 +9,7 @@ mod crud;
 mod errors;
 mod faults;
 mod gc;
+mod persist;
 mod props;
 mod reads;
 mod watch;

@@ -188,6 +188,17 @@ where
     }
 }
 
+/// Runs its closure when dropped.
+struct OnDrop(Option<Box<dyn FnOnce() + Send>>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
 /// `Some(period)` raised to the minimum, or `None` for zero (no resync).
 fn resync_enabled(period: Duration) -> Option<Duration> {
     if period.is_zero() {
@@ -466,6 +477,19 @@ where
             )
         };
         let token = CancellationToken::new();
+        // If this future is dropped instead of finishing, still stop
+        // everything it started.
+        let _cleanup = OnDrop(Some(Box::new({
+            let inner = Arc::clone(&self.inner);
+            let fifo = Arc::clone(&fifo);
+            let token = token.clone();
+            move || {
+                token.cancel();
+                fifo.close();
+                inner.processor.stop();
+                inner.config.lock().phase = Phase::Stopped;
+            }
+        })));
         let stop_link = {
             let token = token.clone();
             let shutdown = shutdown.clone();
@@ -523,7 +547,7 @@ where
         if let Err(err) = reflector.await {
             tracing::error!(error = %err, "reflector task failed");
         }
-        self.inner.config.lock().phase = Phase::Stopped;
+        drop(_cleanup);
         tracing::debug!(informer = %self.inner.name, "informer stopped");
         Ok(())
     }

@@ -531,3 +531,29 @@ async fn builder_indexers_are_available_on_the_cache() {
             .is_err()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_run_future_stops_the_informer() {
+    let lw = FakeLw::default();
+    lw.0.apply("a", "add");
+    let inf = SharedIndexInformer::new(lw.clone(), Duration::ZERO);
+    let reg = inf.add_event_handler(Recorder::default()).unwrap();
+    let task = tokio::spawn({
+        let inf = inf.clone();
+        async move { inf.run(CancellationToken::new()).await }
+    });
+    assert!(eventually(|| inf.has_synced()).await);
+    assert!(eventually(|| !lw.0.state.lock().watchers.is_empty()).await);
+    task.abort();
+    let _ = task.await;
+    assert!(inf.is_stopped());
+    assert!(reg.is_removed());
+    // The reflector task ended too: its watch stream was dropped.
+    assert!(
+        eventually(|| {
+            lw.0.apply("probe", "update");
+            lw.0.state.lock().watchers.is_empty()
+        })
+        .await
+    );
+}
