@@ -54,6 +54,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElectionConfig,
+    default_identity,
 };
 pub use lock::{ApiLeaseLock, LeaseLock};
 use lock::{Decision, Observed};

@@ -49,7 +49,7 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    let s = if full {
+    let mut s = if full {
         Sizes {
             objects: 10_000,
             list_rounds: 10,
@@ -66,6 +66,13 @@ async fn main() {
             concurrency: 4,
         }
     };
+    // ENVTEST_BENCH_OBJECTS overrides the data-set size (for quick experiments).
+    if let Some(n) = std::env::var("ENVTEST_BENCH_OBJECTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        s.objects = n;
+    }
     let mut rows: Vec<(String, String)> = Vec::new();
 
     // Writes: sequential creates of `objects` ConfigMaps (also the LIST data set).
@@ -132,6 +139,25 @@ async fn main() {
             "{:.0} objects/s ({:.1} ms per LIST)",
             (s.objects * s.list_rounds) as f64 / secs,
             secs * 1000.0 / s.list_rounds as f64
+        ),
+    ));
+    // The same LIST as raw bytes (server and transfer, no client decode).
+    let t = Instant::now();
+    let mut bytes = 0;
+    for _ in 0..s.list_rounds {
+        let req = http::Request::get("/api/v1/namespaces/default/configmaps")
+            .body(Vec::new())
+            .unwrap();
+        bytes += env.client().request_text(req).await.unwrap().len();
+    }
+    let secs = t.elapsed().as_secs_f64();
+    rows.push((
+        format!("LIST {} ConfigMaps (one page, raw bytes)", s.objects),
+        format!(
+            "{:.0} objects/s ({:.1} ms per LIST, {:.1} MB)",
+            (s.objects * s.list_rounds) as f64 / secs,
+            secs * 1000.0 / s.list_rounds as f64,
+            bytes as f64 / s.list_rounds as f64 / 1e6
         ),
     ));
     // Paginated LIST (limit 500).

@@ -172,6 +172,10 @@ pub fn resources(obj: &Value) -> Vec<ResourceInfo> {
             namespaced: text(spec, &["scope"]) == "Namespaced",
             status: v["subresources"]["status"].is_object(),
             short_names: strings(&names["shortNames"]),
+            categories: strings(&names["categories"]),
+            schema: v["schema"]["openAPIV3Schema"]
+                .is_object()
+                .then(|| std::sync::Arc::new(v["schema"]["openAPIV3Schema"].clone())),
             field_selectors: v["selectableFields"]
                 .as_array()
                 .map(|a| {

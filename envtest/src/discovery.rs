@@ -126,6 +126,7 @@ fn resource_entry(r: &Arc<ResourceInfo>) -> Vec<Value> {
         "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
         "shortNames": r.short_names,
+        "categories": r.categories,
     })];
     if r.status {
         out.push(json!({

@@ -67,6 +67,8 @@ pub struct TestEnvBuilder {
     max_body_bytes: usize,
     watch_buffer: usize,
     port: u16,
+    bearer_token: Option<String>,
+    data_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for TestEnvBuilder {
@@ -77,6 +79,8 @@ impl Default for TestEnvBuilder {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             watch_buffer: 8192,
             port: 0,
+            bearer_token: None,
+            data_dir: None,
         }
     }
 }
@@ -112,6 +116,21 @@ impl TestEnvBuilder {
         self
     }
 
+    /// Require `Authorization: Bearer <token>` on every request but health
+    /// checks (401 otherwise). The client and kubeconfig carry the token.
+    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
+        self.bearer_token = Some(token.into());
+        self
+    }
+
+    /// Persist state in `dir`: every write is fsync'd before it is
+    /// acknowledged, and a server started on the same directory gets it all
+    /// back (watch history starts afresh, so earlier RVs resume with 410).
+    pub fn data_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.data_dir = Some(dir.into());
+        self
+    }
+
     /// Start the server.
     pub async fn start(self) -> Result<TestEnv, Error> {
         let addr = format!("127.0.0.1:{}", self.port);
@@ -125,7 +144,18 @@ impl TestEnvBuilder {
             addr: addr.clone(),
             source,
         })?;
-        let store = Arc::new(Store::new(self.history_window, self.watch_buffer));
+        let store = match &self.data_dir {
+            Some(dir) => {
+                Store::open(dir, self.history_window, self.watch_buffer).map_err(|source| {
+                    Error::Io {
+                        path: dir.display().to_string(),
+                        source,
+                    }
+                })?
+            }
+            None => Store::new(self.history_window, self.watch_buffer),
+        };
+        let store = Arc::new(store);
         let server = Arc::new(Server {
             faults: Faults::new(store.clone()),
             store,
@@ -134,9 +164,11 @@ impl TestEnvBuilder {
                 bookmark_interval: self.bookmark_interval,
                 max_body_bytes: self.max_body_bytes,
                 addr: local.to_string(),
+                bearer_token: self.bearer_token.clone(),
             },
         });
         seed_namespaces(&server);
+        restore_crds(&server);
         let base_url = format!("http://{local}");
         let shutdown = CancellationToken::new();
         let app = router(server.clone());
@@ -154,7 +186,7 @@ impl TestEnvBuilder {
                     url: base_url.clone(),
                     message: e.to_string(),
                 })?;
-        let config = client_config(uri);
+        let config = client_config(uri, self.bearer_token.as_deref());
         let client = kube_client::Client::try_from(config).map_err(|e| Error::Client {
             url: base_url.clone(),
             message: e.to_string(),
@@ -172,16 +204,40 @@ impl TestEnvBuilder {
 /// The client configuration [`TestEnv::client`] uses: default namespace
 /// `default`, and kube-client's automatic retry of 429/503/504 turned off so
 /// that injected faults reach the code under test exactly as configured.
-fn client_config(uri: http::Uri) -> kube_client::Config {
+fn client_config(uri: http::Uri, token: Option<&str>) -> kube_client::Config {
     let mut config = kube_client::Config::new(uri);
     config.default_namespace = "default".into();
     config.default_retry = false;
+    if let Some(t) = token {
+        // An AuthInfo with only a token always deserializes.
+        if let Ok(auth) = serde_json::from_value(json!({ "token": t })) {
+            config.auth_info = auth;
+        }
+    }
     config
+}
+
+/// Serve the custom resources of CRDs loaded from a data directory.
+fn restore_crds(server: &Server) {
+    let mut crds = Vec::new();
+    // Reading the latest state cannot be out of the window.
+    let _ = server
+        .store
+        .scan(crate::crd::STORAGE_KEY, None, None, None, |_, o| {
+            crds.push(o.clone());
+            true
+        });
+    for crd in crds {
+        crate::crd::register(server, &crd.value);
+    }
 }
 
 fn seed_namespaces(server: &Server) {
     server.store.txn(|txn| {
         for ns in DEFAULT_NAMESPACES {
+            if txn.get("/namespaces", &(String::new(), ns.to_string())).is_some() {
+                continue;
+            }
             let obj = json!({
                 "apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": crate::objects::now_rfc3339(), "generation": 1, "labels": {"kubernetes.io/metadata.name": ns}},
@@ -214,7 +270,10 @@ impl TestEnv {
     /// other settings (for example `default_retry = true`).
     pub fn client_config(&self) -> kube_client::Config {
         // base_url is generated by us and always a valid URI.
-        client_config(self.base_url.parse().unwrap_or_default())
+        client_config(
+            self.base_url.parse().unwrap_or_default(),
+            self.server.config.bearer_token.as_deref(),
+        )
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -230,7 +289,7 @@ impl TestEnv {
 
     /// The kubeconfig as YAML (what `envtest-server --kubeconfig` writes).
     pub fn kubeconfig_yaml(&self) -> String {
-        kubeconfig_yaml(&self.base_url)
+        kubeconfig_yaml_with_token(&self.base_url, self.server.config.bearer_token.as_deref())
     }
 
     /// Fault injection controls.
@@ -251,8 +310,17 @@ impl TestEnv {
 
 /// A kubeconfig for a server at `base_url` (context and cluster `envtest`).
 pub fn kubeconfig_yaml(base_url: &str) -> String {
+    kubeconfig_yaml_with_token(base_url, None)
+}
+
+/// A kubeconfig for a server at `base_url` whose user carries `token`.
+pub fn kubeconfig_yaml_with_token(base_url: &str, token: Option<&str>) -> String {
+    let user = match token {
+        Some(t) => format!("\n    token: {}", serde_json::Value::String(t.to_string())),
+        None => " {}".to_string(),
+    };
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: envtest\n  cluster:\n    server: {base_url}\nusers:\n- name: envtest\n  user: {{}}\ncontexts:\n- name: envtest\n  context:\n    cluster: envtest\n    user: envtest\n    namespace: default\ncurrent-context: envtest\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: envtest\n  cluster:\n    server: {base_url}\nusers:\n- name: envtest\n  user:{user}\ncontexts:\n- name: envtest\n  context:\n    cluster: envtest\n    user: envtest\n    namespace: default\ncurrent-context: envtest\n"
     )
 }
 

@@ -16,6 +16,17 @@ use tokio_util::sync::CancellationToken;
 const LOG_CAPACITY: usize = 100_000;
 
 /// Which requests to fail, how often, and with what.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), envtest::Error> {
+/// use envtest::{FailureRule, TestEnv};
+/// let env = TestEnv::start().await?;
+/// // The next two LISTs of configmaps answer 429 with Retry-After: 2.
+/// env.faults().fail_next(
+///     FailureRule::new(2, 429).method(http::Method::GET).path_contains("/configmaps").watch(false).retry_after(2),
+/// );
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailureRule {
     /// How many matching requests fail.
@@ -139,6 +150,16 @@ pub(crate) fn is_watch_query(query: &str) -> bool {
 }
 
 /// The fault controls of one server (see the module docs).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), envtest::Error> {
+/// let env = envtest::TestEnv::start().await?;
+/// env.faults().drop_watches(); // every open watch ends now
+/// env.faults().compact(); // resuming from any earlier RV gets 410 Expired
+/// env.faults().set_latency(std::time::Duration::from_millis(50));
+/// assert!(env.request_log().iter().all(|r| r.status < 600));
+/// # Ok(()) }
+/// ```
 pub struct Faults {
     store: Arc<Store>,
     drop_token: Mutex<CancellationToken>,

@@ -32,8 +32,10 @@ mod error;
 mod faults;
 mod objects;
 mod openapi;
+mod owners;
 mod patch;
 mod registry;
+mod schema;
 mod selectors;
 mod server;
 mod storage;
@@ -43,7 +45,7 @@ mod watch;
 
 pub use env::{
     DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_WINDOW, DEFAULT_MAX_BODY_BYTES, DEFAULT_NAMESPACES,
-    TestEnv, TestEnvBuilder, kubeconfig_yaml,
+    TestEnv, TestEnvBuilder, kubeconfig_yaml, kubeconfig_yaml_with_token,
 };
 pub use error::{ApiError, Cause, Details, Error};
 pub use faults::{FailureRule, Faults, RequestRecord};

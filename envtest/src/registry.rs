@@ -49,6 +49,10 @@ pub struct ResourceInfo {
     pub custom: bool,
     /// Extra printer columns for table output: (name, type, dotted path).
     pub printer_columns: Vec<(String, String, String)>,
+    /// Categories such as `all` (for `kubectl get all`).
+    pub categories: Vec<String>,
+    /// A custom resource version's `openAPIV3Schema` (pruning and validation).
+    pub schema: Option<Arc<serde_json::Value>>,
 }
 
 impl ResourceInfo {
@@ -111,6 +115,14 @@ fn builtin(
         name_rule,
         custom: false,
         printer_columns: Vec::new(),
+        categories: match plural {
+            "pods" | "services" | "deployments" | "replicasets" | "statefulsets" | "daemonsets"
+            | "jobs" | "cronjobs" => {
+                vec!["all".to_string()]
+            }
+            _ => Vec::new(),
+        },
+        schema: None,
     }
 }
 

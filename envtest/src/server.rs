@@ -27,6 +27,9 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// `host:port` the server listens on.
     pub addr: String,
+    /// When set, every request but health checks must carry
+    /// `Authorization: Bearer <token>` (401 otherwise).
+    pub bearer_token: Option<String>,
 }
 
 /// Everything one server instance owns.
@@ -66,6 +69,17 @@ impl Query {
             .rev()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether `dryRun=All` was asked for (400 for other values).
+    pub fn dry_run(&self) -> Result<bool, ApiError> {
+        match self.get("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+            ))),
+        }
     }
 
     /// A boolean parameter (`true`/`1`).
@@ -127,9 +141,18 @@ async fn fault_layer(State(srv): State<Arc<Server>>, req: Request, next: Next) -
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
-    let resp = match srv.faults.before(&method, &path, &query).await {
-        Some(e) => e.into_response(),
-        None => next.run(req).await,
+    let resp = if !authorized(&srv.config, &path, req.headers()) {
+        ApiError::new(
+            401,
+            "Unauthorized",
+            "Unauthorized: a valid bearer token is required",
+        )
+        .into_response()
+    } else {
+        match srv.faults.before(&method, &path, &query).await {
+            Some(e) => e.into_response(),
+            None => next.run(req).await,
+        }
     };
     srv.faults.record(RequestRecord {
         method,
@@ -138,6 +161,20 @@ async fn fault_layer(State(srv): State<Arc<Server>>, req: Request, next: Next) -
         status: resp.status().as_u16(),
     });
     resp
+}
+
+fn authorized(config: &Config, path: &str, headers: &HeaderMap) -> bool {
+    let Some(token) = &config.bearer_token else {
+        return true;
+    };
+    if matches!(path, "/healthz" | "/livez" | "/readyz") {
+        return true;
+    }
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| t.trim() == token)
 }
 
 async fn handle(State(srv): State<Arc<Server>>, req: Request) -> Response {

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 /// Default watch length when the client gives no `timeoutSeconds`.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 /// Lines buffered towards one HTTP connection.
-const CONNECTION_BUFFER: usize = 256;
+const CONNECTION_BUFFER: usize = 32;
 
 struct Watcher {
     info: Arc<ResourceInfo>,
@@ -110,6 +110,14 @@ pub fn serve(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
         (Some(true), _) | (_, None) | (_, Some(0)) => WatchFrom::Now,
         (_, Some(x)) => WatchFrom::Rev(x),
     };
+    if initial_events == Some(true)
+        && let Some(x) = rv
+    {
+        let current = srv.store.rev();
+        if x > current {
+            return Err(ApiError::too_large_rv(x, current));
+        }
+    }
     let send_initial = initial_events.unwrap_or(from == WatchFrom::Now);
     let (tx, rx) = mpsc::channel(CONNECTION_BUFFER);
     let start = match srv.store.watch(&info.storage_key(), from) {

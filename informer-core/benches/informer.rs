@@ -3,19 +3,25 @@
 //! reflector (`watcher` + `reflector::store`). For each it prints the time
 //! from start until the cache reports synced and the heap retained at that
 //! point (bytes allocated minus freed in between, counted by a wrapping
-//! global allocator). Several rounds, alternating; medians are printed.
+//! global allocator), plus the process CPU time spent meanwhile (client and
+//! server together, so less sensitive to a busy machine than wall time). Several rounds, alternating; medians are printed.
 //!
 //! Run: `cargo bench -p informer-core --bench informer`
 //! (`INFORMER_BENCH_OBJECTS` and `INFORMER_BENCH_ROUNDS` override the sizes).
 //! Nothing here asserts on timing.
 
 use std::alloc::System;
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt, stream};
+use informer_core::delta_fifo::DeltaFifo;
+use informer_core::key::object_key;
 use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
-use informer_core::shared_informer::SharedIndexInformer;
-use k8s_openapi::api::core::v1::ConfigMap;
+use informer_core::shared_informer::{SharedIndexInformer, handler_fn};
+use informer_core::store::Indexer;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube_client::api::PostParams;
 use kube_client::{Api, Client};
 use kube_core::ObjectMeta;
@@ -39,7 +45,30 @@ fn env_usize(name: &str, default: usize) -> usize {
 #[derive(Debug, Clone, Copy)]
 struct Sample {
     elapsed: Duration,
+    /// CPU time of the whole process (client and in-process server) meanwhile.
+    cpu: Duration,
     retained_bytes: i64,
+}
+
+/// User + system CPU time of this process so far, from `/proc/self/stat`
+/// (clock ticks, assumed 100 per second); zero where unavailable.
+fn process_cpu() -> Duration {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return Duration::ZERO;
+    };
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields of the whole line.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return Duration::ZERO;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
 fn retained(region: &Region<'_, System>) -> i64 {
@@ -73,6 +102,15 @@ fn config_map(i: usize) -> ConfigMap {
 }
 
 async fn seed(client: &Client, objects: usize) -> Result<(), kube_client::Error> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(NAMESPACE.into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    namespaces.create(&PostParams::default(), &ns).await?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
     stream::iter(0..objects)
         .map(|i| {
@@ -84,14 +122,26 @@ async fn seed(client: &Client, objects: usize) -> Result<(), kube_client::Error>
         .await
 }
 
-async fn sync_informer(client: &Client, objects: usize) -> Sample {
+/// With `with_handler`, one no-op handler is registered before start and
+/// the time runs until its registration has synced (every initial add
+/// delivered through its buffer).
+async fn sync_informer(client: &Client, objects: usize, with_handler: bool) -> Sample {
     let region = Region::new(GLOBAL);
     let start = Instant::now();
+    let cpu_start = process_cpu();
     let api: Api<ConfigMap> = Api::all(client.clone());
     let informer = SharedIndexInformer::new(
         ApiListerWatcher::new(api, ListWatchOptions::default()),
         Duration::ZERO,
     );
+    let registration = with_handler.then(|| {
+        match informer.add_event_handler(handler_fn::<ConfigMap>().on_add(|obj, _| {
+            std::hint::black_box(obj);
+        })) {
+            Ok(reg) => reg,
+            Err(err) => panic!("adding the handler failed: {err}"),
+        }
+    });
     let token = CancellationToken::new();
     let task = tokio::spawn({
         let informer = informer.clone();
@@ -101,22 +151,76 @@ async fn sync_informer(client: &Client, objects: usize) -> Sample {
     if let Err(err) = informer.wait_for_cache_sync(SYNC_LIMIT).await {
         panic!("informer did not sync: {err}");
     }
+    if let Some(reg) = &registration {
+        assert!(reg.wait_for_sync(SYNC_LIMIT).await, "handler did not sync");
+    }
     let elapsed = start.elapsed();
+    let cpu = process_cpu().saturating_sub(cpu_start);
     assert_eq!(informer.indexer().len(), objects, "informer cache size");
     let retained_bytes = retained(&region);
+    if !with_handler {
+        report_bookkeeping(&informer).await;
+    }
     token.cancel();
     let _ = task.await;
     drop(informer);
     Sample {
         elapsed,
+        cpu,
         retained_bytes,
     }
+}
+
+/// Heap the cache's bookkeeping costs beyond the objects themselves: the
+/// cached `Arc`s are re-inserted (shared, not copied) into a fresh `Indexer`
+/// and, for reference, into a plain `HashMap<String, Arc<K>>`.
+async fn report_bookkeeping(informer: &SharedIndexInformer<ConfigMap>) {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if DONE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    let objects = informer.indexer().list();
+    let n = objects.len().max(1) as f64;
+    let region = Region::new(GLOBAL);
+    let indexer = Indexer::new();
+    for obj in &objects {
+        if let Err(err) = indexer.add(Arc::clone(obj)) {
+            panic!("indexer add failed: {err}");
+        }
+    }
+    let indexer_bytes = retained(&region) as f64;
+    let region = Region::new(GLOBAL);
+    let mut map: HashMap<String, Arc<ConfigMap>> = HashMap::new();
+    for obj in &objects {
+        map.insert(object_key(obj.as_ref()), Arc::clone(obj));
+    }
+    let map_bytes = retained(&region) as f64;
+    // What a DeltaFifo keeps after a full list went through it and was popped.
+    let region = Region::new(GLOBAL);
+    let copies: Vec<ConfigMap> = objects.iter().map(|o| (**o).clone()).collect();
+    let fifo = DeltaFifo::<ConfigMap>::new(None);
+    fifo.replace(copies, "1");
+    while !fifo.is_empty() {
+        if fifo.pop(drop).await.is_err() {
+            break;
+        }
+    }
+    // The copies were freed as they were popped, so this is what the FIFO kept.
+    let fifo_bytes = retained(&region) as f64;
+    println!(
+        "bookkeeping per object: Indexer (with namespace index) {:.0} B, plain HashMap<String, Arc<K>> {:.0} B, drained DeltaFifo {:.0} B",
+        indexer_bytes / n,
+        map_bytes / n,
+        fifo_bytes / n
+    );
+    drop((indexer, map, fifo));
 }
 
 async fn sync_kube_runtime(client: &Client, objects: usize) -> Sample {
     use kube_runtime::{reflector, watcher};
     let region = Region::new(GLOBAL);
     let start = Instant::now();
+    let cpu_start = process_cpu();
     let api: Api<ConfigMap> = Api::all(client.clone());
     let (store, writer) = reflector::store::<ConfigMap>();
     let token = CancellationToken::new();
@@ -136,6 +240,7 @@ async fn sync_kube_runtime(client: &Client, objects: usize) -> Sample {
         other => panic!("kube-runtime reflector did not sync: {other:?}"),
     }
     let elapsed = start.elapsed();
+    let cpu = process_cpu().saturating_sub(cpu_start);
     assert_eq!(store.state().len(), objects, "kube-runtime store size");
     let retained_bytes = retained(&region);
     token.cancel();
@@ -143,6 +248,7 @@ async fn sync_kube_runtime(client: &Client, objects: usize) -> Sample {
     drop(store);
     Sample {
         elapsed,
+        cpu,
         retained_bytes,
     }
 }
@@ -167,9 +273,10 @@ fn summarize(name: &str, samples: &[Sample], objects: usize) {
             .map(|s| s.elapsed.as_secs_f64() * 1e3)
             .collect(),
     );
+    let cpu = median(samples.iter().map(|s| s.cpu.as_secs_f64() * 1e3).collect());
     let bytes = median(samples.iter().map(|s| s.retained_bytes as f64).collect());
     println!(
-        "| {name:<34} | {ms:>10.1} | {:>12.2} | {:>13.0} |",
+        "| {name:<34} | {ms:>10.1} | {cpu:>8.0} | {:>12.2} | {:>13.0} |",
         bytes / (1024.0 * 1024.0),
         bytes / objects as f64
     );
@@ -202,37 +309,44 @@ fn main() {
 
         // One unmeasured warm-up of each so connection setup and lazy
         // statics are not charged to whichever runs first.
-        let _ = sync_informer(&client, objects).await;
+        let _ = sync_informer(&client, objects, false).await;
         let _ = sync_kube_runtime(&client, objects).await;
 
         let mut ours = Vec::new();
+        let mut ours_handler = Vec::new();
         let mut theirs = Vec::new();
         for round in 0..rounds {
-            let (a, b) = if round % 2 == 0 {
-                let a = sync_informer(&client, objects).await;
-                (a, sync_kube_runtime(&client, objects).await)
+            let (a, h, b) = if round % 2 == 0 {
+                let a = sync_informer(&client, objects, false).await;
+                let h = sync_informer(&client, objects, true).await;
+                (a, h, sync_kube_runtime(&client, objects).await)
             } else {
                 let b = sync_kube_runtime(&client, objects).await;
-                (sync_informer(&client, objects).await, b)
+                let h = sync_informer(&client, objects, true).await;
+                (sync_informer(&client, objects, false).await, h, b)
             };
             println!(
-                "round {round}: informer-rs {:.1} ms / {:.2} MiB, kube-runtime {:.1} ms / {:.2} MiB",
+                "round {round}: informer-rs {:.1} ms / {:.2} MiB, with handler {:.1} ms / {:.2} MiB, kube-runtime {:.1} ms / {:.2} MiB",
                 a.elapsed.as_secs_f64() * 1e3,
                 a.retained_bytes as f64 / 1048576.0,
+                h.elapsed.as_secs_f64() * 1e3,
+                h.retained_bytes as f64 / 1048576.0,
                 b.elapsed.as_secs_f64() * 1e3,
                 b.retained_bytes as f64 / 1048576.0
             );
             ours.push(a);
+            ours_handler.push(h);
             theirs.push(b);
         }
         println!();
         println!("initial sync of {objects} ConfigMaps (median of {rounds}):");
         println!(
-            "| {:<34} | {:>10} | {:>12} | {:>13} |",
-            "cache", "sync ms", "retained MiB", "bytes/object"
+            "| {:<34} | {:>10} | {:>8} | {:>12} | {:>13} |",
+            "cache", "sync ms", "cpu ms", "retained MiB", "bytes/object"
         );
-        println!("|{:-<36}|{:-<12}|{:-<14}|{:-<15}|", "", "", "", "");
+        println!("|{:-<36}|{:-<12}|{:-<10}|{:-<14}|{:-<15}|", "", "", "", "", "");
         summarize("informer-rs SharedIndexInformer", &ours, objects);
+        summarize("  + 1 handler, until it synced", &ours_handler, objects);
         summarize("kube-runtime 5 reflector + store", &theirs, objects);
         drop(env);
     });

@@ -30,6 +30,7 @@
 //! The reflector stops when its [`CancellationToken`] is cancelled.
 
 mod backoff;
+mod fifo_store;
 mod run;
 
 use std::sync::Arc;

@@ -12,6 +12,23 @@ pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// Default wait between two attempts to acquire or renew.
 pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 
+/// An identity unique to this process: the `HOSTNAME` (the pod name in a
+/// cluster) followed by a random suffix, so two processes on one host differ.
+///
+/// ```
+/// let a = controller_runtime::leaderelection::default_identity();
+/// let b = controller_runtime::leaderelection::default_identity();
+/// assert_ne!(a, b);
+/// ```
+pub fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_string());
+    let suffix: u64 = rand::random();
+    format!("{host}_{suffix:016x}")
+}
+
 /// Which Lease to compete for, as whom, and how fast.
 ///
 /// ```

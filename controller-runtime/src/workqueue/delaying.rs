@@ -46,6 +46,7 @@ mod tests {
     use tokio::time::{Instant, advance};
 
     use crate::workqueue::Queue;
+    use crate::workqueue::test_support::soon;
 
     const SEC: Duration = Duration::from_secs(1);
 
@@ -92,7 +93,7 @@ mod tests {
         q.add(1);
         assert_eq!(q.len(), 1);
         assert_eq!(q.delayed(), 0);
-        let item = q.get().await.unwrap();
+        let item = soon(q.get()).await.unwrap();
         q.done(&item);
         advance(20 * SEC).await;
         assert_eq!(q.len(), 0, "the overtaken delayed add does not fire later");
@@ -104,9 +105,9 @@ mod tests {
         let start = Instant::now();
         q.add_after("late", 7 * SEC);
         q.add_after("early", 3 * SEC);
-        assert_eq!(q.get().await, Some("early"));
+        assert_eq!(soon(q.get()).await, Some("early"));
         assert_eq!(start.elapsed(), 3 * SEC);
-        assert_eq!(q.get().await, Some("late"));
+        assert_eq!(soon(q.get()).await, Some("late"));
         assert_eq!(start.elapsed(), 7 * SEC);
     }
 
@@ -117,12 +118,32 @@ mod tests {
         q.add_after("late", 100 * SEC);
         let worker = tokio::spawn({
             let q = q.clone();
-            async move { q.get().await }
+            async move { soon(q.get()).await }
         });
         tokio::task::yield_now().await;
         q.add_after("early", SEC);
-        assert_eq!(worker.await.unwrap(), Some("early"));
+        assert_eq!(soon(worker).await.unwrap(), Some("early"));
         assert_eq!(start.elapsed(), SEC);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delayed_item_arrives_even_if_the_get_timing_it_is_cancelled() {
+        let q = Queue::new();
+        let start = Instant::now();
+        let waiting = tokio::spawn({
+            let q = q.clone();
+            async move { soon(q.get()).await }
+        });
+        tokio::task::yield_now().await;
+        // This get learns the deadline, then gives up before it.
+        let cancelled = tokio::time::timeout(SEC, async {
+            q.add_after("x", 5 * SEC);
+            soon(q.get()).await
+        });
+        assert!(cancelled.await.is_err());
+        let got = tokio::time::timeout(60 * SEC, waiting).await;
+        assert_eq!(got.unwrap().unwrap(), Some("x"));
+        assert_eq!(start.elapsed(), 5 * SEC);
     }
 
     #[tokio::test(start_paused = true)]
@@ -131,7 +152,7 @@ mod tests {
         let mut workers = Vec::new();
         for _ in 0..3 {
             let q = q.clone();
-            workers.push(tokio::spawn(async move { q.get().await }));
+            workers.push(tokio::spawn(async move { soon(q.get()).await }));
         }
         tokio::task::yield_now().await;
         for i in 0..3 {
@@ -139,7 +160,7 @@ mod tests {
         }
         let mut got = Vec::new();
         for w in workers {
-            got.push(w.await.unwrap().unwrap());
+            got.push(soon(w).await.unwrap().unwrap());
         }
         got.sort_unstable();
         assert_eq!(got, vec![0, 1, 2]);
@@ -150,14 +171,14 @@ mod tests {
     async fn add_after_while_processing_waits_for_done_and_its_time() {
         let q = Queue::new();
         q.add(1);
-        let item = q.get().await.unwrap();
+        let item = soon(q.get()).await.unwrap();
         q.add_after(1, 5 * SEC);
         advance(6 * SEC).await;
         assert_eq!(q.len(), 0, "not handed out while processing");
         q.done(&item);
         assert_eq!(q.len(), 1, "its time has passed: ready at done");
 
-        let item = q.get().await.unwrap();
+        let item = soon(q.get()).await.unwrap();
         q.add_after(1, 5 * SEC);
         q.done(&item);
         assert_eq!(q.len(), 0);
@@ -174,8 +195,8 @@ mod tests {
         q.shut_down();
         assert_eq!(q.delayed(), 0);
         q.add_after(3, Duration::ZERO);
-        assert_eq!(q.get().await, Some(2));
-        assert_eq!(q.get().await, None);
+        assert_eq!(soon(q.get()).await, Some(2));
+        assert_eq!(soon(q.get()).await, None);
     }
 
     #[tokio::test(start_paused = true)]

@@ -136,7 +136,9 @@ fn build_error(name: &'static str) -> impl Fn(prometheus::Error) -> Error {
 
 /// Buckets from 10 ns to 1000 s, one per power of ten (as client-go).
 fn duration_buckets() -> Vec<f64> {
-    (0..12).map(|i| 1e-8 * 10f64.powi(i)).collect()
+    vec![
+        1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0,
+    ]
 }
 
 impl PrometheusMetricsProvider {

@@ -21,6 +21,26 @@
 //! Metrics under the standard `workqueue_*` names come from a
 //! [`MetricsProvider`], such as [`PrometheusMetricsProvider`].
 //!
+//! # How adds combine
+//!
+//! Each item has at most one pending entry. Every kind of add merges into
+//! it: the entry keeps the **earliest** ready time and the **highest**
+//! priority of all its adds, so `add_after(x, 10s)` then `add_after(x, 2s)`
+//! makes `x` ready at 2 s, and a plain `add(x)` makes a delayed `x` ready
+//! now. Ready items are served highest priority first, FIFO within a
+//! priority (an item whose priority is raised joins the tail of its new
+//! priority). A delay that was overtaken by an earlier add does not fire
+//! again later, unlike client-go's delaying queue, where it would add the
+//! item a second time.
+//!
+//! Adds caused by an informer's initial list or by a resync should use
+//! [`Priority::LOW`] (see [`Priority::for_event`]), so that thousands of
+//! unchanged objects do not delay the real changes queued at the same time.
+//!
+//! Delays use tokio's clock (they follow `tokio::time::pause` in tests) and
+//! need no background task: waiting workers sleep until the earliest ready
+//! time. On [`Queue::shut_down`], delayed items are dropped.
+//!
 //! ```
 //! use controller_runtime::workqueue::Queue;
 //! # #[tokio::main(flavor = "current_thread")]
@@ -43,7 +63,8 @@
 //! };
 //! queue.add(Request { namespace: "default".into(), name: "web".into() });
 //! queue.shut_down_with_drain().await;
-//! assert!(worker.await.unwrap() <= 1);
+//! // Shutdown lets workers drain what was ready: the request was handled.
+//! assert_eq!(worker.await.unwrap(), 1);
 //! # }
 //! ```
 
@@ -59,6 +80,8 @@ mod state;
 mod proptests;
 #[cfg(test)]
 mod queue_tests;
+#[cfg(test)]
+mod test_support;
 
 pub use metrics::{
     ADDS_TOTAL, DEPTH, LABELS, LONGEST_RUNNING_PROCESSOR_SECONDS, MetricsProvider,

@@ -5,7 +5,9 @@
 //! - with N workers on random schedules, no item is processed by two workers
 //!   at once, every add is followed by a processing of that item, and the
 //!   queue drains after shutdown (basic and priority adds);
-//! - a delayed item becomes ready exactly at the earliest of its ready times;
+//! - a delayed item becomes ready exactly at the earliest of its ready times
+//!   (on the bookkeeping and through the queue on the paused clock);
+//! - exponential backoff is `base * 2^failures`, capped;
 //! - stale entries left by re-adds stay bounded.
 
 use std::collections::{HashMap, HashSet};
@@ -156,6 +158,82 @@ proptest! {
             }
         }
         prop_assert_eq!(seen.len(), expected.len());
+    }
+}
+
+/// The earliest-time rule through the public API on tokio's paused clock:
+/// `add_after` at random moments, then each item must become available
+/// exactly at the earliest of its ready times, not a nanosecond before.
+fn delayed_queue_run(adds: Vec<(u8, u64, u64)>) -> Result<(), TestCaseError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let q: Queue<u8> = Queue::new();
+        let mut expected: HashMap<u8, Instant> = HashMap::new();
+        for (item, step, delay) in adds {
+            tokio::time::advance(Duration::from_millis(step)).await;
+            let ready_at = Instant::now() + Duration::from_millis(delay);
+            q.add_after(item, Duration::from_millis(delay));
+            let e = expected.entry(item).or_insert(ready_at);
+            *e = (*e).min(ready_at);
+        }
+        let mut seen = HashSet::new();
+        let now = Instant::now();
+        while let Some(item) = q.try_get() {
+            prop_assert!(expected[&item] <= now);
+            prop_assert!(seen.insert(item));
+            q.done(&item);
+        }
+        let mut times: Vec<Instant> = expected.values().copied().filter(|t| *t > now).collect();
+        times.sort();
+        times.dedup();
+        for at in times {
+            let before = at - Duration::from_nanos(1);
+            tokio::time::advance(before - Instant::now()).await;
+            prop_assert_eq!(q.try_get(), None, "ready before its time");
+            tokio::time::advance(Duration::from_nanos(1)).await;
+            while let Some(item) = q.try_get() {
+                prop_assert_eq!(expected[&item], at);
+                prop_assert!(seen.insert(item));
+                q.done(&item);
+            }
+        }
+        prop_assert_eq!(seen.len(), expected.len());
+        prop_assert_eq!(q.delayed(), 0);
+        Ok(())
+    })
+}
+
+proptest! {
+    #[test]
+    fn queue_add_after_keeps_the_earliest_time(
+        adds in prop::collection::vec((0u8..8, 0u64..50, 0u64..500), 1..40)
+    ) {
+        delayed_queue_run(adds)?;
+    }
+
+    #[test]
+    fn exponential_backoff_is_base_times_two_to_the_failures_capped(
+        base_ms in 1u64..1000,
+        max_ms in 1u64..100_000,
+        failures in 1usize..80,
+    ) {
+        use super::{ItemExponentialFailureRateLimiter, RateLimiter};
+        let base = Duration::from_millis(base_ms);
+        let max = Duration::from_millis(max_ms);
+        let limiter = ItemExponentialFailureRateLimiter::new(base, max);
+        for n in 0..failures {
+            let want = u32::try_from(n)
+                .ok()
+                .and_then(|n| 2u64.checked_pow(n))
+                .and_then(|f| base_ms.checked_mul(f))
+                .map_or(max, |ms| Duration::from_millis(ms).min(max));
+            prop_assert_eq!(limiter.when(&0u8), want);
+        }
+        prop_assert_eq!(limiter.num_requeues(&0u8) as usize, failures);
     }
 }
 

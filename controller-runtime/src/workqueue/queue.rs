@@ -91,6 +91,17 @@ impl<T> fmt::Debug for Queue<T> {
     }
 }
 
+/// A `get` asleep waiting for an item; uncounts itself when dropped (also
+/// when the `get` future is cancelled).
+struct Waiting<'a, T>(&'a Shared<T>);
+
+impl<T> Drop for Waiting<'_, T> {
+    fn drop(&mut self) {
+        let mut state = self.0.state.lock();
+        state.waiters = state.waiters.saturating_sub(1);
+    }
+}
+
 /// Builds a [`Queue`] with a name, a rate limiter and metrics.
 ///
 /// ```
@@ -227,13 +238,16 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
 
     /// Adds with a priority and a delay: the one path every add takes.
     pub(super) fn insert(&self, item: T, priority: Priority, delay: Duration) {
-        let now = Instant::now();
-        let ready_at = now
-            .checked_add(delay)
-            .or_else(|| now.checked_add(FAR_FUTURE))
-            .unwrap_or(now);
-        let wake = {
+        // Reading tokio's clock is not free; an immediate add without
+        // metrics needs no precise time (see `State::clock_hint`).
+        let precise = (!delay.is_zero() || self.shared.metrics.is_some()).then(Instant::now);
+        let (wake, waiters) = {
             let mut state = self.shared.state.lock();
+            let now = precise.unwrap_or_else(|| state.clock_hint());
+            let ready_at = now
+                .checked_add(delay)
+                .or_else(|| now.checked_add(FAR_FUTURE))
+                .unwrap_or(now);
             let outcome = state.add(item, priority, ready_at, now);
             if let Some(metrics) = &self.shared.metrics {
                 if outcome.new {
@@ -241,9 +255,21 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
                 }
                 metrics.set_depth(state.depth());
             }
-            outcome.wake
+            (outcome.wake, state.waiters > 0)
         };
-        self.wake(wake);
+        if waiters {
+            self.wake(wake);
+        }
+    }
+
+    /// The time for an operation under the lock: the real time when it
+    /// matters (metrics, delayed items, shutdown), else the state's hint.
+    fn now(&self, state: &State<T>) -> Instant {
+        if self.shared.metrics.is_some() || state.delayed_len() > 0 || state.is_shutting_down() {
+            Instant::now()
+        } else {
+            state.clock_hint()
+        }
     }
 
     fn wake(&self, wake: Wake) {
@@ -261,24 +287,19 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
     /// Cancel-safe: dropping the future never loses an item.
     pub async fn get(&self) -> Option<T> {
         loop {
+            // Fast path: something is ready, no need to register as a waiter.
+            match self.try_pop() {
+                Pop::Item { item, .. } => return Some(item),
+                Pop::Closed => return None,
+                Pop::Empty { .. } => {}
+            }
+            // Register, then look again, so no wake-up falls in between;
+            // count ourselves as a waiter so adds know to wake someone.
             let notified = self.shared.available.notified();
             let mut notified = std::pin::pin!(notified);
             notified.as_mut().enable();
-            let now = Instant::now();
-            let (pop, also_ready) = {
-                let mut state = self.shared.state.lock();
-                let promoted = state.promote(now);
-                let pop = state.pop(now);
-                if let (Some(metrics), Pop::Item { waited, .. }) = (&self.shared.metrics, &pop) {
-                    metrics.observe_queue_duration(*waited);
-                    metrics.set_depth(state.depth());
-                }
-                (pop, promoted.min(state.len()))
-            };
-            // Items that became ready here may have other waiters to serve.
-            for _ in 0..also_ready {
-                self.shared.available.notify_one();
-            }
+            let pop = self.pop_or_wait();
+            let _waiting = matches!(pop, Pop::Empty { .. }).then(|| Waiting(&self.shared));
             match pop {
                 Pop::Item { item, .. } => return Some(item),
                 Pop::Closed => return None,
@@ -295,13 +316,69 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
         }
     }
 
+    /// Takes the next ready item without waiting, marking it as being
+    /// processed like [`Queue::get`]; `None` if nothing is ready.
+    ///
+    /// ```
+    /// use controller_runtime::workqueue::Queue;
+    /// let queue = Queue::new();
+    /// assert_eq!(queue.try_get(), None);
+    /// queue.add(1);
+    /// assert_eq!(queue.try_get(), Some(1));
+    /// queue.done(&1);
+    /// ```
+    pub fn try_get(&self) -> Option<T> {
+        match self.pop_inner(false) {
+            Pop::Item { item, .. } => Some(item),
+            Pop::Empty { .. } | Pop::Closed => None,
+        }
+    }
+
+    fn try_pop(&self) -> Pop<T> {
+        self.pop_inner(false)
+    }
+
+    /// Like `try_pop`, but if nothing is ready, counts the caller as a
+    /// waiter in the same critical section (undone by dropping [`Waiting`]).
+    fn pop_or_wait(&self) -> Pop<T> {
+        self.pop_inner(true)
+    }
+
+    /// Promotes due delayed items and takes the next ready one, if any.
+    fn pop_inner(&self, wait: bool) -> Pop<T> {
+        let (pop, also_ready) = {
+            let mut state = self.shared.state.lock();
+            let now = self.now(&state);
+            let promoted = state.promote(now);
+            let pop = state.pop(now);
+            if let (Some(metrics), Pop::Item { waited, .. }) = (&self.shared.metrics, &pop) {
+                metrics.observe_queue_duration(*waited);
+                metrics.set_depth(state.depth());
+            }
+            if wait && matches!(pop, Pop::Empty { .. }) {
+                state.waiters += 1;
+            }
+            let also_ready = if state.waiters > 0 {
+                promoted.min(state.len())
+            } else {
+                0
+            };
+            (pop, also_ready)
+        };
+        // Items that became ready here may have other waiters to serve.
+        for _ in 0..also_ready {
+            self.shared.available.notify_one();
+        }
+        pop
+    }
+
     /// Marks `item` as no longer being processed. If it was added again
     /// meanwhile, it is queued now (or when its delay passes). Calling it for
     /// an item that is not being processed does nothing.
     pub fn done(&self, item: &T) {
-        let now = Instant::now();
-        let (wake, drained) = {
+        let (wake, waiters, drained) = {
             let mut state = self.shared.state.lock();
+            let now = self.now(&state);
             let outcome = state.done(item, now);
             if let Some(metrics) = &self.shared.metrics {
                 if let Some(worked) = outcome.worked {
@@ -310,9 +387,11 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
                 metrics.set_depth(state.depth());
             }
             let drained = state.is_shutting_down() && state.processing_len() == 0;
-            (outcome.wake, drained)
+            (outcome.wake, state.waiters > 0, drained)
         };
-        self.wake(wake);
+        if waiters {
+            self.wake(wake);
+        }
         if drained {
             self.shared.drained.notify_waiters();
         }
@@ -323,9 +402,9 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
     /// counted.
     #[must_use]
     pub fn len(&self) -> usize {
-        let now = Instant::now();
         let (len, promoted) = {
             let mut state = self.shared.state.lock();
+            let now = self.now(&state);
             let promoted = state.promote(now);
             (state.len(), promoted)
         };

@@ -70,6 +70,7 @@ mod tests {
 
     use tokio::time::{Instant, advance};
 
+    use crate::workqueue::test_support::soon;
     use crate::workqueue::{
         BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, Queue,
     };
@@ -90,7 +91,7 @@ mod tests {
         for _ in 0..6 {
             let start = Instant::now();
             q.add_rate_limited("k");
-            let item = q.get().await.unwrap();
+            let item = soon(q.get()).await.unwrap();
             delays.push(start.elapsed().as_millis());
             q.done(&item);
         }

@@ -140,7 +140,7 @@ impl<T> Buckets<T> {
 
 /// The workqueue's rules as data. See the module documentation.
 pub(crate) struct State<T> {
-    slots: HashMap<T, Slot>,
+    slots: HashMap<T, Slot, foldhash::fast::RandomState>,
     ready: Buckets<T>,
     delayed: BinaryHeap<Reverse<DelayedEntry<T>>>,
     next_stamp: u64,
@@ -151,6 +151,11 @@ pub(crate) struct State<T> {
     stale_ready: usize,
     stale_delayed: usize,
     shutting_down: bool,
+    /// The latest time passed in: a stand-in for the clock when the exact
+    /// time does not matter (see `Queue`'s use of `clock_hint`).
+    last_now: Instant,
+    /// `get` calls asleep waiting for an item (kept by the handle).
+    pub(crate) waiters: usize,
 }
 
 /// Where a changed record must be (re)inserted once the slot borrow ends.
@@ -163,7 +168,7 @@ enum Place<T> {
 impl<T: Clone + Eq + Hash> State<T> {
     pub(crate) fn new() -> Self {
         State {
-            slots: HashMap::new(),
+            slots: HashMap::with_hasher(foldhash::fast::RandomState::default()),
             ready: Buckets {
                 buckets: Vec::new(),
             },
@@ -176,6 +181,21 @@ impl<T: Clone + Eq + Hash> State<T> {
             stale_ready: 0,
             stale_delayed: 0,
             shutting_down: false,
+            last_now: Instant::now(),
+            waiters: 0,
+        }
+    }
+
+    /// The latest time any operation was given. Only ever earlier than the
+    /// real time, so using it for an immediate add or a `pop` without
+    /// delayed items changes no rule, only the precision of durations.
+    pub(crate) fn clock_hint(&self) -> Instant {
+        self.last_now
+    }
+
+    fn saw(&mut self, now: Instant) {
+        if now > self.last_now {
+            self.last_now = now;
         }
     }
 
@@ -213,6 +233,7 @@ impl<T: Clone + Eq + Hash> State<T> {
         ready_at: Instant,
         now: Instant,
     ) -> AddOutcome {
+        self.saw(now);
         if self.shutting_down {
             return AddOutcome {
                 new: false,
@@ -327,6 +348,7 @@ impl<T: Clone + Eq + Hash> State<T> {
     /// Moves delayed items whose time has come to the ready buckets, in
     /// ready-time order. Returns how many moved.
     pub(crate) fn promote(&mut self, now: Instant) -> usize {
+        self.saw(now);
         let mut moved = 0;
         while self
             .delayed
@@ -357,6 +379,7 @@ impl<T: Clone + Eq + Hash> State<T> {
     /// Hands out the next ready item (highest priority, then FIFO) and marks
     /// it processing. Call [`State::promote`] first.
     pub(crate) fn pop(&mut self, now: Instant) -> Pop<T> {
+        self.saw(now);
         let mut found = None;
         'buckets: for (_, bucket) in self.ready.buckets.iter_mut() {
             while let Some((item, stamp)) = bucket.pop_front() {
@@ -413,14 +436,18 @@ impl<T: Clone + Eq + Hash> State<T> {
     /// again (ready now or delayed), unless the queue is shutting down and
     /// its time has not come.
     pub(crate) fn done(&mut self, item: &T, now: Instant) -> DoneOutcome {
+        self.saw(now);
         let not_processing = DoneOutcome {
             worked: None,
             wake: Wake::None,
         };
-        let Some(slot) = self.slots.get_mut(item) else {
+        // One lookup in the common case: take the slot out, put it back
+        // only if the item was re-added meanwhile.
+        let Some((key, mut slot)) = self.slots.remove_entry(item) else {
             return not_processing;
         };
         let Some(since) = slot.processing_since.take() else {
+            self.slots.insert(key, slot);
             return not_processing;
         };
         self.processing_len -= 1;
@@ -431,17 +458,17 @@ impl<T: Clone + Eq + Hash> State<T> {
             if p.ready_at <= now {
                 p.location = Location::Ready;
                 self.ready_len += 1;
-                place = Place::Ready(item.clone(), p.priority, p.stamp);
+                place = Place::Ready(key.clone(), p.priority, p.stamp);
             } else if self.shutting_down {
                 slot.pending = None;
             } else {
                 p.location = Location::Delayed;
                 self.delayed_len += 1;
-                place = Place::Delayed(item.clone(), p.ready_at, p.stamp);
+                place = Place::Delayed(key.clone(), p.ready_at, p.stamp);
             }
         }
-        if slot.pending.is_none() {
-            self.slots.remove(item);
+        if slot.pending.is_some() {
+            self.slots.insert(key, slot);
         }
         DoneOutcome {
             worked: Some(worked),

@@ -14,6 +14,12 @@ struct Args {
     /// Write a kubeconfig pointing at the server to this file.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// Persist state in this directory (every write fsync'd; restarts keep it).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Require this bearer token on every request (401 otherwise).
+    #[arg(long)]
+    token: Option<String>,
     /// Events of watch history kept for resume.
     #[arg(long, default_value_t = envtest::DEFAULT_HISTORY_WINDOW)]
     history_window: usize,
@@ -28,11 +34,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    let env = envtest::TestEnv::builder()
+    let mut builder = envtest::TestEnv::builder()
         .port(args.port)
-        .history_window(args.history_window)
-        .start()
-        .await?;
+        .history_window(args.history_window);
+    if let Some(t) = &args.token {
+        builder = builder.bearer_token(t.clone());
+    }
+    if let Some(d) = &args.data_dir {
+        builder = builder.data_dir(d.clone());
+    }
+    let env = builder.start().await?;
     println!("envtest-server listening on {}", env.base_url());
     match &args.kubeconfig {
         Some(path) => {
@@ -51,8 +62,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("press Ctrl-C to stop");
-    tokio::signal::ctrl_c().await?;
+    shutdown_signal().await?;
     println!("stopping");
     drop(env);
     Ok(())
+}
+
+/// Wait for Ctrl-C (SIGINT) or, on Unix, SIGTERM.
+async fn shutdown_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
 }

@@ -6,6 +6,7 @@
 //! CustomResourceDefinition removes its custom resources and stops serving
 //! them. DeleteCollection deletes every object matching the selectors.
 
+use super::gc::{self, Propagation};
 use crate::crd;
 use crate::error::ApiError;
 use crate::objects::{Filter, json_response, now_rfc3339, obj_key, render};
@@ -19,16 +20,29 @@ use std::sync::Arc;
 
 const NAMESPACES: &str = "/namespaces";
 
-/// DeleteOptions preconditions.
+/// DeleteOptions: preconditions, propagation and whether this is a dry run.
 #[derive(Debug, Default)]
-struct Preconditions {
-    uid: Option<String>,
-    resource_version: Option<String>,
+pub(super) struct Preconditions {
+    pub(super) uid: Option<String>,
+    pub(super) resource_version: Option<String>,
+    pub(super) dry_run: bool,
+    pub(super) propagation: Propagation,
 }
 
 fn preconditions(r: &Req) -> Result<Preconditions, ApiError> {
+    let query_dry = r.query.dry_run()?;
+    let query_policy = r
+        .query
+        .get("propagationPolicy")
+        .filter(|p| !p.is_empty())
+        .map(Propagation::parse)
+        .transpose()?;
     if r.body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Preconditions::default());
+        return Ok(Preconditions {
+            dry_run: query_dry,
+            propagation: query_policy.unwrap_or_default(),
+            ..Preconditions::default()
+        });
     }
     let opts = parse_json(&r.body)?;
     if !opts.is_object() {
@@ -36,14 +50,33 @@ fn preconditions(r: &Req) -> Result<Preconditions, ApiError> {
             "the request body must be a DeleteOptions object",
         ));
     }
+    let body_dry = match &opts["dryRun"] {
+        Value::Null => false,
+        Value::Array(a) if a.iter().all(|v| v == "All") => !a.is_empty(),
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {other}: supported values: \"All\""
+            )));
+        }
+    };
+    let body_policy = match (
+        opts["propagationPolicy"].as_str(),
+        opts["orphanDependents"].as_bool(),
+    ) {
+        (Some(p), _) => Some(Propagation::parse(p)?),
+        (None, Some(true)) => Some(Propagation::Orphan),
+        _ => None,
+    };
     let p = &opts["preconditions"];
     Ok(Preconditions {
         uid: p["uid"].as_str().map(str::to_string),
         resource_version: p["resourceVersion"].as_str().map(str::to_string),
+        dry_run: query_dry || body_dry,
+        propagation: body_policy.or(query_policy).unwrap_or_default(),
     })
 }
 
-enum Outcome {
+pub(super) enum Outcome {
     Removed(Arc<StoredObject>),
     Pending(Arc<StoredObject>),
 }
@@ -70,9 +103,13 @@ pub(crate) fn can_remove(txn: &Txn<'_>, res: &str, key: &ObjKey) -> bool {
 
 /// Bookkeeping after an object is really gone.
 pub(crate) fn after_removal(srv: &Server, txn: &mut Txn<'_>, res: &str, value: &Value) {
+    if txn.is_dry() {
+        return;
+    }
     if res == crd::STORAGE_KEY {
         crd::on_removed(srv, txn, value);
     }
+    gc::collect(srv, txn, value);
     if let Some(ns) = value["metadata"]["namespace"]
         .as_str()
         .filter(|n| !n.is_empty())
@@ -96,7 +133,7 @@ fn finish_namespace(txn: &mut Txn<'_>, ns: &str) {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn delete_one(
+pub(super) fn delete_one(
     srv: &Server,
     txn: &mut Txn<'_>,
     res: &str,
@@ -135,6 +172,16 @@ fn delete_one(
                 old.rev
             ),
         ));
+    }
+    let uid = meta["uid"].as_str().unwrap_or("").to_string();
+    if pre.propagation == Propagation::Orphan && !txn.is_dry() {
+        gc::orphan_dependents(txn, &uid);
+    }
+    if pre.propagation == Propagation::Foreground
+        && meta["deletionTimestamp"].is_null()
+        && !txn.dependents_of(&uid).is_empty()
+    {
+        return Ok(gc::start_foreground(srv, txn, res, key, &old));
     }
     let is_ns = res == NAMESPACES;
     if has_finalizers(&old.value) || is_ns {
@@ -178,7 +225,7 @@ pub fn delete(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
     let name = t.name.as_deref().unwrap_or("");
     let pre = preconditions(r)?;
     let key = obj_key(info, t.namespace.as_deref(), name);
-    let outcome = srv.store.txn(|txn| {
+    let outcome = srv.store.txn_mode(pre.dry_run, |txn| {
         delete_one(
             srv,
             txn,
@@ -198,7 +245,7 @@ pub fn delete_collection(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Respo
     let filter = Filter::from_query(info, t.namespace.as_deref(), &r.query)?;
     let pre = preconditions(r)?;
     let res = info.storage_key();
-    let (rev, outcomes) = srv.store.txn(|txn| {
+    let (rev, outcomes) = srv.store.txn_mode(pre.dry_run, |txn| {
         let targets: Vec<ObjKey> = txn
             .list(&res, filter.namespace.as_deref())
             .into_iter()

@@ -8,7 +8,9 @@
 //! `resourceVersionMatch=Exact` serves the snapshot at exactly `N` (410 once
 //! `N` left the history window).
 
+mod apply;
 mod delete;
+mod gc;
 mod write;
 
 pub use delete::{delete, delete_collection};
@@ -21,9 +23,6 @@ use crate::storage::{ObjKey, StorageError, StoredObject};
 use axum::response::Response;
 use bytes::Bytes;
 use std::sync::Arc;
-
-/// A list snapshot: its revision, the objects ordered by key, and the key to start after.
-type Snapshot = (u64, Vec<(ObjKey, Arc<StoredObject>)>, Option<ObjKey>);
 
 /// Parse a resourceVersion parameter: None for unset/empty.
 pub(crate) fn parse_rv(s: Option<&str>) -> Result<Option<u64>, ApiError> {
@@ -86,8 +85,8 @@ pub fn list(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError
     let cont = r.query.get("continue").filter(|c| !c.is_empty());
     let res = info.storage_key();
 
-    // Pick the snapshot: (revision, objects ordered by key, start after key).
-    let (snap_rev, objects, after): Snapshot = if let Some(token) = cont {
+    // Pick the snapshot: its revision (None = latest) and the key to start after.
+    let (at, after): (Option<u64>, Option<ObjKey>) = if let Some(token) = cont {
         if rv.is_some() {
             return Err(ApiError::bad_request(
                 "specifying resource version is not allowed when using continue",
@@ -99,26 +98,14 @@ pub fn list(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError
             ));
         }
         let (rev, last) = decode_continue(token)?;
-        let snap = srv.store.snapshot(&res, rev).map_err(expired_continue)?;
-        (rev, snap.into_iter().collect(), Some(last))
+        (Some(rev), Some(last))
     } else {
         match (rv_match, rv) {
             ("", _) | ("NotOlderThan", Some(_)) => {
                 check_not_too_new(srv, rv)?;
-                srv.store
-                    .txn(|txn| (txn.rev(), txn.list(&res, filter.namespace.as_deref()), None))
+                (None, None)
             }
-            ("Exact", Some(n)) if n > 0 => {
-                let snap = srv.store.snapshot(&res, n).map_err(|e| match e {
-                    StorageError::Expired { requested, oldest } => ApiError::expired(format!(
-                        "too old resource version: {requested} ({oldest})"
-                    )),
-                    StorageError::TooLarge { requested, current } => {
-                        ApiError::too_large_rv(requested, current)
-                    }
-                })?;
-                (n, snap.into_iter().collect(), None)
-            }
+            ("Exact", Some(n)) if n > 0 => (Some(n), None),
             ("NotOlderThan" | "Exact", _) => {
                 return Err(ApiError::bad_request(format!(
                     "resourceVersionMatch: Forbidden: resourceVersionMatch {rv_match} requires a non-zero resourceVersion"
@@ -133,26 +120,40 @@ pub fn list(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError
     };
 
     let mut items: Vec<Bytes> = Vec::new();
-    let mut matched: Vec<&Arc<StoredObject>> = Vec::new();
-    let mut last_key: Option<&ObjKey> = None;
+    let mut matched: Vec<Arc<StoredObject>> = Vec::new();
+    let mut last_key: Option<ObjKey> = None;
     let mut more = false;
     let mut remaining = 0usize;
-    for (k, obj) in objects
-        .iter()
-        .filter(|(k, _)| after.as_ref().is_none_or(|a| k > a))
-    {
-        if !filter.matches(info, &obj.value) {
-            continue;
+    let scanned = srv.store.scan(
+        &res,
+        at,
+        filter.namespace.as_deref(),
+        after.as_ref(),
+        |k, obj| {
+            if !filter.matches(info, &obj.value) {
+                return true;
+            }
+            if limit > 0 && matched.len() >= limit {
+                more = true;
+                remaining += 1;
+                return true;
+            }
+            matched.push(obj.clone());
+            last_key = Some(k.clone());
+            true
+        },
+    );
+    let snap_rev = scanned.map_err(|e| match (e, cont.is_some()) {
+        (e @ StorageError::Expired { .. }, true) => expired_continue(e),
+        (StorageError::Expired { requested, oldest }, false) => {
+            ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
         }
-        if limit > 0 && matched.len() >= limit {
-            more = true;
-            remaining += 1;
-            continue;
+        (StorageError::TooLarge { requested, current }, _) => {
+            ApiError::too_large_rv(requested, current)
         }
-        matched.push(obj);
-        last_key = Some(k);
-    }
-    let continue_token = match (more, last_key) {
+    })?;
+    let matched: Vec<&Arc<StoredObject>> = matched.iter().collect();
+    let continue_token = match (more, &last_key) {
         (true, Some(k)) => Some(encode_continue(snap_rev, k)),
         _ => None,
     };

@@ -95,6 +95,9 @@ fn prepare_new(
     if crd::is_crd(info) {
         crd::prepare(&mut obj)?;
     }
+    if let Some(schema) = &info.schema {
+        crate::schema::check(schema, &mut obj, &info.kind)?;
+    }
     let generate = if name.is_empty() { generate } else { None };
     Ok((obj, generate))
 }
@@ -146,7 +149,7 @@ fn insert_new(
         return Err(ApiError::already_exists(&info.group, &info.plural, &name));
     }
     let stored = txn.put(&res, key, obj);
-    if crd::is_crd(info) {
+    if crd::is_crd(info) && !txn.is_dry() {
         crd::register(srv, &stored.value);
     }
     Ok(stored)
@@ -164,9 +167,10 @@ pub fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
     require_json(r.content_type())?;
     let obj = parse_json(&r.body)?;
     let (obj, generate) = prepare_new(info, obj, t.namespace.as_deref())?;
+    let dry = r.query.dry_run()?;
     let stored = srv
         .store
-        .txn(|txn| insert_new(srv, txn, info, obj, generate))?;
+        .txn_mode(dry, |txn| insert_new(srv, txn, info, obj, generate))?;
     Ok(json_response(201, render(&stored, info)))
 }
 
@@ -254,6 +258,12 @@ pub(crate) fn apply_update(
                 None => meta.remove(f),
             };
         }
+        // Writes that do not mention field ownership keep it as it was.
+        if !meta.contains_key("managedFields")
+            && let Some(mf) = old_meta.get("managedFields")
+        {
+            meta.insert("managedFields".into(), mf.clone());
+        }
         if info.status
             && let Some(m) = new.as_object_mut()
         {
@@ -265,6 +275,9 @@ pub(crate) fn apply_update(
         new
     };
     check_metadata(info, &result)?;
+    if let Some(schema) = &info.schema {
+        crate::schema::check(schema, &mut result, &info.kind)?;
+    }
     let deleting = !old.meta()["deletionTimestamp"].is_null();
     if deleting {
         let added: Vec<String> = finalizers(&result)
@@ -309,7 +322,7 @@ pub(crate) fn apply_update(
         return Ok(fin);
     }
     let stored = txn.put(&res, key.clone(), result);
-    if crd::is_crd(info) {
+    if crd::is_crd(info) && !txn.is_dry() {
         crd::register(srv, &stored.value);
     }
     Ok(stored)
@@ -335,7 +348,8 @@ pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
         }
     }
     let key = obj_key(info, t.namespace.as_deref(), name);
-    let stored = srv.store.txn(|txn| {
+    let dry = r.query.dry_run()?;
+    let stored = srv.store.txn_mode(dry, |txn| {
         let old = txn
             .get(&info.storage_key(), &key)
             .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
@@ -344,57 +358,99 @@ pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
     Ok(json_response(200, render(&stored, info)))
 }
 
+/// The patch request, decoded.
+struct PatchRequest<'a> {
+    kind: PatchKind,
+    body: Value,
+    manager: &'a str,
+    force: bool,
+}
+
+/// The object `old` with the patch applied.
+fn patched(
+    info: &ResourceInfo,
+    name: &str,
+    old: &Value,
+    p: &PatchRequest<'_>,
+) -> Result<Value, ApiError> {
+    let mut doc = old.clone();
+    match p.kind {
+        PatchKind::Merge => merge_patch(&mut doc, &p.body)?,
+        PatchKind::Json => json_patch(&mut doc, &p.body, &info.kind, name)?,
+        PatchKind::Strategic if info.custom => {
+            return Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                "strategic merge patch is not supported for custom resources; use a JSON merge patch (application/merge-patch+json)",
+            ));
+        }
+        PatchKind::Strategic => strategic_merge(&mut doc, &p.body)?,
+        PatchKind::Apply => {
+            doc = super::apply::apply(Some(old), &p.body, p.manager, p.force, &info.api_version())?
+        }
+    }
+    Ok(doc)
+}
+
+/// Server-side apply of a configuration to an object that does not exist yet.
+fn apply_create(
+    srv: &Server,
+    txn: &mut Txn<'_>,
+    t: &Target,
+    name: &str,
+    p: &PatchRequest<'_>,
+) -> Result<Arc<StoredObject>, ApiError> {
+    let info = &t.info;
+    let mut obj = super::apply::apply(None, &p.body, p.manager, p.force, &info.api_version())?;
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.entry("name")
+            .or_insert_with(|| Value::String(name.to_string()));
+    }
+    if obj["metadata"]["name"].as_str() != Some(name) {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object does not match the name on the URL ({name})"
+        )));
+    }
+    let (obj, _) = prepare_new(info, obj, t.namespace.as_deref())?;
+    insert_new(srv, txn, info, obj, None)
+}
+
 /// PATCH an object (or its status): merge, JSON, strategic merge, or apply.
 pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
     let info = &t.info;
     let name = t.name.as_deref().unwrap_or("");
     let kind = PatchKind::from_media_type(&media_type(r.content_type()))?;
-    let patch = match kind {
+    let body = match kind {
         PatchKind::Apply => parse_yaml_or_json(&r.body)?,
         _ => parse_json(&r.body)?,
     };
-    if kind == PatchKind::Apply && r.query.get("fieldManager").is_none_or(str::is_empty) {
+    let manager = r.query.get("fieldManager").unwrap_or("");
+    if kind == PatchKind::Apply && manager.is_empty() {
         return Err(ApiError::bad_request(
             "PATCH with application/apply-patch+yaml requires the fieldManager query parameter",
         ));
     }
+    let p = PatchRequest {
+        kind,
+        body,
+        manager,
+        force: r.query.flag("force"),
+    };
     let key = obj_key(info, t.namespace.as_deref(), name);
-    let (stored, code) = srv.store.txn(|txn| {
+    let dry = r.query.dry_run()?;
+    let (stored, code) = srv.store.txn_mode(dry, |txn| {
         let Some(old) = txn.get(&info.storage_key(), &key) else {
             if kind == PatchKind::Apply && t.sub.is_none() {
-                let mut obj = patch.clone();
-                if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.entry("name").or_insert_with(|| Value::String(name.to_string()));
-                }
-                if obj["metadata"]["name"].as_str() != Some(name) {
-                    return Err(ApiError::bad_request(format!("the name of the object does not match the name on the URL ({name})")));
-                }
-                let (obj, _) = prepare_new(info, obj, t.namespace.as_deref())?;
-                return insert_new(srv, txn, info, obj, None).map(|s| (s, 201));
+                return apply_create(srv, txn, t, name, &p).map(|s| (s, 201));
             }
             return Err(ApiError::not_found(&info.group, &info.plural, name));
         };
-        let mut doc = old.value.clone();
-        match kind {
-            PatchKind::Merge => merge_patch(&mut doc, &patch)?,
-            PatchKind::Json => json_patch(&mut doc, &patch, &info.kind, name)?,
-            PatchKind::Strategic if info.custom => {
-                return Err(ApiError::new(415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources; use a JSON merge patch (application/merge-patch+json)"));
-            }
-            PatchKind::Strategic => strategic_merge(&mut doc, &patch)?,
-            PatchKind::Apply => {
-                // Server-side apply without field ownership: the applied
-                // configuration is merged like a merge patch.
-                let mut p = patch.clone();
-                if let Some(m) = p.get_mut("metadata").and_then(Value::as_object_mut) {
-                    m.remove("resourceVersion");
-                }
-                merge_patch(&mut doc, &p)?;
-            }
-        }
+        let mut doc = patched(info, name, &old.value, &p)?;
         check_type(info, &mut doc)?;
         if doc["metadata"]["name"].as_str() != Some(name) {
-            return Err(ApiError::bad_request(format!("the name of the object does not match the name on the URL ({name}); a patch cannot rename an object")));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object does not match the name on the URL ({name}); a patch cannot rename an object"
+            )));
         }
         check_namespace(info, &mut doc, t.namespace.as_deref())?;
         apply_update(srv, txn, info, &key, &old, doc, t.sub.is_some()).map(|s| (s, 200))

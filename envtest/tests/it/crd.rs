@@ -10,7 +10,7 @@ use kube_client::api::{
 };
 use serde_json::json;
 
-fn widget_crd(scope: &str) -> CustomResourceDefinition {
+pub fn widget_crd(scope: &str) -> CustomResourceDefinition {
     serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "widgets.example.com"},
@@ -30,7 +30,7 @@ fn widget_crd(scope: &str) -> CustomResourceDefinition {
     .unwrap()
 }
 
-fn widgets(client: &Client, version: &str, ns: Option<&str>) -> Api<DynamicObject> {
+pub fn widgets(client: &Client, version: &str, ns: Option<&str>) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("example.com", version, "Widget"),
         "widgets",
@@ -41,7 +41,7 @@ fn widgets(client: &Client, version: &str, ns: Option<&str>) -> Api<DynamicObjec
     }
 }
 
-fn widget(name: &str, color: &str) -> DynamicObject {
+pub fn widget(name: &str, color: &str) -> DynamicObject {
     serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"color": color}})).unwrap()
 }
 
@@ -220,4 +220,84 @@ async fn cluster_scoped_crd_and_invalid_crds() {
     let e = status(crds.create(&PostParams::default(), &bad).await.unwrap_err());
     assert_eq!(e.code, 422);
     assert_eq!(e.details.unwrap().causes[0].field, "metadata.name");
+}
+
+#[tokio::test]
+async fn custom_resources_are_pruned_and_validated_against_the_schema() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd = widget_crd("Namespaced");
+    crd.spec.versions[0].schema = Some(
+        serde_json::from_value(json!({"openAPIV3Schema": {
+            "type": "object",
+            "properties": {
+                "spec": {"type": "object", "required": ["color"], "properties": {
+                    "color": {"type": "string", "enum": ["red", "green"]},
+                    "size": {"type": "integer", "minimum": 1}
+                }},
+                "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}
+            }
+        }}))
+        .unwrap(),
+    );
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let api = widgets(&client, "v1", Some("default"));
+
+    let mut w = widget("w1", "red");
+    w.data["spec"]["undeclared"] = json!("dropped");
+    w.data["extra"] = json!(1);
+    let created = api.create(&PostParams::default(), &w).await.unwrap();
+    assert!(
+        created.data["spec"].get("undeclared").is_none(),
+        "unknown fields are pruned"
+    );
+    assert!(created.data.get("extra").is_none());
+
+    let e = status(
+        api.create(&PostParams::default(), &widget("w2", "purple"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert_eq!(e.details.unwrap().causes[0].field, "spec.color");
+
+    let pp = PatchParams::default();
+    let e = status(
+        api.patch(
+            "w1",
+            &pp,
+            &Patch::Merge(json!({"spec": {"size": 0, "color": null}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    let fields: Vec<String> = e
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| c.field)
+        .collect();
+    assert!(
+        fields.contains(&"spec.size".to_string()) && fields.contains(&"spec.color".to_string()),
+        "{fields:?}"
+    );
+
+    // A status field the schema does not declare is pruned, as in a real cluster.
+    let w = api
+        .patch_status(
+            "w1",
+            &pp,
+            &Patch::Merge(json!({"status": {"ready": true, "phase": "Gone"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(w.data["status"], json!({"ready": true}));
+    // Pruned-only changes do not bump the generation.
+    let w = api
+        .patch("w1", &pp, &Patch::Merge(json!({"spec": {"undeclared": 1}})))
+        .await
+        .unwrap();
+    assert_eq!(w.metadata.generation, Some(1));
 }

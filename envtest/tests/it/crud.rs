@@ -444,3 +444,106 @@ async fn namespaces_must_exist_and_their_deletion_deletes_contents() {
         "the namespace goes once its last object is gone"
     );
 }
+
+#[tokio::test]
+async fn dry_run_writes_nothing() {
+    let env = TestEnv::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let before = env.current_revision();
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let c = api.create(&dry, &cm("ghost", &[], "1")).await.unwrap();
+    assert_eq!(c.metadata.name.as_deref(), Some("ghost"));
+    assert!(api.get_opt("ghost").await.unwrap().is_none());
+    assert_eq!(env.current_revision(), before);
+
+    api.create(&PostParams::default(), &cm("real", &[], "1"))
+        .await
+        .unwrap();
+    let rev = env.current_revision();
+    let p = api
+        .patch(
+            "real",
+            &PatchParams::default().dry_run(),
+            &Patch::Merge(json!({"data": {"v": "2"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.data.unwrap()["v"], "2");
+    api.delete("real", &DeleteParams::default().dry_run())
+        .await
+        .unwrap();
+    let real = api.get("real").await.unwrap();
+    assert_eq!(real.data.unwrap()["v"], "1");
+    assert_eq!(
+        env.current_revision(),
+        rev,
+        "dry runs do not bump the revision"
+    );
+}
+
+#[tokio::test]
+async fn server_side_apply_tracks_managers_and_conflicts() {
+    let env = TestEnv::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let cfg = |v: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"v": v}});
+    // Apply creates when absent; fieldManager is required.
+    let c = api
+        .patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(cfg("1")))
+        .await
+        .unwrap();
+    assert_eq!(c.data.unwrap()["v"], "1");
+    let mf = c.metadata.managed_fields.unwrap();
+    assert_eq!(
+        (mf[0].manager.as_deref(), mf[0].operation.as_deref()),
+        (Some("alice"), Some("Apply"))
+    );
+    let e = status(
+        api.patch("ssa", &PatchParams::default(), &Patch::Apply(cfg("1")))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 400);
+    // Re-applying the same configuration writes nothing.
+    let again = api
+        .patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(cfg("1")))
+        .await
+        .unwrap();
+    assert_eq!(again.metadata.resource_version, c.metadata.resource_version);
+    // Another manager setting a different value conflicts unless forced.
+    let e = status(
+        api.patch("ssa", &PatchParams::apply("bob"), &Patch::Apply(cfg("2")))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    assert!(
+        e.message.contains("conflict with \"alice\""),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.details.unwrap().causes[0].field, ".data.v");
+    let c = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("bob").force(),
+            &Patch::Apply(cfg("2")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(c.data.unwrap()["v"], "2");
+    // Alice now owns nothing she applied; her next apply without the field removes nothing of bob's.
+    let c = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("alice"),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(c.data.unwrap()["v"], "2");
+}

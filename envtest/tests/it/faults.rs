@@ -143,3 +143,121 @@ async fn latency_and_pause_hold_requests() {
         0
     );
 }
+
+#[tokio::test]
+async fn a_slow_watcher_never_blocks_writers_and_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let env = TestEnv::builder().watch_buffer(16).start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let rv = env.current_revision();
+    // A raw watch connection with a tiny receive buffer that is not read
+    // while the writes happen.
+    let addr: std::net::SocketAddr = env
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let mut conn = sock.connect(addr).await.unwrap();
+    let req = format!(
+        "GET /api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv} HTTP/1.1\r\nHost: envtest\r\n\r\n"
+    );
+    conn.write_all(req.as_bytes()).await.unwrap();
+    let writes = 300;
+    let big = "x".repeat(16 * 1024);
+    let writing = async {
+        for i in 0..writes {
+            api.create(&PostParams::default(), &cm(&format!("c{i}"), &[], &big))
+                .await
+                .unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), writing)
+        .await
+        .expect("writers were blocked by a slow watcher");
+    // Now read: the stream ends (final chunk) before all events arrived.
+    let mut body = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let read_all = async {
+        loop {
+            let n = conn.read(&mut buf).await.unwrap();
+            body.extend_from_slice(&buf[..n]);
+            if n == 0 || body.ends_with(b"\r\n0\r\n\r\n") {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, read_all)
+        .await
+        .expect("slow watcher was not closed");
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.starts_with("HTTP/1.1 200"),
+        "{}",
+        &text[..text.len().min(200)]
+    );
+    let seen = text.matches("\"type\":\"ADDED\"").count();
+    assert!(
+        seen < writes,
+        "a watcher 16 events behind should have been closed, saw {seen}"
+    );
+}
+
+#[tokio::test]
+async fn dropping_the_env_stops_the_server() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let mut w = api
+        .watch(&WatchParams::default().disable_bookmarks().timeout(60), "0")
+        .await
+        .unwrap()
+        .boxed();
+    drop(env);
+    let end = tokio::time::timeout(WAIT, w.next())
+        .await
+        .expect("open watch not closed on drop");
+    assert!(end.is_none_or(|e| e.is_err()));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        // The listener closes once graceful shutdown completes.
+        match api.list(&ListParams::default()).await {
+            Err(kube_client::Error::Api(_)) | Ok(_) => {}
+            Err(_) => break,
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "server still answering after drop"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test]
+async fn bearer_token_is_required_when_configured() {
+    let env = TestEnv::builder()
+        .bearer_token("s3cret")
+        .start()
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+    api.list(&ListParams::default()).await.unwrap();
+    // The kubeconfig carries the token too.
+    assert!(env.kubeconfig_yaml().contains("token: \"s3cret\""));
+    let kc = env.kubeconfig();
+    let cfg = kube_client::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let from_kc: Api<ConfigMap> =
+        Api::default_namespaced(kube_client::Client::try_from(cfg).unwrap());
+    from_kc.list(&ListParams::default()).await.unwrap();
+    // Without it: 401 with a Status body.
+    let mut anon = kube_client::Config::new(env.base_url().parse().unwrap());
+    anon.default_retry = false;
+    let anon: Api<ConfigMap> =
+        Api::default_namespaced(kube_client::Client::try_from(anon).unwrap());
+    let e = status(anon.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (401, "Unauthorized"));
+    assert_eq!(env.request_log().last().unwrap().status, 401);
+}

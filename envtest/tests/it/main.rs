@@ -8,6 +8,8 @@ mod crd;
 mod crud;
 mod errors;
 mod faults;
+mod gc;
+mod persist;
 mod props;
 mod reads;
 mod watch;

@@ -27,24 +27,22 @@
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube_core::ObjectMeta;
 //!
-//! # tokio_test_block(async {
-//! let cm = |name: &str| ConfigMap { metadata: ObjectMeta { name: Some(name.into()), namespace: Some("ns".into()), ..Default::default() }, ..Default::default() };
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let cm = |name: &str| ConfigMap {
+//!     metadata: ObjectMeta { name: Some(name.into()), namespace: Some("ns".into()), ..Default::default() },
+//!     ..Default::default()
+//! };
 //! let fifo = DeltaFifo::new(None);
 //! fifo.replace(vec![cm("a"), cm("b")], "10");
 //! fifo.update(cm("a"));
-//! assert_eq!(fifo.list_keys(), ["ns/a", "ns/b"]);
+//! assert_eq!(fifo.list_keys(), ["ns/a", "ns/b"]); // "a" kept its place
 //! assert!(!fifo.has_synced());
 //!
-//! let (key, kinds, initial) = fifo
-//!     .pop(|d| (d.key.clone(), d.deltas.iter().map(|d| d.kind).collect::<Vec<_>>(), d.is_in_initial_list))
-//!     .await
-//!     .unwrap();
-//! assert_eq!((key.as_str(), kinds, initial), ("ns/a", vec![DeltaType::Replaced, DeltaType::Updated], true));
+//! let kinds = fifo.pop(|d| d.deltas.iter().map(|d| d.kind).collect::<Vec<_>>()).await.unwrap();
+//! assert_eq!(kinds, [DeltaType::Replaced, DeltaType::Updated]);
 //! fifo.pop(|_| ()).await.unwrap();
 //! assert!(fifo.has_synced());
-//! # });
-//! # fn tokio_test_block(f: impl std::future::Future<Output = ()>) {
-//! #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
 //! # }
 //! ```
 
@@ -354,6 +352,39 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     ///
     /// After [`close`](Self::close) the remaining items are still handed out;
     /// once empty, `pop` returns [`FifoClosed`].
+    ///
+    /// The informer's loop, in brief:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use informer_core::delta_fifo::{DeltaFifo, DeltaType};
+    /// use informer_core::store::Indexer;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_core::ObjectMeta;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let indexer: Indexer<ConfigMap> = Indexer::new();
+    /// let fifo = Arc::new(DeltaFifo::new(Some(Arc::new(indexer.clone()))));
+    /// let cm = ConfigMap { metadata: ObjectMeta { name: Some("a".into()), namespace: Some("ns".into()), ..Default::default() }, ..Default::default() };
+    /// fifo.replace(vec![cm], "1");
+    /// fifo.close(); // so the loop below ends once drained
+    ///
+    /// while let Ok(()) = fifo
+    ///     .pop(|deltas| {
+    ///         for d in deltas.deltas {
+    ///             match d.kind {
+    ///                 DeltaType::Deleted => drop(indexer.delete(&deltas.key)),
+    ///                 _ => indexer.update(d.object.into_object()).unwrap_or_else(|e| eprintln!("{e}")),
+    ///             }
+    ///             // ... then notify handlers
+    ///         }
+    ///     })
+    ///     .await
+    /// {}
+    /// assert_eq!(indexer.list_keys(), ["ns/a"]);
+    /// # }
+    /// ```
     pub async fn pop<R>(&self, process: impl FnOnce(Deltas<K>) -> R) -> Result<R, FifoClosed> {
         loop {
             // Register for wake-ups before looking, so none is missed.
@@ -373,7 +404,8 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     }
 
     /// Closes the FIFO: waiting and later `pop`s drain what is queued, then
-    /// return [`FifoClosed`].
+    /// return [`FifoClosed`]. As in client-go, pushes after `close` are still
+    /// accepted (and drained).
     pub fn close(&self) {
         self.state.lock().closed = true;
         self.not_empty.notify_waiters();

@@ -328,3 +328,91 @@ fn panic_messages_are_extracted() {
     assert_eq!(panic_message(&String::from("owned")), "owned");
     assert_eq!(panic_message(&42_u8), "non-string panic payload");
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// For any sequence of notifications and any subset on which one
+        /// handler panics, that handler gets every other notification in
+        /// order, and a second handler gets all of them in order.
+        #[test]
+        fn order_is_kept_per_handler_whatever_panics(
+            plan in proptest::collection::vec((0u8..3, any::<bool>()), 0..200)
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let processor = SharedProcessor::<ConfigMap>::default();
+                let good = Arc::new(Recorder::default());
+                let survivor = Arc::new(Mutex::new(Vec::<String>::new()));
+                let panicky = handler_fn::<ConfigMap>()
+                    .on_add({
+                        let survivor = survivor.clone();
+                        move |obj, _| {
+                            let n = name(&obj);
+                            assert!(!n.ends_with("!"), "planned panic");
+                            survivor.lock().push(format!("add:{n}"));
+                        }
+                    })
+                    .on_update({
+                        let survivor = survivor.clone();
+                        move |_, new| {
+                            let n = name(&new);
+                            assert!(!n.ends_with("!"), "planned panic");
+                            survivor.lock().push(format!("update:{n}"));
+                        }
+                    })
+                    .on_delete({
+                        let survivor = survivor.clone();
+                        move |obj| {
+                            let n = name(obj.object());
+                            assert!(!n.ends_with("!"), "planned panic");
+                            survivor.lock().push(format!("delete:{n}"));
+                        }
+                    });
+                let (_, stats) = processor.add_listener(Arc::new(panicky), None, []);
+                processor.add_listener(good.clone(), None, []);
+                processor.run();
+
+                let mut all = Vec::new();
+                let mut expected_survivor = Vec::new();
+                for (i, (kind, panics)) in plan.iter().enumerate() {
+                    let n = if *panics { format!("o{i}!") } else { format!("o{i}") };
+                    let (notification, label) = match kind {
+                        0 => (add(&n), format!("add:{n}")),
+                        1 => (
+                            Notification::Update { old: cm(&n, "1"), new: cm(&n, "2") },
+                            format!("update:{n}"),
+                        ),
+                        _ => (
+                            Notification::Delete(ObjectOrTombstone::Object(cm(&n, "2"))),
+                            format!("delete:{n}"),
+                        ),
+                    };
+                    processor.distribute(notification, false);
+                    all.push(match kind {
+                        0 => format!("add:{n}:false"),
+                        _ => label.clone(),
+                    });
+                    if !panics {
+                        expected_survivor.push(label);
+                    }
+                }
+                let total = plan.len();
+                assert!(wait_until(Duration::from_secs(30), || {
+                    good.count() == total && stats.delivered() == total as u64
+                }).await);
+                assert_eq!(good.seen(), all);
+                assert_eq!(*survivor.lock(), expected_survivor);
+                assert_eq!(stats.panics(), plan.iter().filter(|(_, p)| *p).count() as u64);
+            });
+        }
+    }
+}

@@ -11,6 +11,7 @@ use tracing::{Instrument, debug, debug_span, info, info_span, warn};
 
 use super::backoff::Backoff;
 use super::{DEFAULT_PAGE_SIZE, Reflector, ReflectorError};
+use crate::key::object_key;
 use crate::list_watch::{
     DecodeFailure, ListRequest, ListWatchError, WatchEvent, WatchRequest, WatchStream,
 };
@@ -24,6 +25,9 @@ const SHORT_WATCH: Duration = Duration::from_secs(1);
 /// reflector gives up on the connection.
 const WATCH_DEADLINE_SLACK: Duration = Duration::from_secs(30);
 
+/// The longest `Retry-After` the reflector honours.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
 /// What the loop remembers between lists and watches.
 struct State {
     /// The resource version of the last list, event or bookmark ("" before any).
@@ -33,6 +37,14 @@ struct State {
     /// The server paginated the first list, so it honours `limit` (no watch cache).
     paginated_result: bool,
     backoff: Backoff,
+}
+
+/// What follows a failed watch.
+enum Next {
+    /// Open a new watch from the last resource version.
+    Rewatch(WatchRestartCause),
+    /// List again.
+    Relist(RelistCause),
 }
 
 impl State {
@@ -46,12 +58,6 @@ impl State {
             self.last_rv.clone()
         }
     }
-}
-
-/// How a watch ended.
-enum WatchEnd {
-    /// Relist, for this reason.
-    Relist(RelistCause),
 }
 
 pub(super) async fn run<K>(reflector: Reflector<K>, cancel: CancellationToken)
@@ -108,8 +114,7 @@ where
                 self.wait_backoff(st, retry_after).await;
                 continue;
             }
-            let WatchEnd::Relist(cause) = self.watch_until_relist(st, stream).await;
-            relist_cause = Some(cause);
+            relist_cause = Some(self.watch_until_relist(st, stream).await);
         }
     }
 
@@ -128,14 +133,8 @@ where
             other => other,
         };
         let (items, list_rv, pages) = result.map_err(|source| {
-            self.metrics.list_failed(
-                &self.name,
-                source.reason().unwrap_or(if source.is_transport() {
-                    "transport"
-                } else {
-                    "error"
-                }),
-            );
+            self.metrics
+                .list_failed(&self.name, failure_reason(&source));
             ReflectorError::List {
                 informer: self.name.clone(),
                 source,
@@ -219,76 +218,75 @@ where
         &self,
         st: &mut State,
         mut carried: Option<(WatchStream<K>, Instant)>,
-    ) -> WatchEnd {
+    ) -> RelistCause {
         loop {
             let (stream, deadline) = match carried.take() {
                 Some(open) => open,
                 None => match self.open_watch(st).await {
                     Ok(open) => open,
-                    Err(e) => {
-                        let restart = if e.is_too_many_requests() {
-                            Some(WatchRestartCause::TooManyRequests)
-                        } else if e.is_transport() {
-                            Some(WatchRestartCause::Transport)
-                        } else {
-                            None
-                        };
-                        let expired = e.is_expired();
-                        let retry_after = e.retry_after();
-                        self.report(&ReflectorError::Watch {
-                            informer: self.name.clone(),
-                            source: e,
-                        });
-                        if expired {
-                            return WatchEnd::Relist(RelistCause::Expired);
+                    Err(e) => match self.after_watch_error(st, e).await {
+                        Next::Rewatch(cause) => {
+                            self.metrics.watch_restart(&self.name, cause);
+                            continue;
                         }
-                        self.wait_backoff(st, retry_after).await;
-                        match restart {
-                            Some(cause) => {
-                                self.metrics.watch_restart(&self.name, cause);
-                                continue;
-                            }
-                            None => return WatchEnd::Relist(RelistCause::Error),
-                        }
-                    }
+                        Next::Relist(cause) => return cause,
+                    },
                 },
             };
             let started = Instant::now();
-            let (events, error) = self.consume(st, stream, deadline).await;
-            let short = events == 0 && started.elapsed() < SHORT_WATCH;
+            let span = debug_span!("watch_events", from_resource_version = %st.last_rv);
+            let (events, error) = self.consume(st, stream, deadline).instrument(span).await;
             let cause = match error {
                 None => WatchRestartCause::Closed,
-                Some(e) => {
-                    let expired = e.is_expired();
-                    let too_many = e.is_too_many_requests();
-                    let transport = e.is_transport();
-                    let retry_after = e.retry_after();
+                // A connection that broke mid-stream is resumed like a closed watch.
+                Some(e) if e.is_transport() => {
                     self.report(&ReflectorError::Watch {
                         informer: self.name.clone(),
                         source: e,
                     });
-                    if expired {
-                        return WatchEnd::Relist(RelistCause::Expired);
-                    }
-                    if too_many {
-                        self.wait_backoff(st, retry_after).await;
-                        self.metrics
-                            .watch_restart(&self.name, WatchRestartCause::TooManyRequests);
-                        continue;
-                    }
-                    if !transport {
-                        self.wait_backoff(st, None).await;
-                        return WatchEnd::Relist(RelistCause::Error);
-                    }
-                    // A broken connection is resumed like a closed watch.
                     WatchRestartCause::Transport
                 }
+                Some(e) => match self.after_watch_error(st, e).await {
+                    Next::Rewatch(cause) => {
+                        self.metrics.watch_restart(&self.name, cause);
+                        continue;
+                    }
+                    Next::Relist(cause) => return cause,
+                },
             };
-            if short {
+            if events == 0 && started.elapsed() < SHORT_WATCH {
                 debug!("watch ended at once without events; backing off");
                 self.wait_backoff(st, None).await;
             }
             self.metrics.watch_restart(&self.name, cause);
+        }
+    }
+
+    /// Reports a watch that could not open or ended with an error, waits
+    /// as the error requires and says what comes next: 410 relists at once,
+    /// 429 and unreachable servers back off and watch again, anything else
+    /// backs off and relists.
+    async fn after_watch_error(&self, st: &mut State, err: ListWatchError) -> Next {
+        let expired = err.is_expired();
+        let rewatch = if err.is_too_many_requests() {
+            Some(WatchRestartCause::TooManyRequests)
+        } else if err.is_transport() {
+            Some(WatchRestartCause::Transport)
+        } else {
+            None
+        };
+        let retry_after = err.retry_after();
+        self.report(&ReflectorError::Watch {
+            informer: self.name.clone(),
+            source: err,
+        });
+        if expired {
+            return Next::Relist(RelistCause::Expired);
+        }
+        self.wait_backoff(st, retry_after).await;
+        match rewatch {
+            Some(cause) => Next::Rewatch(cause),
+            None => Next::Relist(RelistCause::Error),
         }
     }
 
@@ -468,10 +466,10 @@ where
             events += 1;
             match event {
                 WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
-                    objects.insert(key_of(&obj), obj);
+                    objects.insert(object_key(&obj), obj);
                 }
                 WatchEvent::Deleted(obj) => {
-                    objects.remove(&key_of(&obj));
+                    objects.remove(&object_key(&obj));
                 }
                 WatchEvent::Undecodable(failure) => {
                     self.skip_undecodable(std::slice::from_ref(&failure))
@@ -495,7 +493,7 @@ where
     async fn wait_backoff(&self, st: &mut State, retry_after: Option<Duration>) {
         let mut delay = st.backoff.next_delay();
         if let Some(asked) = retry_after {
-            delay = delay.max(asked.min(self.config.backoff.max));
+            delay = delay.max(asked.min(MAX_RETRY_AFTER));
         }
         self.metrics.backoff(&self.name, delay);
         debug!(
@@ -529,11 +527,12 @@ where
     }
 }
 
-fn key_of<K: Resource>(obj: &K) -> String {
-    let meta = obj.meta();
-    let name = meta.name.as_deref().unwrap_or_default();
-    match meta.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-        _ => name.to_owned(),
+/// The metric label of a failed call: the `Status` reason, or what kind of
+/// failure it was when the server gave none.
+fn failure_reason(err: &ListWatchError) -> &str {
+    match err.reason() {
+        Some(reason) => reason,
+        None if err.is_transport() => "transport",
+        None => "error",
     }
 }

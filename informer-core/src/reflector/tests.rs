@@ -2,7 +2,7 @@
 //! tokio's paused clock.
 
 mod errors;
-mod fake;
+pub(super) mod fake;
 mod streaming;
 
 use std::sync::Arc;

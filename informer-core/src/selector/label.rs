@@ -170,6 +170,13 @@ impl LabelSelector {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 
+    /// Whether the labels of `obj` satisfy every requirement (an object
+    /// without labels has none).
+    pub fn matches_object<K: kube_core::Resource>(&self, obj: &K) -> bool {
+        static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+        self.matches(obj.meta().labels.as_ref().unwrap_or(&NO_LABELS))
+    }
+
     /// The requirements, in canonical order (sorted by key).
     pub fn requirements(&self) -> &[Requirement] {
         &self.requirements

@@ -82,6 +82,16 @@ fn every_operator_matches_like_the_api_server() {
 }
 
 #[test]
+fn matches_object_reads_metadata_labels() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let mut cm = ConfigMap::default();
+    assert!(parse("!a").matches_object(&cm), "no labels at all");
+    assert!(!parse("a").matches_object(&cm));
+    cm.metadata.labels = Some(labels(&[("a", "1")]));
+    assert!(parse("a=1").matches_object(&cm));
+}
+
+#[test]
 fn display_is_canonical_and_round_trips() {
     let cases = [
         ("a=b", "a=b"),

@@ -17,7 +17,7 @@ use crate::lister::Lister;
 use crate::metrics::InformerMetrics;
 use crate::processor::{Notification, PendingObserver, SharedProcessor};
 pub use crate::reflector::WatchErrorHandler;
-use crate::reflector::{Reflector, ReflectorStore, SyncedResourceVersion};
+use crate::reflector::{Reflector, SyncedResourceVersion};
 use crate::store::{IndexFn, Indexer, KnownObjects};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +185,17 @@ where
                 synced_rv: Mutex::new(None),
             }),
         })
+    }
+}
+
+/// Runs its closure when dropped.
+struct OnDrop(Option<Box<dyn FnOnce() + Send>>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
     }
 }
 
@@ -466,6 +477,19 @@ where
             )
         };
         let token = CancellationToken::new();
+        // If this future is dropped instead of finishing, still stop
+        // everything it started.
+        let _cleanup = OnDrop(Some(Box::new({
+            let inner = Arc::clone(&self.inner);
+            let fifo = Arc::clone(&fifo);
+            let token = token.clone();
+            move || {
+                token.cancel();
+                fifo.close();
+                inner.processor.stop();
+                inner.config.lock().phase = Phase::Stopped;
+            }
+        })));
         let stop_link = {
             let token = token.clone();
             let shutdown = shutdown.clone();
@@ -480,11 +504,9 @@ where
             })
         };
         self.inner.processor.run();
-        let mut reflector = Reflector::builder(
-            Arc::clone(&self.inner.lister_watcher),
-            FifoStore(Arc::clone(&fifo)),
-        )
-        .name(self.inner.name.clone());
+        let mut reflector =
+            Reflector::builder(Arc::clone(&self.inner.lister_watcher), Arc::clone(&fifo))
+                .name(self.inner.name.clone());
         if let Some(metrics) = &self.inner.metrics {
             reflector = reflector.metrics(Arc::clone(metrics));
         }
@@ -525,7 +547,7 @@ where
         if let Err(err) = reflector.await {
             tracing::error!(error = %err, "reflector task failed");
         }
-        self.inner.config.lock().phase = Phase::Stopped;
+        drop(_cleanup);
         tracing::debug!(informer = %self.inner.name, "informer stopped");
         Ok(())
     }
@@ -583,29 +605,5 @@ where
                 }
             }
         }
-    }
-}
-
-/// What the reflector writes into: the informer's FIFO.
-struct FifoStore<K>(Arc<DeltaFifo<K>>);
-
-impl<K> ReflectorStore<K> for FifoStore<K>
-where
-    K: kube_core::Resource + Clone + Send + Sync + 'static,
-{
-    fn add(&self, obj: K) {
-        self.0.add(obj);
-    }
-    fn update(&self, obj: K) {
-        self.0.update(obj);
-    }
-    fn delete(&self, obj: K) {
-        self.0.delete(obj);
-    }
-    fn replace(&self, list: Vec<K>, resource_version: &str) {
-        self.0.replace(list, resource_version);
-    }
-    fn resync(&self) {
-        self.0.resync();
     }
 }

@@ -477,3 +477,83 @@ async fn a_transform_set_before_start_applies_to_cached_objects() {
     stop.cancel();
     task.await.unwrap().unwrap();
 }
+
+#[derive(Default)]
+struct PendingMetrics(Mutex<Vec<(String, String, usize)>>);
+
+impl crate::metrics::InformerMetrics for PendingMetrics {
+    fn handler_pending(&self, informer: &str, handler: &str, pending: usize) {
+        self.0
+            .lock()
+            .push((informer.into(), handler.into(), pending));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn pending_notifications_are_reported_per_handler() {
+    let metrics = Arc::new(PendingMetrics::default());
+    let inf = SharedIndexInformer::builder(FakeLw::default())
+        .metrics(metrics.clone())
+        .build()
+        .unwrap();
+    inf.add_event_handler(Recorder::default()).unwrap();
+    inf.inner
+        .handle_deltas(deltas("a", false, &[(DeltaType::Added, "1")]));
+    let name = FakeLw::default().describe();
+    assert_eq!(
+        metrics.0.lock().last().cloned(),
+        Some((name.clone(), "handler-0".to_string(), 1))
+    );
+    inf.inner.processor.run();
+    assert!(eventually(|| metrics.0.lock().last().is_some_and(|m| m.2 == 0)).await);
+    assert_eq!(
+        metrics.0.lock().last().cloned(),
+        Some((name, "handler-0".to_string(), 0))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn builder_indexers_are_available_on_the_cache() {
+    let by_name: crate::store::IndexFn<ConfigMap> =
+        Arc::new(|cm: &ConfigMap| Ok(cm.metadata.name.clone().into_iter().collect()));
+    let inf = SharedIndexInformer::builder(FakeLw::default())
+        .indexer("by-name", by_name.clone())
+        .build()
+        .unwrap();
+    inf.inner
+        .handle_deltas(deltas("a", false, &[(DeltaType::Added, "1")]));
+    assert_eq!(inf.indexer().by_index("by-name", "a").unwrap().len(), 1);
+    assert!(
+        SharedIndexInformer::builder(FakeLw::default())
+            .indexer("by-name", by_name.clone())
+            .indexer("by-name", by_name)
+            .build()
+            .is_err()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_run_future_stops_the_informer() {
+    let lw = FakeLw::default();
+    lw.0.apply("a", "add");
+    let inf = SharedIndexInformer::new(lw.clone(), Duration::ZERO);
+    let reg = inf.add_event_handler(Recorder::default()).unwrap();
+    let task = tokio::spawn({
+        let inf = inf.clone();
+        async move { inf.run(CancellationToken::new()).await }
+    });
+    assert!(eventually(|| inf.has_synced()).await);
+    assert!(eventually(|| !lw.0.state.lock().watchers.is_empty()).await);
+    task.abort();
+    let _ = task.await;
+    assert!(inf.is_stopped());
+    assert!(reg.is_removed());
+    // The reflector task ended too: its watch stream was dropped.
+    assert!(
+        eventually(|| {
+            lw.0.apply("probe", "update");
+            lw.0.state.lock().watchers.is_empty()
+        })
+        .await
+    );
+}

@@ -270,10 +270,9 @@ impl<K> Indexer<K> {
     /// Objects filed under `value` in index `index`, in no particular order.
     pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, StoreError> {
         let state = self.state.read();
-        let keys = state.index_keys(index, value)?;
-        Ok(keys
-            .into_iter()
-            .filter_map(|k| state.get(k).cloned())
+        Ok(state
+            .index_entries(index, value)?
+            .map(|(_, o)| o.clone())
             .collect())
     }
 
@@ -313,16 +312,11 @@ impl<K> Indexer<K> {
             message,
         })?;
         let state = self.state.read();
-        let mut keys = Vec::new();
+        let mut found = std::collections::BTreeMap::new();
         for value in &values {
-            keys.extend(state.index_keys(index, value)?);
+            found.extend(state.index_entries(index, value)?);
         }
-        keys.sort_unstable();
-        keys.dedup();
-        Ok(keys
-            .into_iter()
-            .filter_map(|k| state.get(k).cloned())
-            .collect())
+        Ok(found.into_values().cloned().collect())
     }
 
     /// Every value of index `index` that currently files at least one

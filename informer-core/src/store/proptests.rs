@@ -164,12 +164,12 @@ fn check(
                 name,
                 value
             );
-            let mut by_index: Vec<String> = indexer
-                .by_index(name, value)
-                .unwrap()
-                .iter()
-                .map(|o| object_key(&**o))
-                .collect();
+            let found = indexer.by_index(name, value).unwrap();
+            for o in &found {
+                let current = &model[&object_key(&**o)];
+                prop_assert!(Arc::ptr_eq(o, current), "by_index gives the current Arc");
+            }
+            let mut by_index: Vec<String> = found.iter().map(|o| object_key(&**o)).collect();
             by_index.sort();
             prop_assert_eq!(by_index, keys);
         }

@@ -5,9 +5,11 @@
 //! an object never calls an index function again: a delete or update always
 //! removes exactly what an earlier add inserted, even if index functions are
 //! not deterministic or fail. Index values and keys are interned `Arc<str>`s
-//! shared between the entries and the index maps.
+//! shared between the entries and the index maps. The index maps hold the
+//! object `Arc`s too, so `by_index` reads objects without a second lookup
+//! per key; every write refreshes them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -39,8 +41,8 @@ impl<K> IndexSet<K> {
 /// Index values of one object: one sorted, de-duplicated list per index.
 pub(super) type Values = Vec<Vec<String>>;
 
-/// One index: value -> keys of the objects with that value.
-type Index = HashMap<Arc<str>, HashSet<Arc<str>>>;
+/// One index: value -> (key -> object) of the objects with that value.
+type Index<K> = HashMap<Arc<str>, HashMap<Arc<str>, Arc<K>>>;
 
 struct Entry<K> {
     obj: Arc<K>,
@@ -52,7 +54,7 @@ pub(super) struct State<K> {
     items: HashMap<Arc<str>, Entry<K>>,
     pub(super) indexers: Arc<IndexSet<K>>,
     /// Parallel to `indexers`.
-    indices: Vec<Index>,
+    indices: Vec<Index<K>>,
 }
 
 /// Calls an index function, turning a panic into an error message.
@@ -117,20 +119,23 @@ pub(super) fn compute_values<K>(
     (values, first_err)
 }
 
-fn insert_value(index: &mut Index, value: &str, key: &Arc<str>) -> Arc<str> {
+fn insert_value<K>(index: &mut Index<K>, value: &str, key: &Arc<str>, obj: &Arc<K>) -> Arc<str> {
     if let Some(set) = index.get_mut(value) {
-        set.insert(key.clone());
+        set.insert(key.clone(), obj.clone());
         // Reuse the interned value string held by the map.
         if let Some((interned, _)) = index.get_key_value(value) {
             return interned.clone();
         }
     }
     let interned: Arc<str> = Arc::from(value);
-    index.insert(interned.clone(), HashSet::from([key.clone()]));
+    index.insert(
+        interned.clone(),
+        HashMap::from([(key.clone(), obj.clone())]),
+    );
     interned
 }
 
-fn remove_value(index: &mut Index, value: &str, key: &str) {
+fn remove_value<K>(index: &mut Index<K>, value: &str, key: &str) {
     if let Some(set) = index.get_mut(value) {
         set.remove(key);
         if set.is_empty() {
@@ -159,7 +164,9 @@ impl<K> State<K> {
         indexers: Arc<IndexSet<K>>,
         objs: impl IntoIterator<Item = (String, Arc<K>)>,
     ) -> (Self, Option<StoreError>) {
+        let objs = objs.into_iter();
         let mut state = State::new(indexers.clone());
+        state.items.reserve(objs.size_hint().0);
         let mut first_err = None;
         for (key, obj) in objs {
             let (values, err) = compute_values(&indexers, &key, &*obj);
@@ -198,6 +205,12 @@ impl<K> State<K> {
                 .map(std::mem::take)
                 .unwrap_or_default();
             if same_values(&old_i, &new) {
+                // Same values: only the object the index holds changes.
+                for v in old_i.iter() {
+                    if let Some(slot) = index.get_mut(&**v).and_then(|set| set.get_mut(key)) {
+                        *slot = obj.clone();
+                    }
+                }
                 entry_values.push(old_i);
                 continue;
             }
@@ -206,7 +219,7 @@ impl<K> State<K> {
             }
             let interned: Box<[Arc<str>]> = new
                 .iter()
-                .map(|v| insert_value(index, v, &key_arc))
+                .map(|v| insert_value(index, v, &key_arc, &obj))
                 .collect();
             entry_values.push(interned);
         }
@@ -247,7 +260,7 @@ impl<K> State<K> {
         self.items.keys().map(|k| &**k)
     }
 
-    fn index_of(&self, name: &str) -> Result<&Index, StoreError> {
+    fn index_of(&self, name: &str) -> Result<&Index<K>, StoreError> {
         self.indexers
             .position(name)
             .map(|i| &self.indices[i])
@@ -261,8 +274,19 @@ impl<K> State<K> {
         Ok(self
             .index_of(name)?
             .get(value)
-            .map(|set| set.iter().map(|k| &**k).collect())
+            .map(|set| set.keys().map(|k| &**k).collect())
             .unwrap_or_default())
+    }
+
+    /// `(key, object)` pairs filed under `value` in index `name` (in no
+    /// particular order).
+    pub(super) fn index_entries(
+        &self,
+        name: &str,
+        value: &str,
+    ) -> Result<impl Iterator<Item = (&str, &Arc<K>)>, StoreError> {
+        let set = self.index_of(name)?.get(value);
+        Ok(set.into_iter().flatten().map(|(k, o)| (&**k, o)))
     }
 
     /// Every value of index `name` that has at least one object.
@@ -294,7 +318,7 @@ impl<K> State<K> {
                 });
                 let interned: Box<[Arc<str>]> = values
                     .iter()
-                    .map(|v| insert_value(&mut index, v, key))
+                    .map(|v| insert_value(&mut index, v, key, &entry.obj))
                     .collect();
                 entry.values.push(interned);
             }

@@ -446,3 +446,56 @@ fn concurrent_writers_and_readers_stay_consistent() {
         }
     }
 }
+
+#[test]
+fn index_functions_run_outside_the_lock_so_readers_are_not_blocked() {
+    use std::sync::Mutex;
+    use std::sync::mpsc::{Receiver, channel};
+    use std::time::Duration;
+
+    let (entered_tx, entered_rx) = channel::<()>();
+    let (release_tx, release_rx) = channel::<()>();
+    let release_rx = Arc::new(Mutex::new(release_rx));
+    let gate: IndexFn<ConfigMap> = {
+        let entered_tx = Mutex::new(entered_tx);
+        let release_rx: Arc<Mutex<Receiver<()>>> = release_rx.clone();
+        Arc::new(move |c: &ConfigMap| {
+            if c.metadata.name.as_deref() == Some("slow") {
+                entered_tx.lock().unwrap().send(()).unwrap();
+                release_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(10))
+                    .unwrap();
+            }
+            Ok(vec![])
+        })
+    };
+    let i: Indexer<ConfigMap> = Indexer::new();
+    i.add_indexers([("gate".to_owned(), gate)]).unwrap();
+    i.add(cm("ns", "present", &[])).unwrap();
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| i.add(cm("ns", "slow", &[])).unwrap());
+        entered_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        // The writer is inside its index function: readers must get through.
+        let (read_tx, read_rx) = channel();
+        let reader = i.clone();
+        s.spawn(move || {
+            read_tx
+                .send((
+                    reader.len(),
+                    reader.by_index(NAMESPACE_INDEX, "ns").unwrap().len(),
+                ))
+                .unwrap()
+        });
+        let read = read_rx.recv_timeout(Duration::from_secs(10));
+        release_tx.send(()).unwrap();
+        assert_eq!(
+            read,
+            Ok((1, 1)),
+            "a reader was blocked while an index function ran"
+        );
+        writer.join().unwrap();
+    });
+    assert_eq!(i.len(), 2);
+}

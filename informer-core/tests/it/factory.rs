@@ -133,3 +133,37 @@ async fn informers_requested_after_start_need_another_start() {
     factory.start();
     assert!(factory.synced().is_empty());
 }
+
+#[tokio::test]
+async fn dynamic_objects_get_their_own_shared_informer() {
+    use kube_client::Api;
+    use kube_core::{ApiResource, DynamicObject};
+
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    ensure_namespace(&client, "ns1").await;
+    create(&client, "ns1", "a", &[]).await;
+    let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
+    let ar = ApiResource::erase::<ConfigMap>(&());
+    let dynamic = factory.informer_for_api(
+        Api::<DynamicObject>::all_with(client.clone(), &ar),
+        InformerOptions::new(),
+    );
+    let dynamic_again = factory.informer_for_api(
+        Api::<DynamicObject>::all_with(client.clone(), &ar),
+        InformerOptions::new(),
+    );
+    let typed = factory.informer::<ConfigMap>();
+    // Same path, different Rust types: two informers; same type: shared.
+    assert_eq!(factory.len(), 2);
+    factory.start();
+    factory.wait_for_cache_sync(LIMIT).await.unwrap();
+    let obj = dynamic.indexer().get_by_key("ns1/a").unwrap();
+    assert_eq!(obj.metadata.name.as_deref(), Some("a"));
+    assert!(Arc::ptr_eq(
+        &obj,
+        &dynamic_again.indexer().get_by_key("ns1/a").unwrap()
+    ));
+    assert_eq!(typed.indexer().len(), 1);
+    factory.shutdown().await;
+}

@@ -436,3 +436,44 @@ async fn after_quiescence_the_cache_equals_a_fresh_list() {
     .await;
     stop.cancel();
 }
+
+#[tokio::test]
+async fn the_watch_error_handler_hears_failed_lists_and_the_informer_recovers() {
+    use envtest::FailureRule;
+    use informer_core::reflector::ReflectorError;
+
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    ensure_namespace(&client, "ns1").await;
+    create(&client, "ns1", "a", &[]).await;
+    env.faults().fail_next(
+        FailureRule::new(1, 500)
+            .method(http::Method::GET)
+            .path_contains("configmaps")
+            .watch(false),
+    );
+    let informer = informer(&client, Duration::ZERO);
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    informer
+        .set_watch_error_handler(Arc::new({
+            let errors = errors.clone();
+            move |err: &ReflectorError| {
+                let kind = match err {
+                    ReflectorError::List { .. } => "list",
+                    ReflectorError::Watch { .. } => "watch",
+                    _ => "other",
+                };
+                errors.lock().push(format!("{kind}: {err}"));
+            }
+        }))
+        .unwrap();
+    let stop = spawn(&informer);
+    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    assert_eq!(informer.indexer().len(), 1);
+    let errors = errors.lock().clone();
+    assert!(
+        errors.first().is_some_and(|e| e.starts_with("list: ")),
+        "{errors:?}"
+    );
+    stop.cancel();
+}

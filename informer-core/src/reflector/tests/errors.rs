@@ -159,3 +159,19 @@ async fn backoff_resets_after_two_healthy_minutes() {
     assert!((0.8..1.6).contains(&secs[3]), "reset after 121 s: {secs:?}");
     h.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_is_capped_at_a_minute() {
+    let slow_down = ListWatchError::Api {
+        status: Box::new(kube_core::Status::failure("slow", "TooManyRequests").with_code(429)),
+        retry_after: Some(Duration::from_secs(3600)),
+    };
+    let h = start(vec![
+        Step::List(Ok(page("10", &[], None))),
+        Step::WatchErr(slow_down),
+        Step::Watch(vec![Item::Hang]),
+    ]);
+    h.until_calls(3).await;
+    assert_eq!(h.at(2) - h.at(1), 60.0);
+    h.stop().await;
+}

@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -143,6 +144,7 @@ impl Bump {
 pub struct FakeLw {
     script: Mutex<VecDeque<Step>>,
     calls: Mutex<Vec<Record>>,
+    hung: Arc<AtomicUsize>,
     bump: Bump,
 }
 
@@ -151,8 +153,14 @@ impl FakeLw {
         Arc::new(Self {
             script: Mutex::new(steps.into()),
             calls: Mutex::new(Vec::new()),
+            hung: Arc::new(AtomicUsize::new(0)),
             bump: bump.clone(),
         })
+    }
+
+    /// How many scripted watch streams reached their `Hang`.
+    pub fn hung(&self) -> usize {
+        self.hung.load(Ordering::SeqCst)
     }
 
     pub fn calls(&self) -> Vec<Record> {
@@ -194,23 +202,22 @@ impl FakeLw {
     }
 }
 
-fn scripted_stream(items: Vec<Item>, bump: Bump) -> WatchStream<Obj> {
-    futures::stream::unfold(
-        (VecDeque::from(items), bump),
-        |(mut items, bump)| async move {
-            loop {
-                match items.pop_front()? {
-                    Item::Event(e) => return Some((Ok(e), (items, bump))),
-                    Item::Err(e) => return Some((Err(e), (items, bump))),
-                    Item::Delay(d) => tokio::time::sleep(d).await,
-                    Item::Hang => {
-                        bump.bump();
-                        futures::future::pending::<()>().await;
-                    }
+fn scripted_stream(items: Vec<Item>, bump: Bump, hung: Arc<AtomicUsize>) -> WatchStream<Obj> {
+    let state = (VecDeque::from(items), bump, hung);
+    futures::stream::unfold(state, |(mut items, bump, hung)| async move {
+        loop {
+            match items.pop_front()? {
+                Item::Event(e) => return Some((Ok(e), (items, bump, hung))),
+                Item::Err(e) => return Some((Err(e), (items, bump, hung))),
+                Item::Delay(d) => tokio::time::sleep(d).await,
+                Item::Hang => {
+                    hung.fetch_add(1, Ordering::SeqCst);
+                    bump.bump();
+                    futures::future::pending::<()>().await;
                 }
             }
-        },
-    )
+        }
+    })
     .boxed()
 }
 
@@ -230,9 +237,10 @@ impl ListerWatcher<Obj> for FakeLw {
     fn watch(&self, req: WatchRequest) -> BoxFuture<'_, Result<WatchStream<Obj>, ListWatchError>> {
         let step = self.next(Call::Watch(req.clone()));
         let bump = self.bump.clone();
+        let hung = self.hung.clone();
         async move {
             match step {
-                Some(Step::Watch(items)) => Ok(scripted_stream(items, bump)),
+                Some(Step::Watch(items)) => Ok(scripted_stream(items, bump, hung)),
                 Some(Step::WatchErr(e)) => Err(e),
                 None => futures::future::pending().await,
                 Some(Step::List(_)) => panic!("script expected a list, got watch {req:?}"),

@@ -8,6 +8,10 @@
 //! snapshot its continue token names, for as long as that revision stays
 //! inside the window.
 
+mod journal;
+mod scan;
+
+use crate::owners::{Location, OwnerIndex};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -130,6 +134,8 @@ struct State {
     channel_capacity: usize,
     tables: HashMap<Arc<str>, Table>,
     history: VecDeque<Arc<Event>>,
+    owners: OwnerIndex,
+    journal: Option<journal::Journal>,
 }
 
 impl State {
@@ -186,12 +192,28 @@ impl State {
 /// handler's read-check-write is atomic.
 pub struct Txn<'a> {
     st: &'a mut State,
+    dry: bool,
 }
 
 impl Txn<'_> {
     /// The current global revision.
     pub fn rev(&self) -> u64 {
         self.st.rev
+    }
+
+    /// Where the object with `uid` is stored.
+    pub fn locate(&self, uid: &str) -> Option<Location> {
+        self.st.owners.locate(uid)
+    }
+
+    /// Objects that name `uid` in their ownerReferences.
+    pub fn dependents_of(&self, uid: &str) -> Vec<Location> {
+        self.st.owners.dependents(uid)
+    }
+
+    /// Whether this is a dry run: writes are computed but not stored.
+    pub fn is_dry(&self) -> bool {
+        self.dry
     }
 
     /// One object.
@@ -240,9 +262,19 @@ impl Txn<'_> {
 
     /// Create or replace an object; bumps the revision and records ADDED or MODIFIED.
     pub fn put(&mut self, res: &str, key: ObjKey, value: Value) -> Arc<StoredObject> {
+        if self.dry {
+            return Arc::new(StoredObject::new(value, self.st.rev));
+        }
         self.st.rev += 1;
         let obj = Arc::new(StoredObject::new(value, self.st.rev));
         let prev = self.st.table(res).objects.insert(key.clone(), obj.clone());
+        if let Some(p) = &prev {
+            self.st.owners.remove(res, &key, &p.value);
+        }
+        self.st.owners.add(res, &key, &obj.value);
+        if let Some(j) = &mut self.st.journal {
+            j.put(res, &key, &obj);
+        }
         let kind = if prev.is_some() {
             EventType::Modified
         } else {
@@ -260,8 +292,17 @@ impl Txn<'_> {
         key: &ObjKey,
         final_value: Value,
     ) -> Option<Arc<StoredObject>> {
+        if self.dry {
+            self.get(res, key)?;
+            return Some(Arc::new(StoredObject::new(final_value, self.st.rev)));
+        }
         let prev = self.st.table(res).objects.remove(key)?;
+        self.st.owners.remove(res, key, &prev.value);
         self.st.rev += 1;
+        let rev = self.st.rev;
+        if let Some(j) = &mut self.st.journal {
+            j.delete(res, key, rev);
+        }
         let obj = Arc::new(StoredObject::new(final_value, self.st.rev));
         self.st.record(
             res,
@@ -313,14 +354,41 @@ impl Store {
                 channel_capacity: channel_capacity.max(16),
                 tables: HashMap::new(),
                 history: VecDeque::new(),
+                owners: OwnerIndex::default(),
+                journal: None,
             }),
         }
     }
 
+    /// Storage persisted in `dir` (see [`journal`]): existing state is
+    /// loaded, and every later write is fsync'd before it returns.
+    pub fn open(
+        dir: &std::path::Path,
+        window: usize,
+        channel_capacity: usize,
+    ) -> std::io::Result<Self> {
+        let store = Store::new(window, channel_capacity);
+        {
+            let mut st = store.state.lock();
+            let j = journal::open(dir, &mut st)?;
+            st.journal = Some(j);
+        }
+        Ok(store)
+    }
+
     /// Run `f` under the storage lock.
     pub fn txn<R>(&self, f: impl FnOnce(&mut Txn<'_>) -> R) -> R {
+        self.txn_mode(false, f)
+    }
+
+    /// Run `f` under the storage lock; with `dry` set, writes are computed
+    /// and returned but nothing is stored or announced.
+    pub fn txn_mode<R>(&self, dry: bool, f: impl FnOnce(&mut Txn<'_>) -> R) -> R {
         let mut guard = self.state.lock();
-        let mut txn = Txn { st: &mut guard };
+        let mut txn = Txn {
+            st: &mut guard,
+            dry,
+        };
         f(&mut txn)
     }
 
@@ -334,47 +402,6 @@ impl Store {
         let mut st = self.state.lock();
         st.history.clear();
         st.compacted = st.rev;
-    }
-
-    /// The objects of `res` exactly as they were at revision `rev`.
-    pub fn snapshot(
-        &self,
-        res: &str,
-        rev: u64,
-    ) -> Result<BTreeMap<ObjKey, Arc<StoredObject>>, StorageError> {
-        let st = self.state.lock();
-        if rev < st.compacted {
-            return Err(StorageError::Expired {
-                requested: rev,
-                oldest: st.compacted,
-            });
-        }
-        if rev > st.rev {
-            return Err(StorageError::TooLarge {
-                requested: rev,
-                current: st.rev,
-            });
-        }
-        let mut objects = st
-            .tables
-            .get(res)
-            .map(|t| t.objects.clone())
-            .unwrap_or_default();
-        for ev in st.history.iter().rev().take_while(|e| e.rev > rev) {
-            if &*ev.resource != res {
-                continue;
-            }
-            match (&ev.kind, &ev.prev) {
-                (EventType::Added, _) => {
-                    objects.remove(&ev.key);
-                }
-                (_, Some(prev)) => {
-                    objects.insert(ev.key.clone(), prev.clone());
-                }
-                (_, None) => {}
-            }
-        }
-        Ok(objects)
     }
 
     /// Start a watch on `res`.
@@ -463,6 +490,56 @@ mod tests {
         assert_eq!(snap[&key("a")].value["data"]["v"], "1");
         let now = s.snapshot("/configmaps", s.rev()).unwrap();
         assert_eq!(now.keys().collect::<Vec<_>>(), vec![&key("b")]);
+    }
+
+    #[test]
+    fn scan_merges_past_state_by_namespace_and_start_key() {
+        let s = Store::new(100, 100);
+        let put = |ns: &str, n: &str, v: &str| {
+            let mut o = cm(n, v);
+            o["metadata"]["namespace"] = json!(ns);
+            s.txn(|t| t.put("/configmaps", (ns.into(), n.into()), o))
+        };
+        put("a", "x", "1");
+        put("b", "x", "1");
+        put("b", "y", "1");
+        let r = s.rev();
+        put("b", "w", "2");
+        s.txn(|t| t.remove("/configmaps", &("b".into(), "x".into()), cm("x", "1")));
+        put("b", "y", "2");
+        let seen = |at: Option<u64>, after: Option<&ObjKey>| {
+            let mut out = Vec::new();
+            s.scan("/configmaps", at, Some("b"), after, |k, o| {
+                out.push(format!(
+                    "{}={}",
+                    k.1,
+                    o.value["data"]["v"].as_str().unwrap()
+                ));
+                true
+            })
+            .unwrap();
+            out
+        };
+        assert_eq!(seen(Some(r), None), vec!["x=1", "y=1"]);
+        assert_eq!(seen(None, None), vec!["w=2", "y=2"]);
+        assert_eq!(seen(Some(r), Some(&("b".into(), "x".into()))), vec!["y=1"]);
+        assert_eq!(seen(None, Some(&("b".into(), "w".into()))), vec!["y=2"]);
+    }
+
+    #[test]
+    fn dry_runs_store_nothing() {
+        let s = Store::new(100, 100);
+        let r = s.rev();
+        let o = s.txn_mode(true, |t| t.put("/configmaps", key("a"), cm("a", "1")));
+        assert_eq!(o.value["data"]["v"], "1");
+        assert_eq!(s.rev(), r);
+        assert!(s.txn(|t| t.get("/configmaps", &key("a"))).is_none());
+        s.txn(|t| t.put("/configmaps", key("a"), cm("a", "1")));
+        assert!(
+            s.txn_mode(true, |t| t.remove("/configmaps", &key("a"), cm("a", "1")))
+                .is_some()
+        );
+        assert!(s.txn(|t| t.get("/configmaps", &key("a"))).is_some());
     }
 
     #[test]

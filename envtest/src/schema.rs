@@ -1,0 +1,334 @@
+//! Structural-schema handling for custom resources, as the API server does
+//! with a CRD version's `openAPIV3Schema`: unknown fields are pruned
+//! (unless `x-kubernetes-preserve-unknown-fields` or `additionalProperties`
+//! allow them), then the object is validated — `type`, `required`, `enum`,
+//! `nullable`, `minimum`/`maximum`, `minLength`/`maxLength`,
+//! `minItems`/`maxItems` — and every violation becomes a cause with its
+//! field path in one 422 Invalid answer. `apiVersion`, `kind` and
+//! `metadata` at the root are never pruned.
+
+use crate::error::{ApiError, Cause};
+use serde_json::{Map, Value};
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Remove fields the schema does not know (see the module docs).
+pub fn prune(schema: &Value, v: &mut Value, root: bool) {
+    if schema["x-kubernetes-preserve-unknown-fields"] == true && schema.get("properties").is_none()
+    {
+        return;
+    }
+    match v {
+        Value::Object(map) => {
+            let props = schema["properties"].as_object();
+            let additional = &schema["additionalProperties"];
+            let keep_unknown = schema["x-kubernetes-preserve-unknown-fields"] == true;
+            let keys: Vec<String> = map.keys().cloned().collect();
+            for k in keys {
+                if root && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                match props.and_then(|p| p.get(&k)) {
+                    Some(sub) => {
+                        if let Some(child) = map.get_mut(&k) {
+                            prune(sub, child, false);
+                        }
+                    }
+                    None if additional.is_object() => {
+                        if let Some(child) = map.get_mut(&k) {
+                            prune(additional, child, false);
+                        }
+                    }
+                    None if keep_unknown || *additional == true => {}
+                    None => {
+                        map.remove(&k);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for i in items {
+                    prune(item_schema, i, false);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn invalid(causes: &mut Vec<Cause>, reason: &str, field: &str, message: String) {
+    causes.push(Cause {
+        reason: reason.into(),
+        message,
+        field: field.to_string(),
+    });
+}
+
+/// Validate `v` against `schema`, appending a cause per violation.
+pub fn validate(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) {
+    if v.is_null() {
+        if schema["nullable"] != true && schema.get("type").is_some() {
+            invalid(
+                causes,
+                "FieldValueTypeInvalid",
+                path,
+                format!(
+                    "Invalid value: \"null\": {path} in body must be of type {}",
+                    schema["type"].as_str().unwrap_or("?")
+                ),
+            );
+        }
+        return;
+    }
+    if let Some(want) = schema["type"].as_str() {
+        let got = type_name(v);
+        let ok = want == got || (want == "number" && got == "integer");
+        if !ok {
+            invalid(
+                causes,
+                "FieldValueTypeInvalid",
+                path,
+                format!(
+                    "Invalid value: \"{got}\": {path} in body must be of type {want}: \"{got}\""
+                ),
+            );
+            return;
+        }
+    }
+    if let Some(allowed) = schema["enum"].as_array()
+        && !allowed.contains(v)
+    {
+        let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+        invalid(
+            causes,
+            "FieldValueNotSupported",
+            path,
+            format!(
+                "Unsupported value: {v}: supported values: {}",
+                list.join(", ")
+            ),
+        );
+    }
+    match v {
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if let Some(min) = schema["minimum"].as_f64()
+                && x < min
+            {
+                invalid(
+                    causes,
+                    "FieldValueInvalid",
+                    path,
+                    format!(
+                        "Invalid value: {n}: {path} in body should be greater than or equal to {min}"
+                    ),
+                );
+            }
+            if let Some(max) = schema["maximum"].as_f64()
+                && x > max
+            {
+                invalid(
+                    causes,
+                    "FieldValueInvalid",
+                    path,
+                    format!(
+                        "Invalid value: {n}: {path} in body should be less than or equal to {max}"
+                    ),
+                );
+            }
+        }
+        Value::String(s) => {
+            let len = s.chars().count() as u64;
+            if let Some(min) = schema["minLength"].as_u64()
+                && len < min
+            {
+                invalid(
+                    causes,
+                    "FieldValueInvalid",
+                    path,
+                    format!(
+                        "Invalid value: {s:?}: {path} in body should be at least {min} chars long"
+                    ),
+                );
+            }
+            if let Some(max) = schema["maxLength"].as_u64()
+                && len > max
+            {
+                invalid(
+                    causes,
+                    "FieldValueTooLong",
+                    path,
+                    format!("Too long: {path} may not be more than {max} bytes"),
+                );
+            }
+        }
+        Value::Array(items) => {
+            let n = items.len() as u64;
+            if let Some(min) = schema["minItems"].as_u64()
+                && n < min
+            {
+                invalid(
+                    causes,
+                    "FieldValueInvalid",
+                    path,
+                    format!("Invalid value: {n}: {path} in body should have at least {min} items"),
+                );
+            }
+            if let Some(max) = schema["maxItems"].as_u64()
+                && n > max
+            {
+                invalid(
+                    causes,
+                    "FieldValueTooMany",
+                    path,
+                    format!("Too many: {n}: must have at most {max} items"),
+                );
+            }
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    validate(item_schema, item, &format!("{path}[{i}]"), causes);
+                }
+            }
+        }
+        Value::Object(map) => validate_object(schema, map, path, causes),
+        _ => {}
+    }
+}
+
+fn validate_object(schema: &Value, map: &Map<String, Value>, path: &str, causes: &mut Vec<Cause>) {
+    for r in schema["required"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        if let Some(k) = r.as_str()
+            && map.get(k).is_none_or(Value::is_null)
+        {
+            invalid(
+                causes,
+                "FieldValueRequired",
+                &join(path, k),
+                "Required value".into(),
+            );
+        }
+    }
+    let props = schema["properties"].as_object();
+    for (k, child) in map {
+        if path.is_empty() && k == "metadata" {
+            continue;
+        }
+        if let Some(sub) = props.and_then(|p| p.get(k)) {
+            validate(sub, child, &join(path, k), causes);
+        } else if schema["additionalProperties"].is_object() {
+            validate(
+                &schema["additionalProperties"],
+                child,
+                &join(path, k),
+                causes,
+            );
+        }
+    }
+}
+
+/// Prune then validate a custom resource; 422 Invalid listing every violation.
+pub fn check(schema: &Value, obj: &mut Value, kind: &str) -> Result<(), ApiError> {
+    prune(schema, obj, true);
+    let mut causes = Vec::new();
+    validate(schema, obj, "", &mut causes);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let summary: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    let mut e = ApiError::new(
+        422,
+        "Invalid",
+        format!("{kind} \"{name}\" is invalid: [{}]", summary.join(", ")),
+    );
+    e.causes = causes;
+    e.details = Some(Box::new(crate::error::Details {
+        name,
+        group: String::new(),
+        kind: kind.to_string(),
+    }));
+    Err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["color"], "properties": {
+                "color": {"type": "string", "enum": ["red", "blue"]},
+                "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                "tags": {"type": "array", "maxItems": 2, "items": {"type": "string"}},
+                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}}
+            }},
+            "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}
+        }})
+    }
+
+    #[test]
+    fn unknown_fields_are_pruned() {
+        let mut obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "a", "anything": 1},
+            "spec": {"color": "red", "bogus": 1, "extra": {"free": {"form": true}}, "labels": {"a": "b"}},
+            "status": {"ready": true, "unknown": 2}, "top": 1});
+        check(&schema(), &mut obj, "W").unwrap();
+        assert!(obj.get("top").is_none());
+        assert!(obj["spec"].get("bogus").is_none());
+        assert_eq!(obj["spec"]["extra"]["free"]["form"], true);
+        assert_eq!(obj["spec"]["labels"]["a"], "b");
+        assert!(obj["status"].get("unknown").is_none());
+        assert_eq!(
+            obj["metadata"]["anything"], 1,
+            "metadata is left to metadata validation"
+        );
+    }
+
+    #[test]
+    fn violations_are_listed_with_field_paths() {
+        let mut obj = json!({"metadata": {"name": "a"}, "spec": {"color": "green", "size": 11, "tags": ["a", "b", 3], "labels": {"a": 1}}});
+        let e = check(&schema(), &mut obj, "W").unwrap_err();
+        assert_eq!(e.code, 422);
+        let fields: Vec<&str> = e.causes.iter().map(|c| c.field.as_str()).collect();
+        for f in [
+            "spec.color",
+            "spec.size",
+            "spec.tags",
+            "spec.tags[2]",
+            "spec.labels.a",
+        ] {
+            assert!(fields.contains(&f), "{f} missing from {fields:?}");
+        }
+        let mut missing = json!({"metadata": {"name": "a"}, "spec": {}});
+        let e = check(&schema(), &mut missing, "W").unwrap_err();
+        assert_eq!(e.causes[0].field, "spec.color");
+        assert_eq!(e.causes[0].reason, "FieldValueRequired");
+    }
+}
