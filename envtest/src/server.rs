@@ -255,9 +255,15 @@ async fn handle_inner(srv: Arc<Server>, req: Request) -> Result<Response, ApiErr
         [] => get_only(Ok(discovery::root_paths(&srv))),
         ["version"] => get_only(Ok(discovery::version())),
         ["healthz" | "livez" | "readyz", ..] => get_only(Ok("ok".into_response())),
+        ["api"] if discovery::wants_aggregated(r.accept()) => {
+            get_only(Ok(discovery::aggregated(&srv, true)))
+        }
         ["api"] => get_only(Ok(discovery::api_versions(&srv))),
         ["api", "v1"] => get_only(discovery::resource_list(&srv, "", "v1")),
         ["api", "v1", rest @ ..] => resource(&srv, "", "v1", rest, r, &path).await,
+        ["apis"] if discovery::wants_aggregated(r.accept()) => {
+            get_only(Ok(discovery::aggregated(&srv, false)))
+        }
         ["apis"] => get_only(Ok(discovery::group_list(&srv))),
         ["apis", g] => get_only(discovery::group(&srv, g)),
         ["apis", g, v] => get_only(discovery::resource_list(&srv, g, v)),
