@@ -128,6 +128,12 @@ fn resource_entry(r: &Arc<ResourceInfo>) -> Vec<Value> {
         "shortNames": r.short_names,
         "categories": r.categories,
     })];
+    if r.scale.is_some() {
+        out.push(json!({
+            "name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
+            "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
+        }));
+    }
     if r.status {
         out.push(json!({
             "name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,

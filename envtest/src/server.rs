@@ -304,7 +304,7 @@ fn parse_target(
         return Err(ApiError::no_route(path));
     }
     if let Some(s) = &sub
-        && !(s == "status" && info.status)
+        && !((s == "status" && info.status) || (s == "scale" && info.scale.is_some()))
     {
         return Err(ApiError::no_route(path));
     }
@@ -329,6 +329,7 @@ async fn resource(
     match (&r.method, collection) {
         (&Method::GET, true) if r.query.flag("watch") => watch::serve(srv, &t, &r),
         (&Method::GET, true) => crud::list(srv, &t, &r),
+        (m, false) if t.sub.as_deref() == Some("scale") => crud::scale(srv, &t, &r, m),
         (&Method::GET, false) => crud::get(srv, &t, &r),
         (&Method::POST, true) => crud::create(srv, &t, &r),
         (&Method::PUT, false) => crud::update(srv, &t, &r),
