@@ -171,6 +171,15 @@ pub fn resources(obj: &Value) -> Vec<ResourceInfo> {
             singular: text(names, &["singular"]).into(),
             namespaced: text(spec, &["scope"]) == "Namespaced",
             status: v["subresources"]["status"].is_object(),
+            scale: v["subresources"]["scale"].is_object().then(|| {
+                let sc = &v["subresources"]["scale"];
+                let path = |k: &str| text(sc, &[k]).trim_start_matches('.').to_string();
+                crate::registry::ScalePaths {
+                    spec_replicas: path("specReplicasPath"),
+                    status_replicas: path("statusReplicasPath"),
+                    label_selector: Some(path("labelSelectorPath")).filter(|p| !p.is_empty()),
+                }
+            }),
             short_names: strings(&names["shortNames"]),
             categories: strings(&names["categories"]),
             schema: v["schema"]["openAPIV3Schema"]

@@ -128,6 +128,12 @@ fn resource_entry(r: &Arc<ResourceInfo>) -> Vec<Value> {
         "shortNames": r.short_names,
         "categories": r.categories,
     })];
+    if r.scale.is_some() {
+        out.push(json!({
+            "name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
+            "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
+        }));
+    }
     if r.status {
         out.push(json!({
             "name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
@@ -155,9 +161,81 @@ pub fn resource_list(srv: &Server, g: &str, v: &str) -> Result<Response, ApiErro
     ))
 }
 
+/// The media type of aggregated discovery documents.
+const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether the client asked for aggregated discovery (v2).
+pub fn wants_aggregated(accept: &str) -> bool {
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=APIGroupDiscoveryList") && first.contains("v=v2;"))
+        || accept.contains("g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+}
+
+fn aggregated_resource(r: &ResourceInfo) -> Value {
+    let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+    let mut v = json!({
+        "resource": r.plural, "responseKind": gvk, "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular,
+        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+        "shortNames": r.short_names, "categories": r.categories,
+    });
+    if r.status {
+        v["subresources"] = json!([{"subresource": "status", "responseKind": gvk, "verbs": ["get", "patch", "update"]}]);
+    }
+    v
+}
+
+/// Aggregated discovery for `/api` (core) or `/apis` (every group).
+pub fn aggregated(srv: &Server, core: bool) -> Response {
+    let mut by_group: BTreeMap<String, Vec<Arc<ResourceInfo>>> = BTreeMap::new();
+    for r in srv.registry.all() {
+        if r.group.is_empty() == core {
+            by_group.entry(r.group.clone()).or_default().push(r);
+        }
+    }
+    let items: Vec<Value> = by_group
+        .into_iter()
+        .map(|(g, rs)| {
+            let mut versions: Vec<String> = rs.iter().map(|r| r.version.clone()).collect();
+            versions.dedup();
+            versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+            versions.dedup();
+            let versions: Vec<Value> = versions
+                .iter()
+                .map(|v| {
+                    let resources: Vec<Value> = rs
+                        .iter()
+                        .filter(|r| &r.version == v)
+                        .map(|r| aggregated_resource(r))
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
+                .collect();
+            json!({"metadata": {"name": g}, "versions": versions})
+        })
+        .collect();
+    let body = json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items});
+    let mut resp = value_response(200, &body);
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(AGGREGATED),
+    );
+    resp
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aggregated_discovery_is_negotiated() {
+        assert!(wants_aggregated(
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+        ));
+        assert!(!wants_aggregated("application/json"));
+    }
 
     #[test]
     fn version_priority_orders_like_kubernetes() {

@@ -21,6 +21,18 @@ pub enum NameRule {
     PathSegment,
 }
 
+/// Dotted paths behind a `scale` subresource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// Desired replicas, such as `spec.replicas`.
+    pub spec_replicas: String,
+    /// Observed replicas, such as `status.replicas`.
+    pub status_replicas: String,
+    /// A label-selector string, if the resource keeps one; otherwise it is
+    /// derived from `spec.selector.matchLabels`.
+    pub label_selector: Option<String>,
+}
+
 /// One servable resource at one group/version.
 #[derive(Debug, Clone)]
 pub struct ResourceInfo {
@@ -38,6 +50,8 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     /// Whether the `status` subresource is enabled.
     pub status: bool,
+    /// Where the `scale` subresource reads and writes replicas, if enabled.
+    pub scale: Option<ScalePaths>,
     /// Short names for kubectl.
     pub short_names: Vec<String>,
     /// Field selector name -> dotted JSON path of the value (beyond
@@ -123,6 +137,13 @@ fn builtin(
             _ => Vec::new(),
         },
         schema: None,
+        scale: matches!(plural, "deployments" | "replicasets" | "statefulsets").then(|| {
+            ScalePaths {
+                spec_replicas: "spec.replicas".into(),
+                status_replicas: "status.replicas".into(),
+                label_selector: None,
+            }
+        }),
     }
 }
 

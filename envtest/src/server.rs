@@ -255,9 +255,15 @@ async fn handle_inner(srv: Arc<Server>, req: Request) -> Result<Response, ApiErr
         [] => get_only(Ok(discovery::root_paths(&srv))),
         ["version"] => get_only(Ok(discovery::version())),
         ["healthz" | "livez" | "readyz", ..] => get_only(Ok("ok".into_response())),
+        ["api"] if discovery::wants_aggregated(r.accept()) => {
+            get_only(Ok(discovery::aggregated(&srv, true)))
+        }
         ["api"] => get_only(Ok(discovery::api_versions(&srv))),
         ["api", "v1"] => get_only(discovery::resource_list(&srv, "", "v1")),
         ["api", "v1", rest @ ..] => resource(&srv, "", "v1", rest, r, &path).await,
+        ["apis"] if discovery::wants_aggregated(r.accept()) => {
+            get_only(Ok(discovery::aggregated(&srv, false)))
+        }
         ["apis"] => get_only(Ok(discovery::group_list(&srv))),
         ["apis", g] => get_only(discovery::group(&srv, g)),
         ["apis", g, v] => get_only(discovery::resource_list(&srv, g, v)),
@@ -298,7 +304,7 @@ fn parse_target(
         return Err(ApiError::no_route(path));
     }
     if let Some(s) = &sub
-        && !(s == "status" && info.status)
+        && !((s == "status" && info.status) || (s == "scale" && info.scale.is_some()))
     {
         return Err(ApiError::no_route(path));
     }
@@ -323,6 +329,7 @@ async fn resource(
     match (&r.method, collection) {
         (&Method::GET, true) if r.query.flag("watch") => watch::serve(srv, &t, &r),
         (&Method::GET, true) => crud::list(srv, &t, &r),
+        (m, false) if t.sub.as_deref() == Some("scale") => crud::scale(srv, &t, &r, m),
         (&Method::GET, false) => crud::get(srv, &t, &r),
         (&Method::POST, true) => crud::create(srv, &t, &r),
         (&Method::PUT, false) => crud::update(srv, &t, &r),

@@ -57,6 +57,9 @@ expect_contains "default namespace listed" "default" "$out"
 expect_contains "kube-system namespace listed" "kube-system" "$out"
 out=$(kubectl api-resources)
 expect_contains "api-resources lists deployments" "deployments" "$out"
+expect_contains "api-resources lists short names" "cm" "$out"
+kubectl get all >/dev/null
+pass "get all (categories)"
 
 # create -f, namespaced and in another namespace.
 cat >"$WORK/ns.yaml" <<'YAML'

@@ -11,9 +11,11 @@
 mod apply;
 mod delete;
 mod gc;
+mod scale;
 mod write;
 
 pub use delete::{delete, delete_collection};
+pub use scale::scale;
 pub use write::{create, patch, update};
 
 use crate::error::ApiError;

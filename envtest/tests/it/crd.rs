@@ -301,3 +301,41 @@ async fn custom_resources_are_pruned_and_validated_against_the_schema() {
         .unwrap();
     assert_eq!(w.metadata.generation, Some(1));
 }
+
+#[tokio::test]
+async fn crd_scale_subresource_uses_the_declared_paths() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd = widget_crd("Namespaced");
+    crd.spec.versions[0].subresources = Some(
+        serde_json::from_value(json!({"status": {}, "scale": {
+            "specReplicasPath": ".spec.count", "statusReplicasPath": ".status.count", "labelSelectorPath": ".status.selector"
+        }}))
+        .unwrap(),
+    );
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let api = widgets(&client, "v1", Some("default"));
+    let mut w = widget("w", "red");
+    w.data["spec"]["count"] = json!(3);
+    api.create(&PostParams::default(), &w).await.unwrap();
+    api.patch_status(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"count": 2, "selector": "app=w"}})),
+    )
+    .await
+    .unwrap();
+    let s = api.get_scale("w").await.unwrap();
+    assert_eq!(s.spec.unwrap().replicas, Some(3));
+    let st = s.status.unwrap();
+    assert_eq!((st.replicas, st.selector.as_deref()), (2, Some("app=w")));
+    api.patch_scale(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 7}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(api.get("w").await.unwrap().data["spec"]["count"], 7);
+}

@@ -547,3 +547,57 @@ async fn server_side_apply_tracks_managers_and_conflicts() {
         .unwrap();
     assert_eq!(c.data.unwrap()["v"], "2");
 }
+
+#[tokio::test]
+async fn scale_subresource_reads_and_writes_replicas() {
+    let env = TestEnv::start().await.unwrap();
+    let api: Api<Deployment> = Api::default_namespaced(env.client());
+    api.create(&PostParams::default(), &deployment("d"))
+        .await
+        .unwrap();
+    let s = api.get_scale("d").await.unwrap();
+    assert_eq!(s.spec.unwrap().replicas, Some(1));
+    assert_eq!(s.status.unwrap().selector.as_deref(), Some("app=d"));
+    let s = api
+        .patch_scale(
+            "d",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 5}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.spec.as_ref().unwrap().replicas, Some(5));
+    let d = api.get("d").await.unwrap();
+    assert_eq!(d.spec.unwrap().replicas, Some(5));
+    assert_eq!(d.metadata.generation, Some(2));
+    // A stale resourceVersion on the Scale conflicts.
+    let mut stale = s.clone();
+    stale.metadata.resource_version = Some("1".into());
+    stale.spec.as_mut().unwrap().replicas = Some(2);
+    assert_eq!(
+        status(
+            api.replace_scale("d", &PostParams::default(), &stale)
+                .await
+                .unwrap_err()
+        )
+        .code,
+        409
+    );
+    let mut fresh = api.get_scale("d").await.unwrap();
+    fresh.spec.as_mut().unwrap().replicas = Some(2);
+    assert_eq!(
+        api.replace_scale("d", &PostParams::default(), &fresh)
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .replicas,
+        Some(2)
+    );
+    // Kinds without the subresource do not have it.
+    let cms: Api<ConfigMap> = Api::default_namespaced(env.client());
+    cms.create(&PostParams::default(), &cm("c", &[], "1"))
+        .await
+        .unwrap();
+    assert_eq!(status(cms.get_scale("c").await.unwrap_err()).code, 404);
+}

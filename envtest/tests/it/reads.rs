@@ -320,3 +320,34 @@ async fn discovery_lists_groups_and_resources() {
     let (code, _) = raw(&client, "GET", "/apis/nope/v1", None, vec![]).await;
     assert_eq!(code, 404);
 }
+
+#[tokio::test]
+async fn aggregated_discovery_lists_every_resource() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    let core = client.list_core_api_versions_aggregated().await.unwrap();
+    let v1 = &core.items[0].versions[0];
+    assert_eq!(v1.version.as_deref(), Some("v1"));
+    let pods = v1
+        .resources
+        .iter()
+        .find(|r| r.resource.as_deref() == Some("pods"))
+        .unwrap();
+    assert_eq!(pods.scope.as_deref(), Some("Namespaced"));
+    assert_eq!(pods.subresources[0].subresource.as_deref(), Some("status"));
+    let groups = client.list_api_groups_aggregated().await.unwrap();
+    let apps = groups
+        .items
+        .iter()
+        .find(|g| g.metadata.as_ref().and_then(|m| m.name.as_deref()) == Some("apps"))
+        .unwrap();
+    assert!(
+        apps.versions[0]
+            .resources
+            .iter()
+            .any(|r| r.resource.as_deref() == Some("deployments"))
+    );
+    // Legacy discovery is still what plain JSON gets.
+    let legacy = client.list_api_groups().await.unwrap();
+    assert!(legacy.groups.iter().any(|g| g.name == "apps"));
+}
