@@ -451,9 +451,9 @@ async fn failures_back_off_per_key_with_growing_delays() {
             "gap {i} is {gap:?}, expected about {expected:?}: {gaps:?}"
         );
     }
-    for pair in gaps.windows(2) {
-        assert!(pair[1] > pair[0], "delays grow: {gaps:?}");
-    }
+    // The lower bounds above double from gap to gap; the last gap must also
+    // really be longer than the first (a loaded machine only adds delay).
+    assert!(gaps[3] > gaps[0] * 2, "delays grow: {gaps:?}");
     let healthy_first = journal.attempts("default/healthy")[0];
     assert!(
         healthy_first < *attempts.last().unwrap(),
