@@ -643,3 +643,45 @@ async fn two_controllers_share_one_watch_per_kind() {
     assert_eq!(watches, 1, "one ConfigMap watch for both controllers");
     stop_manager(stop, task).await;
 }
+
+#[tokio::test]
+async fn a_reconcile_that_outlives_its_timeout_is_dropped_and_retried() {
+    let env = env_with_crd().await;
+    let client = env.client();
+    let mgr = Manager::builder(client.clone()).build().await.unwrap();
+    let journal = Arc::new(Journal::default());
+    let mut reconciler = WidgetReconciler::new(&mgr, Arc::clone(&journal));
+    reconciler.work = Duration::from_secs(30);
+    mgr.controller::<Widget>()
+        .reconcile_timeout(Duration::from_millis(100))
+        .rate_limiter(ItemExponentialFailureRateLimiter::new(
+            Duration::from_millis(10),
+            Duration::from_secs(1),
+        ))
+        .complete(reconciler)
+        .unwrap();
+    let (stop, task) = spawn_manager(&mgr);
+    widgets(&client)
+        .create(&PostParams::default(), &widget("sluggish", &[]))
+        .await
+        .unwrap();
+    wait_until(LONG, "three timed-out attempts", || async {
+        journal.count("default/sluggish") >= 3
+    })
+    .await;
+    assert_eq!(journal.completed.load(Ordering::SeqCst), 0);
+    assert!(
+        journal.in_flight.lock().len() <= 1,
+        "timed-out calls were dropped"
+    );
+    let text = mgr.metrics().encode().unwrap();
+    let errors = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(r#"controller_runtime_reconcile_errors_total{controller="widget"} "#)
+        })
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap();
+    assert!(errors >= 2, "{text}");
+    stop_manager(stop, task).await;
+}
