@@ -46,11 +46,13 @@
 //! # Ok(()) }
 //! ```
 
+mod builder;
 mod cache;
 mod runnable;
 mod server;
+mod tasks;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,16 +61,18 @@ use std::time::Duration;
 use informer_core::factory::SharedInformerFactory;
 use kube_client::Client;
 use parking_lot::Mutex;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub use builder::ManagerBuilder;
 pub use cache::{Cache, CacheError, ListOptions, Object};
 pub use runnable::{Runnable, RunnableFn, runnable_fn};
 use server::BoundServer;
+use tasks::{Tasks, wait_for_signal};
 
-use crate::healthz::{Checks, HealthCheck, HealthzError, Ping, check_fn};
-use crate::leaderelection::{LeaderElectionConfig, LeaderElectionError, LeaderElector};
+use crate::healthz::{Checks, HealthCheck, HealthzError};
+use crate::leaderelection::{LeaderElectionError, LeaderElector};
 use crate::metrics::{Metrics, MetricsError};
 use crate::reconcile::BoxError;
 use crate::workqueue::PrometheusMetricsProvider;
@@ -126,145 +130,6 @@ pub enum ManagerError {
         /// Names of the aborted runnables.
         unfinished: Vec<String>,
     },
-}
-
-/// Builds a [`Manager`].
-#[must_use]
-pub struct ManagerBuilder {
-    client: Client,
-    health_addr: Option<SocketAddr>,
-    metrics_addr: Option<SocketAddr>,
-    leader_election: Option<LeaderElectionConfig>,
-    graceful_shutdown_timeout: Duration,
-    cache_sync_timeout: Duration,
-    resync: Duration,
-    registry: Option<prometheus::Registry>,
-}
-
-impl ManagerBuilder {
-    /// Serve `/healthz` and `/readyz` on `addr` (port 0: any free port).
-    /// Off by default.
-    pub fn health_addr(mut self, addr: SocketAddr) -> Self {
-        self.health_addr = Some(addr);
-        self
-    }
-
-    /// Serve `/metrics` on `addr` (port 0: any free port). Off by default.
-    pub fn metrics_addr(mut self, addr: SocketAddr) -> Self {
-        self.metrics_addr = Some(addr);
-        self
-    }
-
-    /// Run controllers only while this replica holds the lease.
-    pub fn leader_election(mut self, config: LeaderElectionConfig) -> Self {
-        self.leader_election = Some(config);
-        self
-    }
-
-    /// How long in-flight work may take to finish on shutdown (default 30 s).
-    pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
-        self.graceful_shutdown_timeout = timeout;
-        self
-    }
-
-    /// How long controllers wait for their caches to sync (default 2 min).
-    pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
-        self.cache_sync_timeout = timeout;
-        self
-    }
-
-    /// Resync period of the shared informers (default: none).
-    pub fn resync(mut self, period: Duration) -> Self {
-        self.resync = period;
-        self
-    }
-
-    /// Register metrics in `registry` instead of a new one.
-    pub fn registry(mut self, registry: prometheus::Registry) -> Self {
-        self.registry = Some(registry);
-        self
-    }
-
-    /// Validates the settings, binds the server addresses and creates the
-    /// shared informer factory, metrics and health checks.
-    pub async fn build(self) -> Result<Manager, ManagerError> {
-        let elector = match self.leader_election {
-            Some(config) => Some(LeaderElector::new(self.client.clone(), config)?),
-            None => None,
-        };
-        let metrics = match self.registry {
-            Some(registry) => Metrics::with_registry(registry)?,
-            None => Metrics::new()?,
-        };
-        let health = match self.health_addr {
-            Some(addr) => Some(BoundServer::bind("health", addr).await?),
-            None => None,
-        };
-        let metrics_server = match self.metrics_addr {
-            Some(addr) => Some(BoundServer::bind("metrics", addr).await?),
-            None => None,
-        };
-        let factory = SharedInformerFactory::new(self.client.clone(), self.resync);
-        let cache = Cache::new(factory.clone(), self.cache_sync_timeout);
-
-        let healthz = Checks::new();
-        healthz.add("ping", Ping)?;
-        let readyz = Checks::new();
-        readyz.add("caches synced", caches_synced_check(&factory, &cache))?;
-        if let Some(elector) = &elector {
-            let elector = elector.clone();
-            readyz.add(
-                "leadership settled",
-                check_fn(move || {
-                    if elector.is_leader() || elector.observed_leader().is_some() {
-                        Ok(())
-                    } else {
-                        Err("no leader observed yet".to_string())
-                    }
-                }),
-            )?;
-        }
-
-        Ok(Manager {
-            inner: Arc::new(Inner {
-                client: self.client,
-                factory,
-                cache,
-                metrics,
-                healthz,
-                readyz,
-                health_addr: health.as_ref().map(|s| s.addr),
-                metrics_addr: metrics_server.as_ref().map(|s| s.addr),
-                servers: Mutex::new((health, metrics_server)),
-                elector,
-                runnables: Mutex::new(Vec::new()),
-                controller_names: Mutex::new(HashSet::new()),
-                started: AtomicBool::new(false),
-                graceful_shutdown_timeout: self.graceful_shutdown_timeout,
-                cache_sync_timeout: self.cache_sync_timeout,
-            }),
-        })
-    }
-}
-
-fn caches_synced_check(factory: &SharedInformerFactory, cache: &Cache) -> impl HealthCheck {
-    let (factory, cache) = (factory.clone(), cache.clone());
-    check_fn(move || {
-        if !cache.is_started() {
-            return Err("informers not started".to_string());
-        }
-        let unsynced: Vec<String> = factory
-            .synced()
-            .into_iter()
-            .filter(|(_, synced)| !synced)
-            .map(|(name, _)| name)
-            .collect();
-        if unsynced.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("not synced: {}", unsynced.join(", ")))
-        }
-    })
 }
 
 struct Inner {
@@ -565,103 +430,6 @@ impl Manager {
             }),
             other => other,
         }
-    }
-}
-
-/// Runnable tasks with their names, so that a timeout can say which did
-/// not finish.
-#[derive(Default)]
-struct Tasks {
-    set: JoinSet<Result<(), BoxError>>,
-    names: HashMap<tokio::task::Id, String>,
-}
-
-impl Tasks {
-    fn spawn_all(runnables: &[Arc<dyn Runnable>], stop: &CancellationToken) -> Self {
-        let mut tasks = Tasks::default();
-        for runnable in runnables {
-            let name = runnable.name();
-            tracing::debug!(runnable = %name, "starting runnable");
-            let handle = tasks
-                .set
-                .spawn(Arc::clone(runnable).start(stop.child_token()));
-            tasks.names.insert(handle.id(), name);
-        }
-        tasks
-    }
-
-    /// The next task to end: `None` when none is left, else its failure if
-    /// it failed.
-    async fn next_failure(&mut self) -> Option<Option<ManagerError>> {
-        let joined = self.set.join_next_with_id().await?;
-        Some(match joined {
-            Ok((id, Ok(()))) => {
-                let name = self.names.remove(&id).unwrap_or_default();
-                tracing::debug!(runnable = %name, "runnable finished");
-                None
-            }
-            Ok((id, Err(source))) => Some(ManagerError::Runnable {
-                name: self.names.remove(&id).unwrap_or_default(),
-                source,
-            }),
-            Err(join_error) => {
-                let name = self.names.remove(&join_error.id()).unwrap_or_default();
-                if join_error.is_cancelled() {
-                    None
-                } else {
-                    Some(ManagerError::Runnable {
-                        name,
-                        source: Box::new(join_error),
-                    })
-                }
-            }
-        })
-    }
-
-    fn abort_all(&mut self) {
-        self.set.abort_all();
-    }
-
-    /// Waits for every task until `deadline`; aborts the rest and returns
-    /// their names.
-    async fn drain(&mut self, deadline: Instant) -> Vec<String> {
-        loop {
-            match tokio::time::timeout_at(deadline, self.next_failure()).await {
-                Ok(None) => return Vec::new(),
-                Ok(Some(Some(error))) => tracing::warn!(%error, "runnable failed while stopping"),
-                Ok(Some(None)) => {}
-                Err(_) => {
-                    let mut left: Vec<String> = self.names.drain().map(|(_, n)| n).collect();
-                    left.sort();
-                    self.set.abort_all();
-                    while self.set.join_next().await.is_some() {}
-                    return left;
-                }
-            }
-        }
-    }
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops the manager");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

@@ -1,4 +1,6 @@
 use super::*;
+use crate::healthz::{Ping, check_fn};
+use crate::leaderelection::LeaderElectionConfig;
 use std::sync::atomic::AtomicUsize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

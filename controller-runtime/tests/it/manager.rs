@@ -20,7 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{
+use crate::widget::{
     Journal, NS, Widget, WidgetError, WidgetReconciler, cm_data, configmaps, env_with_crd,
     spawn_manager, stop_manager, wait_until, widget, widgets,
 };

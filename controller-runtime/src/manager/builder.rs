@@ -1,0 +1,157 @@
+//! Building a [`Manager`]: addresses, leader election, timeouts, and the
+//! health checks every manager starts with.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use informer_core::factory::SharedInformerFactory;
+use kube_client::Client;
+use parking_lot::Mutex;
+
+use super::server::BoundServer;
+use super::{Cache, Inner, Manager, ManagerError};
+use crate::healthz::{Checks, HealthCheck, Ping, check_fn};
+use crate::leaderelection::{LeaderElectionConfig, LeaderElector};
+use crate::metrics::Metrics;
+
+/// Builds a [`Manager`].
+#[must_use]
+pub struct ManagerBuilder {
+    pub(super) client: Client,
+    pub(super) health_addr: Option<SocketAddr>,
+    pub(super) metrics_addr: Option<SocketAddr>,
+    pub(super) leader_election: Option<LeaderElectionConfig>,
+    pub(super) graceful_shutdown_timeout: Duration,
+    pub(super) cache_sync_timeout: Duration,
+    pub(super) resync: Duration,
+    pub(super) registry: Option<prometheus::Registry>,
+}
+
+impl ManagerBuilder {
+    /// Serve `/healthz` and `/readyz` on `addr` (port 0: any free port).
+    /// Off by default.
+    pub fn health_addr(mut self, addr: SocketAddr) -> Self {
+        self.health_addr = Some(addr);
+        self
+    }
+
+    /// Serve `/metrics` on `addr` (port 0: any free port). Off by default.
+    pub fn metrics_addr(mut self, addr: SocketAddr) -> Self {
+        self.metrics_addr = Some(addr);
+        self
+    }
+
+    /// Run controllers only while this replica holds the lease.
+    pub fn leader_election(mut self, config: LeaderElectionConfig) -> Self {
+        self.leader_election = Some(config);
+        self
+    }
+
+    /// How long in-flight work may take to finish on shutdown (default 30 s).
+    pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.graceful_shutdown_timeout = timeout;
+        self
+    }
+
+    /// How long controllers wait for their caches to sync (default 2 min).
+    pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
+        self.cache_sync_timeout = timeout;
+        self
+    }
+
+    /// Resync period of the shared informers (default: none).
+    pub fn resync(mut self, period: Duration) -> Self {
+        self.resync = period;
+        self
+    }
+
+    /// Register metrics in `registry` instead of a new one.
+    pub fn registry(mut self, registry: prometheus::Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Validates the settings, binds the server addresses and creates the
+    /// shared informer factory, metrics and health checks.
+    pub async fn build(self) -> Result<Manager, ManagerError> {
+        let elector = match self.leader_election {
+            Some(config) => Some(LeaderElector::new(self.client.clone(), config)?),
+            None => None,
+        };
+        let metrics = match self.registry {
+            Some(registry) => Metrics::with_registry(registry)?,
+            None => Metrics::new()?,
+        };
+        let health = match self.health_addr {
+            Some(addr) => Some(BoundServer::bind("health", addr).await?),
+            None => None,
+        };
+        let metrics_server = match self.metrics_addr {
+            Some(addr) => Some(BoundServer::bind("metrics", addr).await?),
+            None => None,
+        };
+        let factory = SharedInformerFactory::new(self.client.clone(), self.resync);
+        let cache = Cache::new(factory.clone(), self.cache_sync_timeout);
+
+        let healthz = Checks::new();
+        healthz.add("ping", Ping)?;
+        let readyz = Checks::new();
+        readyz.add("caches synced", caches_synced_check(&factory, &cache))?;
+        if let Some(elector) = &elector {
+            let elector = elector.clone();
+            readyz.add(
+                "leadership settled",
+                check_fn(move || {
+                    if elector.is_leader() || elector.observed_leader().is_some() {
+                        Ok(())
+                    } else {
+                        Err("no leader observed yet".to_string())
+                    }
+                }),
+            )?;
+        }
+
+        Ok(Manager {
+            inner: Arc::new(Inner {
+                client: self.client,
+                factory,
+                cache,
+                metrics,
+                healthz,
+                readyz,
+                health_addr: health.as_ref().map(|s| s.addr),
+                metrics_addr: metrics_server.as_ref().map(|s| s.addr),
+                servers: Mutex::new((health, metrics_server)),
+                elector,
+                runnables: Mutex::new(Vec::new()),
+                controller_names: Mutex::new(HashSet::new()),
+                started: AtomicBool::new(false),
+                graceful_shutdown_timeout: self.graceful_shutdown_timeout,
+                cache_sync_timeout: self.cache_sync_timeout,
+            }),
+        })
+    }
+}
+
+fn caches_synced_check(factory: &SharedInformerFactory, cache: &Cache) -> impl HealthCheck {
+    let (factory, cache) = (factory.clone(), cache.clone());
+    check_fn(move || {
+        if !cache.is_started() {
+            return Err("informers not started".to_string());
+        }
+        let unsynced: Vec<String> = factory
+            .synced()
+            .into_iter()
+            .filter(|(_, synced)| !synced)
+            .map(|(name, _)| name)
+            .collect();
+        if unsynced.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("not synced: {}", unsynced.join(", ")))
+        }
+    })
+}
