@@ -108,6 +108,7 @@ impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
 
 /// Why a list or watch ended; handed to the watch-error handler.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReflectorError {
     /// A LIST failed.
     #[error("list of {informer} failed: {source}")]
