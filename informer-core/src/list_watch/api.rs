@@ -274,6 +274,15 @@ struct RawObjectMeta {
     annotations: Option<std::collections::BTreeMap<String, String>>,
 }
 
+impl RawObject {
+    fn into_bookmark(self) -> Bookmark {
+        Bookmark {
+            resource_version: self.metadata.resource_version.unwrap_or_default(),
+            annotations: self.metadata.annotations.unwrap_or_default(),
+        }
+    }
+}
+
 fn decode_failure(event_type: &str, raw: &str, error: &serde_json::Error) -> DecodeFailure {
     let meta = serde_json::from_str::<RawObject>(raw)
         .map(|o| o.metadata)
@@ -290,8 +299,32 @@ fn decode_failure(event_type: &str, raw: &str, error: &serde_json::Error) -> Dec
     }
 }
 
-/// Decodes a LIST answer item by item.
+/// A LIST answer decoded in one pass (the common case: every item fits `K`).
+#[derive(Deserialize)]
+#[serde(bound = "K: DeserializeOwned")]
+struct TypedList<K> {
+    #[serde(default)]
+    metadata: RawListMeta,
+    #[serde(default)]
+    items: Option<Vec<K>>,
+}
+
+/// Decodes a LIST answer: in one pass when every item fits `K`, else item
+/// by item so that the items that fit are kept and the others reported.
 pub(crate) fn decode_list<K: DeserializeOwned>(body: &[u8]) -> Result<ListPage<K>, ListWatchError> {
+    // Validating UTF-8 once up front lets the parser skip it for every string.
+    let typed = match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str::<TypedList<K>>(text),
+        Err(_) => serde_json::from_slice::<TypedList<K>>(body),
+    };
+    if let Ok(list) = typed {
+        return Ok(ListPage {
+            items: list.items.unwrap_or_default(),
+            resource_version: list.metadata.resource_version.unwrap_or_default(),
+            continue_token: list.metadata.continue_token.filter(|c| !c.is_empty()),
+            undecodable: Vec::new(),
+        });
+    }
     let raw: RawList<'_> = serde_json::from_slice(body).map_err(ListWatchError::DecodeList)?;
     let raw_items = raw.items.unwrap_or_default();
     let mut page = ListPage {
@@ -311,10 +344,36 @@ pub(crate) fn decode_list<K: DeserializeOwned>(body: &[u8]) -> Result<ListPage<K
     Ok(page)
 }
 
-/// Decodes one line of a watch stream.
+/// A watch event decoded in one pass (the common case).
+#[derive(Deserialize)]
+#[serde(tag = "type", content = "object", rename_all = "UPPERCASE")]
+#[serde(bound = "K: DeserializeOwned")]
+enum TypedEvent<K> {
+    Added(K),
+    Modified(K),
+    Deleted(K),
+    Bookmark(RawObject),
+    Error(Status),
+}
+
+/// Decodes one line of a watch stream: in one pass when it fits, else
+/// envelope first, so that an object that does not fit `K` is reported
+/// with its key instead of ending the stream.
 pub(crate) fn decode_event<K: DeserializeOwned>(
     line: &[u8],
 ) -> Result<WatchEvent<K>, ListWatchError> {
+    if let Ok(event) = serde_json::from_slice::<TypedEvent<K>>(line) {
+        return match event {
+            TypedEvent::Added(o) => Ok(WatchEvent::Added(o)),
+            TypedEvent::Modified(o) => Ok(WatchEvent::Modified(o)),
+            TypedEvent::Deleted(o) => Ok(WatchEvent::Deleted(o)),
+            TypedEvent::Bookmark(o) => Ok(WatchEvent::Bookmark(o.into_bookmark())),
+            TypedEvent::Error(status) => Err(ListWatchError::Api {
+                status: Box::new(status),
+                retry_after: None,
+            }),
+        };
+    }
     let raw: RawEvent<'_> = match serde_json::from_slice(line) {
         Ok(raw) => raw,
         Err(e) => {
@@ -331,12 +390,8 @@ pub(crate) fn decode_event<K: DeserializeOwned>(
         "ADDED" => serde_json::from_str(object).map(WatchEvent::Added),
         "MODIFIED" => serde_json::from_str(object).map(WatchEvent::Modified),
         "DELETED" => serde_json::from_str(object).map(WatchEvent::Deleted),
-        "BOOKMARK" => serde_json::from_str::<RawObject>(object).map(|o| {
-            WatchEvent::Bookmark(Bookmark {
-                resource_version: o.metadata.resource_version.unwrap_or_default(),
-                annotations: o.metadata.annotations.unwrap_or_default(),
-            })
-        }),
+        "BOOKMARK" => serde_json::from_str::<RawObject>(object)
+            .map(|o| WatchEvent::Bookmark(o.into_bookmark())),
         "ERROR" => {
             return match serde_json::from_str::<Status>(object) {
                 Ok(status) => Err(ListWatchError::Api {

@@ -225,3 +225,40 @@ fn event_stream_ends_after_error_event() {
     assert_eq!(events.len(), 1);
     assert!(matches!(&events[0], Err(e) if e.is_expired()));
 }
+
+proptest::proptest! {
+    /// However the body is cut into chunks (and with blank lines between
+    /// events), the same events come out in the same order.
+    #[test]
+    fn event_stream_is_independent_of_chunking(
+        names in proptest::collection::vec("[a-z]{1,8}", 1..12),
+        cuts in proptest::collection::vec(0usize..10_000, 0..20),
+        blank_lines in proptest::bool::ANY,
+    ) {
+        let mut body = String::new();
+        for (i, name) in names.iter().enumerate() {
+            body.push_str(&format!(
+                r#"{{"type":"ADDED","object":{{"metadata":{{"name":"{name}","resourceVersion":"{i}"}}}}}}"#
+            ));
+            body.push('\n');
+            if blank_lines {
+                body.push_str("\r\n");
+            }
+        }
+        let mut points: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
+        points.push(0);
+        points.push(body.len());
+        points.sort_unstable();
+        points.dedup();
+        let parts: Vec<&str> = points.windows(2).map(|w| &body[w[0]..w[1]]).collect();
+        let events: Vec<_> = block_on(event_stream::<ConfigMap, _>(chunks(&parts)).collect::<Vec<_>>());
+        let got: Vec<String> = events
+            .into_iter()
+            .map(|e| match e {
+                Ok(WatchEvent::Added(cm)) => cm.metadata.name.unwrap_or_default(),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        proptest::prop_assert_eq!(got, names);
+    }
+}
