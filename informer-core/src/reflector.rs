@@ -16,10 +16,14 @@
 //!   WATCHes from the list's resource version with `allowWatchBookmarks=true`
 //!   and `timeoutSeconds` drawn uniformly from `[300, 600)`. Bookmarks only
 //!   move the resource version.
-//! - A watch that ends normally is reopened from the last resource version.
-//!   410 Gone / Expired leads to a relist, 429 to a backoff and a new watch,
-//!   other errors to a backoff and a relist. Backoff: 800 ms doubling to 30 s
-//!   with jitter, reset after 2 minutes of health ([`BackoffConfig`]).
+//! - A watch that ends normally is reopened from the last resource version
+//!   (after a backoff if it ended within a second without a single event, so
+//!   a server that closes every watch at once is not hammered; a watch silent
+//!   for 30 s past its timeout is abandoned and reopened). 410 Gone / Expired
+//!   leads to a relist, 429 to a backoff (at least its `Retry-After`, up to a
+//!   minute) and a new watch, an unreachable server to a backoff and a new
+//!   watch, other errors to a backoff and a relist. Backoff: 800 ms doubling
+//!   to 30 s with jitter, reset after 2 minutes of health ([`BackoffConfig`]).
 //! - Optionally the initial state comes from a streaming list (a WATCH with
 //!   `sendInitialEvents=true`, ending at the bookmark annotated
 //!   `k8s.io/initial-events-end: "true"`), falling back to LIST if refused.
@@ -104,6 +108,7 @@ impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
 
 /// Why a list or watch ended; handed to the watch-error handler.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReflectorError {
     /// A LIST failed.
     #[error("list of {informer} failed: {source}")]

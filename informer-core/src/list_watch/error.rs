@@ -6,6 +6,7 @@ use kube_core::Status;
 
 /// Why a LIST or WATCH call failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ListWatchError {
     /// The server answered with a failure `Status` (an HTTP error status, or
     /// an `ERROR` event inside a watch stream).

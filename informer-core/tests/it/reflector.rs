@@ -443,3 +443,51 @@ async fn streaming_list_refused_falls_back_to_list() {
     assert_eq!(r.metrics.count("streaming_fallback"), 1);
     r.stop().await;
 }
+
+/// The server goes away and another one, with a lower revision and other
+/// objects, comes up on the same address (an etcd restore): the reflector
+/// rides out the refused connections, gets "too large resource version" for
+/// what it had synced, relists with `resourceVersion=""` and ends up with
+/// exactly the new server's objects.
+#[tokio::test]
+async fn a_server_restored_to_a_lower_revision_is_relisted_from_scratch() {
+    let old = TestEnv::start().await.unwrap();
+    let port: u16 = old.base_url().rsplit(':').next().unwrap().parse().unwrap();
+    let old_api: Api<ConfigMap> = Api::namespaced(old.client(), "default");
+    create_many(&old_api, "old", 30).await;
+    let r = run(old_api, |b| b);
+    r.until_synced().await;
+    eventually("the watch is open", || {
+        !watches_of(&old, DEFAULT_CMS).is_empty()
+    })
+    .await;
+    drop(old);
+
+    // The old server lets go of the port once its shutdown has run.
+    let start_new = async {
+        loop {
+            match TestEnv::builder().port(port).start().await {
+                Ok(env) => return env,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    };
+    let new = tokio::time::timeout(PATIENCE, start_new)
+        .await
+        .expect("the port is free again");
+    let new_api: Api<ConfigMap> = Api::namespaced(new.client(), "default");
+    create_many(&new_api, "new", 3).await;
+    until_mirror_equals_list(&r, &new_api).await;
+    assert_eq!(r.mirror.snapshot().len(), 3);
+    let lists = lists_of(&new, DEFAULT_CMS);
+    assert!(
+        lists.iter().any(|l| l.status == 504),
+        "the old resource version was too large: {lists:?}"
+    );
+    let last = query_of(lists.last().unwrap());
+    assert!(
+        !last.contains_key("resourceVersion"),
+        "relisted from scratch: {last:?}"
+    );
+    r.stop().await;
+}
