@@ -601,3 +601,56 @@ async fn scale_subresource_reads_and_writes_replicas() {
         .unwrap();
     assert_eq!(status(cms.get_scale("c").await.unwrap_err()).code, 404);
 }
+
+#[tokio::test]
+async fn non_apply_writes_own_the_fields_they_change() {
+    let env = TestEnv::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let cfg = |v: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m"}, "data": {"v": v}});
+    api.patch("m", &PatchParams::apply("alice"), &Patch::Apply(cfg("1")))
+        .await
+        .unwrap();
+    // An editor changes the field with an ordinary patch: it now owns it.
+    let pp = PatchParams {
+        field_manager: Some("editor".into()),
+        ..PatchParams::default()
+    };
+    let c = api
+        .patch("m", &pp, &Patch::Merge(json!({"data": {"v": "2"}})))
+        .await
+        .unwrap();
+    let mf = c.metadata.managed_fields.unwrap();
+    assert!(
+        mf.iter()
+            .any(|e| e.manager.as_deref() == Some("editor")
+                && e.operation.as_deref() == Some("Update")),
+        "{mf:?}"
+    );
+    let e = status(
+        api.patch("m", &PatchParams::apply("alice"), &Patch::Apply(cfg("1")))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 409);
+    assert!(
+        e.message.contains("conflict with \"editor\""),
+        "{}",
+        e.message
+    );
+    // Creates record their manager too.
+    let created = api
+        .create(
+            &PostParams {
+                field_manager: Some("creator".into()),
+                ..PostParams::default()
+            },
+            &cm("n", &[], "1"),
+        )
+        .await
+        .unwrap();
+    let mf = created.metadata.managed_fields.unwrap();
+    assert_eq!(
+        (mf[0].manager.as_deref(), mf[0].operation.as_deref()),
+        (Some("creator"), Some("Update"))
+    );
+}
