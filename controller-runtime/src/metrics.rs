@@ -1,1 +1,342 @@
-//! metrics (to be written).
+//! Prometheus metrics of a manager: controllers, workqueues and informers.
+//!
+//! A [`Metrics`] value owns one `prometheus::Registry` (a manager has its
+//! own, so two managers in one process do not collide). It registers the
+//! controller metrics under controller-runtime's names so existing
+//! dashboards work:
+//!
+//! | metric | labels | kind |
+//! |---|---|---|
+//! | `controller_runtime_reconcile_total` | `controller`, `result` | counter |
+//! | `controller_runtime_reconcile_errors_total` | `controller` | counter |
+//! | `controller_runtime_terminal_reconcile_errors_total` | `controller` | counter |
+//! | `controller_runtime_reconcile_panics_total` | `controller` | counter |
+//! | `controller_runtime_reconcile_time_seconds` | `controller` | histogram |
+//! | `controller_runtime_max_concurrent_reconciles` | `controller` | gauge |
+//! | `controller_runtime_active_workers` | `controller` | gauge |
+//!
+//! `result` is `success`, `error`, `requeue` or `requeue_after`. The
+//! `workqueue_*` metrics ([`Metrics::workqueue_metrics`]) and the
+//! `informer_*` metrics ([`Metrics::informer_metrics`], see
+//! [`PrometheusInformerMetrics`]) are registered in the same registry, and
+//! [`Metrics::encode`] renders everything in the Prometheus text format that
+//! [`Metrics::router`] serves at `/metrics`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use controller_runtime::metrics::Metrics;
+//! use controller_runtime::reconcile::ReconcileOutcome;
+//! let metrics = Metrics::new().unwrap();
+//! let recorder = metrics.controller("configmap-mirror");
+//! recorder.observe(&ReconcileOutcome::Success, Duration::from_millis(3));
+//! let text = metrics.encode().unwrap();
+//! assert!(text.contains(
+//!     r#"controller_runtime_reconcile_total{controller="configmap-mirror",result="success"} 1"#
+//! ));
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use prometheus::core::Collector;
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+use crate::reconcile::ReconcileOutcome;
+use crate::workqueue::PrometheusMetricsProvider;
+use informer_core::metrics::InformerMetrics;
+
+mod informer;
+pub use informer::PrometheusInformerMetrics;
+
+/// Errors of this module.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// Creating or registering a collector failed (for example a name
+    /// registered twice).
+    #[error("prometheus registry: {0}")]
+    Prometheus(#[from] prometheus::Error),
+    /// Registering the workqueue metrics failed.
+    #[error("workqueue metrics: {0}")]
+    Workqueue(#[from] crate::workqueue::Error),
+    /// The text encoder produced bytes that are not UTF-8.
+    #[error("encoding metrics: {0}")]
+    Encoding(#[from] std::string::FromUtf8Error),
+}
+
+/// Buckets of `controller_runtime_reconcile_time_seconds`, as in
+/// controller-runtime.
+pub const RECONCILE_TIME_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+/// The `result` label values of `controller_runtime_reconcile_total`.
+pub const RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_after"];
+
+#[derive(Clone)]
+struct ControllerVecs {
+    reconcile_total: IntCounterVec,
+    reconcile_errors: IntCounterVec,
+    terminal_errors: IntCounterVec,
+    panics: IntCounterVec,
+    reconcile_time: HistogramVec,
+    max_concurrent: IntGaugeVec,
+    active_workers: IntGaugeVec,
+}
+
+impl ControllerVecs {
+    fn new() -> Result<Self, prometheus::Error> {
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            IntCounterVec::new(Opts::new(name, help), labels)
+        };
+        let gauge =
+            |name: &str, help: &str| IntGaugeVec::new(Opts::new(name, help), &["controller"]);
+        Ok(ControllerVecs {
+            reconcile_total: counter(
+                "controller_runtime_reconcile_total",
+                "Total number of reconciliations per controller",
+                &["controller", "result"],
+            )?,
+            reconcile_errors: counter(
+                "controller_runtime_reconcile_errors_total",
+                "Total number of reconciliation errors per controller",
+                &["controller"],
+            )?,
+            terminal_errors: counter(
+                "controller_runtime_terminal_reconcile_errors_total",
+                "Total number of terminal reconciliation errors per controller",
+                &["controller"],
+            )?,
+            panics: counter(
+                "controller_runtime_reconcile_panics_total",
+                "Total number of reconciliation panics per controller",
+                &["controller"],
+            )?,
+            reconcile_time: HistogramVec::new(
+                HistogramOpts::new(
+                    "controller_runtime_reconcile_time_seconds",
+                    "Length of time per reconciliation per controller",
+                )
+                .buckets(RECONCILE_TIME_BUCKETS.to_vec()),
+                &["controller"],
+            )?,
+            max_concurrent: gauge(
+                "controller_runtime_max_concurrent_reconciles",
+                "Maximum number of concurrent reconciles per controller",
+            )?,
+            active_workers: gauge(
+                "controller_runtime_active_workers",
+                "Number of currently used workers per controller",
+            )?,
+        })
+    }
+
+    fn collectors(&self) -> Vec<Box<dyn Collector>> {
+        vec![
+            Box::new(self.reconcile_total.clone()),
+            Box::new(self.reconcile_errors.clone()),
+            Box::new(self.terminal_errors.clone()),
+            Box::new(self.panics.clone()),
+            Box::new(self.reconcile_time.clone()),
+            Box::new(self.max_concurrent.clone()),
+            Box::new(self.active_workers.clone()),
+        ]
+    }
+}
+
+struct Inner {
+    registry: Registry,
+    controllers: ControllerVecs,
+    workqueue: Arc<PrometheusMetricsProvider>,
+    informer: Arc<PrometheusInformerMetrics>,
+}
+
+/// The metrics registry of one manager. Cheap to clone; clones share it.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// The `workqueue_*` metrics provider on this registry, for queues.
+    pub fn workqueue_metrics(&self) -> Arc<PrometheusMetricsProvider> {
+        Arc::clone(&self.inner.workqueue)
+    }
+
+    /// The `informer_*` metrics sink on this registry, for informers.
+    pub fn informer_metrics(&self) -> Arc<dyn InformerMetrics> {
+        Arc::clone(&self.inner.informer) as Arc<dyn InformerMetrics>
+    }
+
+    /// A new registry with the controller, workqueue and informer metrics
+    /// registered.
+    pub fn new() -> Result<Self, MetricsError> {
+        Self::with_registry(Registry::new())
+    }
+
+    /// Uses `registry` (for example one shared with the rest of a program)
+    /// and registers the controller, workqueue and informer metrics in it.
+    pub fn with_registry(registry: Registry) -> Result<Self, MetricsError> {
+        let controllers = ControllerVecs::new()?;
+        for collector in controllers.collectors() {
+            registry.register(collector)?;
+        }
+        let workqueue = Arc::new(PrometheusMetricsProvider::new(&registry)?);
+        let informer = Arc::new(PrometheusInformerMetrics::new(&registry)?);
+        Ok(Metrics {
+            inner: Arc::new(Inner {
+                registry,
+                controllers,
+                workqueue,
+                informer,
+            }),
+        })
+    }
+
+    /// The underlying registry, to register more collectors.
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    /// Registers one more collector.
+    pub fn register(&self, collector: Box<dyn Collector>) -> Result<(), MetricsError> {
+        Ok(self.inner.registry.register(collector)?)
+    }
+
+    /// The recorder for the controller called `name`. Its `reconcile_total`
+    /// series start at zero for every result, so dashboards see them before
+    /// the first reconcile.
+    pub fn controller(&self, name: &str) -> ControllerRecorder {
+        let v = &self.inner.controllers;
+        let total = |result: &str| v.reconcile_total.with_label_values(&[name, result]);
+        ControllerRecorder {
+            success: total("success"),
+            error: total("error"),
+            requeue: total("requeue"),
+            requeue_after: total("requeue_after"),
+            errors: v.reconcile_errors.with_label_values(&[name]),
+            terminal: v.terminal_errors.with_label_values(&[name]),
+            panics: v.panics.with_label_values(&[name]),
+            time: v.reconcile_time.with_label_values(&[name]),
+            max_concurrent: v.max_concurrent.with_label_values(&[name]),
+            active_workers: v.active_workers.with_label_values(&[name]),
+        }
+    }
+
+    /// Everything registered, in the Prometheus text exposition format.
+    pub fn encode(&self) -> Result<String, MetricsError> {
+        let families = self.inner.registry.gather();
+        let mut buf = Vec::new();
+        TextEncoder::new().encode(&families, &mut buf)?;
+        Ok(String::from_utf8(buf)?)
+    }
+
+    /// An axum router serving `GET /metrics`.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/metrics", get(serve_metrics))
+            .with_state(self.clone())
+    }
+}
+
+async fn serve_metrics(State(metrics): State<Metrics>) -> Response {
+    match metrics.encode() {
+        Ok(body) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)],
+            body,
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::warn!(%error, "cannot encode metrics");
+            (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response()
+        }
+    }
+}
+
+/// The metrics of one controller, with the label values resolved once.
+#[derive(Clone)]
+pub struct ControllerRecorder {
+    success: IntCounter,
+    error: IntCounter,
+    requeue: IntCounter,
+    requeue_after: IntCounter,
+    errors: IntCounter,
+    terminal: IntCounter,
+    panics: IntCounter,
+    time: Histogram,
+    max_concurrent: IntGauge,
+    active_workers: IntGauge,
+}
+
+impl std::fmt::Debug for ControllerRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerRecorder").finish_non_exhaustive()
+    }
+}
+
+impl ControllerRecorder {
+    /// Records one finished reconcile that took `elapsed`.
+    pub fn observe(&self, outcome: &ReconcileOutcome, elapsed: Duration) {
+        self.time.observe(elapsed.as_secs_f64());
+        match outcome.result_label() {
+            "success" => self.success.inc(),
+            "requeue" => self.requeue.inc(),
+            "requeue_after" => self.requeue_after.inc(),
+            _ => self.error.inc(),
+        }
+        if outcome.is_error() {
+            self.errors.inc();
+        }
+        if outcome.is_terminal() {
+            self.terminal.inc();
+        }
+        if outcome.is_panic() {
+            self.panics.inc();
+        }
+    }
+
+    /// Sets `controller_runtime_max_concurrent_reconciles`.
+    pub fn set_max_concurrent_reconciles(&self, n: usize) {
+        self.max_concurrent
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Counts one worker as busy until the returned guard is dropped.
+    pub fn worker_active(&self) -> ActiveWorker {
+        self.active_workers.inc();
+        ActiveWorker {
+            gauge: self.active_workers.clone(),
+        }
+    }
+}
+
+/// Keeps `controller_runtime_active_workers` raised by one while alive.
+#[derive(Debug)]
+pub struct ActiveWorker {
+    gauge: IntGauge,
+}
+
+impl Drop for ActiveWorker {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests;

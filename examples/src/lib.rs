@@ -1,1 +1,62 @@
-//! Shared helpers for the examples.
+//! Shared helpers for the examples: deciding whether a cluster is configured
+//! and building small demo objects.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+/// Whether a cluster is configured: `KUBECONFIG` is set, or `~/.kube/config`
+/// exists. Without one the examples run on the embedded API server.
+///
+/// ```
+/// let _ = informer_examples::kubeconfig_present();
+/// ```
+pub fn kubeconfig_present() -> bool {
+    if std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) {
+        return true;
+    }
+    std::env::home_dir().is_some_and(|home| home.join(".kube").join("config").is_file())
+}
+
+/// A minimal valid Deployment `name` in `default` running nginx.
+///
+/// ```
+/// let d = informer_examples::demo_deployment("web", 2);
+/// assert_eq!(d.spec.unwrap().replicas, Some(2));
+/// ```
+pub fn demo_deployment(name: &str, replicas: i32) -> Deployment {
+    let labels: BTreeMap<String, String> = [("app".to_string(), name.to_string())].into();
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some("default".to_string()),
+            labels: Some(labels.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "main".to_string(),
+                        image: Some("nginx:1.27".to_string()),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}

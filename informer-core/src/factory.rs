@@ -1,1 +1,432 @@
-//! factory (to be written).
+//! client-go's `SharedInformerFactory`: hands out one shared informer per
+//! (resource type, API path (so namespace and dynamic kind), label selector,
+//! field selector) to everyone who asks, so a process that needs Pods in
+//! several places still runs one list + watch and one cache for them.
+//! Informers are created on first request, started by
+//! [`SharedInformerFactory::start`] (later requests need another `start`),
+//! waited on together and shut down together.
+
+use std::any::{Any, TypeId};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kube_client::{Api, Client};
+use kube_core::{NamespaceScope, Resource};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::list_watch::{ApiListerWatcher, ListWatchOptions};
+use crate::lister::Lister;
+use crate::shared_informer::SharedIndexInformer;
+
+/// Errors of the factory.
+#[derive(Debug, thiserror::Error)]
+pub enum FactoryError {
+    /// The factory was shut down.
+    #[error("the informer factory was shut down")]
+    ShutDown,
+    /// Some informers did not sync in time.
+    #[error("informers not synced within {timeout:?}: {}", unsynced.join(", "))]
+    NotSynced {
+        /// The wait's limit.
+        timeout: Duration,
+        /// Descriptions of the informers that had not synced.
+        unsynced: Vec<String>,
+    },
+}
+
+/// Per-informer options of a factory request; part of the sharing key
+/// (except `resync`, which only applies when the informer is created).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[must_use]
+pub struct InformerOptions {
+    /// Server-side label selector (standard string syntax).
+    pub label_selector: Option<String>,
+    /// Server-side field selector.
+    pub field_selector: Option<String>,
+    /// Resync period of this informer, instead of the factory's.
+    pub resync: Option<Duration>,
+}
+
+impl InformerOptions {
+    /// No selectors, the factory's resync.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the label selector.
+    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Sets the field selector.
+    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Sets this informer's resync period.
+    pub fn resync(mut self, period: Duration) -> Self {
+        self.resync = Some(period);
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct InformerKey {
+    type_id: TypeId,
+    url: String,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+}
+
+impl fmt::Display for InformerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.url)?;
+        if let Some(l) = &self.label_selector {
+            write!(f, " labels={l}")?;
+        }
+        if let Some(s) = &self.field_selector {
+            write!(f, " fields={s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the factory needs of an informer regardless of its type.
+trait ErasedInformer: Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    fn run(&self, token: CancellationToken) -> BoxFuture<'static, ()>;
+    fn has_synced(&self) -> bool;
+}
+
+impl<K> ErasedInformer for SharedIndexInformer<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+{
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn run(&self, token: CancellationToken) -> BoxFuture<'static, ()> {
+        let informer = self.clone();
+        Box::pin(async move {
+            if let Err(err) = informer.run(token).await {
+                tracing::error!(error = %err, "informer did not run");
+            }
+        })
+    }
+    fn has_synced(&self) -> bool {
+        SharedIndexInformer::has_synced(self)
+    }
+}
+
+struct Entry {
+    informer: Arc<dyn ErasedInformer>,
+    task: Option<JoinHandle<()>>,
+}
+
+struct FactoryInner {
+    client: Client,
+    default_resync: Duration,
+    custom_resync: HashMap<TypeId, Duration>,
+    entries: Mutex<HashMap<InformerKey, Entry>>,
+    shutdown: CancellationToken,
+}
+
+/// Shares informers between everyone who asks. Cheap to clone.
+///
+/// ```no_run
+/// # async fn demo(client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+/// use informer_core::factory::SharedInformerFactory;
+///
+/// let factory = SharedInformerFactory::new(client, Duration::from_secs(600));
+/// let pods = factory.informer::<Pod>();
+/// let same_pods = factory.informer::<Pod>(); // the same informer
+/// let deployments = factory.namespaced_informer::<Deployment>("default");
+/// factory.start();
+/// factory.wait_for_cache_sync(Duration::from_secs(30)).await?;
+/// println!("{} pods", pods.indexer().len());
+/// # let _ = (same_pods, deployments);
+/// factory.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct SharedInformerFactory {
+    inner: Arc<FactoryInner>,
+}
+
+impl fmt::Debug for SharedInformerFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let entries = self.inner.entries.lock();
+        let mut keys: Vec<String> = entries.keys().map(ToString::to_string).collect();
+        keys.sort();
+        f.debug_struct("SharedInformerFactory")
+            .field("default_resync", &self.inner.default_resync)
+            .field("informers", &keys)
+            .finish()
+    }
+}
+
+/// Builds a [`SharedInformerFactory`].
+#[must_use]
+pub struct SharedInformerFactoryBuilder {
+    client: Client,
+    default_resync: Duration,
+    custom_resync: HashMap<TypeId, Duration>,
+}
+
+impl SharedInformerFactoryBuilder {
+    /// Resync period of informers without one of their own (`ZERO`: none).
+    pub fn default_resync(mut self, period: Duration) -> Self {
+        self.default_resync = period;
+        self
+    }
+
+    /// Resync period for every informer of type `K` (client-go's `WithCustomResyncConfig`).
+    pub fn resync_for<K: 'static>(mut self, period: Duration) -> Self {
+        self.custom_resync.insert(TypeId::of::<K>(), period);
+        self
+    }
+
+    /// Builds the factory.
+    pub fn build(self) -> SharedInformerFactory {
+        SharedInformerFactory {
+            inner: Arc::new(FactoryInner {
+                client: self.client,
+                default_resync: self.default_resync,
+                custom_resync: self.custom_resync,
+                entries: Mutex::new(HashMap::new()),
+                shutdown: CancellationToken::new(),
+            }),
+        }
+    }
+}
+
+impl SharedInformerFactory {
+    /// A factory whose informers resync every `default_resync` (`ZERO`: never).
+    pub fn new(client: Client, default_resync: Duration) -> Self {
+        Self::builder(client).default_resync(default_resync).build()
+    }
+
+    /// Starts a builder.
+    pub fn builder(client: Client) -> SharedInformerFactoryBuilder {
+        SharedInformerFactoryBuilder {
+            client,
+            default_resync: Duration::ZERO,
+            custom_resync: HashMap::new(),
+        }
+    }
+
+    /// The shared informer of `K` across all namespaces (or of a cluster-scoped `K`).
+    pub fn informer<K>(&self) -> SharedIndexInformer<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.informer_with(InformerOptions::new())
+    }
+
+    /// The shared informer of `K` across all namespaces, with selectors.
+    pub fn informer_with<K>(&self, options: InformerOptions) -> SharedIndexInformer<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.informer_for_api(Api::all(self.inner.client.clone()), options)
+    }
+
+    /// The shared informer of namespaced `K` in `namespace`.
+    pub fn namespaced_informer<K>(&self, namespace: &str) -> SharedIndexInformer<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        K::Scope: NamespaceScope,
+    {
+        self.namespaced_informer_with(namespace, InformerOptions::new())
+    }
+
+    /// The shared informer of namespaced `K` in `namespace`, with selectors.
+    pub fn namespaced_informer_with<K>(
+        &self,
+        namespace: &str,
+        options: InformerOptions,
+    ) -> SharedIndexInformer<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        K::Scope: NamespaceScope,
+    {
+        let api = Api::<K>::all(self.inner.client.clone()).constrain(namespace);
+        self.informer_for_api(api, options)
+    }
+
+    /// The shared informer reading through `api` (any resource type,
+    /// including `DynamicObject`); shared by API path, type and selectors.
+    pub fn informer_for_api<K>(
+        &self,
+        api: Api<K>,
+        options: InformerOptions,
+    ) -> SharedIndexInformer<K>
+    where
+        K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+    {
+        let key = InformerKey {
+            type_id: TypeId::of::<K>(),
+            url: api.resource_url().to_owned(),
+            label_selector: options.label_selector.clone(),
+            field_selector: options.field_selector.clone(),
+        };
+        let mut entries = self.inner.entries.lock();
+        if let Some(entry) = entries.get(&key)
+            && let Some(informer) = entry
+                .informer
+                .as_any()
+                .downcast_ref::<SharedIndexInformer<K>>()
+        {
+            return informer.clone();
+        }
+        let resync = options
+            .resync
+            .or_else(|| self.inner.custom_resync.get(&key.type_id).copied())
+            .unwrap_or(self.inner.default_resync);
+        let mut lw_options = ListWatchOptions::default();
+        if let Some(labels) = options.label_selector {
+            lw_options = lw_options.labels(labels);
+        }
+        if let Some(fields) = options.field_selector {
+            lw_options = lw_options.fields(fields);
+        }
+        let informer = SharedIndexInformer::new(ApiListerWatcher::new(api, lw_options), resync);
+        tracing::debug!(informer = %key, ?resync, "created shared informer");
+        entries.insert(
+            key,
+            Entry {
+                informer: Arc::new(informer.clone()),
+                task: None,
+            },
+        );
+        informer
+    }
+
+    /// A lister over the shared informer of `K` (all namespaces).
+    pub fn lister<K>(&self) -> Lister<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.informer::<K>().lister()
+    }
+
+    /// Starts every informer requested so far that is not running yet.
+    /// Call again after requesting more. Does nothing after shutdown. Must be
+    /// called inside a tokio runtime.
+    pub fn start(&self) {
+        if self.inner.shutdown.is_cancelled() {
+            tracing::warn!("informer factory is shut down; start ignored");
+            return;
+        }
+        let mut entries = self.inner.entries.lock();
+        for (key, entry) in entries.iter_mut() {
+            if entry.task.is_none() {
+                tracing::debug!(informer = %key, "starting shared informer");
+                entry.task = Some(tokio::spawn(
+                    entry.informer.run(self.inner.shutdown.child_token()),
+                ));
+            }
+        }
+    }
+
+    /// Sync state of every started informer, by description.
+    pub fn synced(&self) -> BTreeMap<String, bool> {
+        self.inner
+            .entries
+            .lock()
+            .iter()
+            .filter(|(_, e)| e.task.is_some())
+            .map(|(k, e)| (k.to_string(), e.informer.has_synced()))
+            .collect()
+    }
+
+    /// Waits up to `timeout` until every started informer has synced.
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), FactoryError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let state = self.synced();
+            let unsynced: Vec<String> = state
+                .into_iter()
+                .filter(|(_, synced)| !synced)
+                .map(|(k, _)| k)
+                .collect();
+            if unsynced.is_empty() {
+                return Ok(());
+            }
+            if self.inner.shutdown.is_cancelled() {
+                return Err(FactoryError::ShutDown);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(FactoryError::NotSynced { timeout, unsynced });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Stops every informer and waits for them to end.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        let tasks: Vec<JoinHandle<()>> = self
+            .inner
+            .entries
+            .lock()
+            .values_mut()
+            .filter_map(|e| e.task.take())
+            .collect();
+        for task in tasks {
+            if let Err(err) = task.await {
+                tracing::error!(error = %err, "informer task failed");
+            }
+        }
+    }
+
+    /// Number of distinct informers requested so far.
+    pub fn len(&self) -> usize {
+        self.inner.entries.lock().len()
+    }
+
+    /// Whether no informer was requested.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,1 +1,0 @@
-//! controller (to be written).

@@ -1,0 +1,323 @@
+//! Controllers: watch kinds, turn their changes into requests, reconcile.
+//!
+//! A controller is built on a [`Manager`] with [`Manager::controller`] (or
+//! [`Controller::new_managed_by`] and [`ControllerStart::for_`]):
+//!
+//! - the kind it is *for* (`K`): changes to a `K` reconcile that `K`;
+//! - kinds it [`owns`](ControllerBuilder::owns): changes to an owned object
+//!   reconcile its controller owner of kind `K`;
+//! - other kinds it [`watches`](ControllerBuilder::watches) through any
+//!   [`EventHandler`];
+//! - predicates that filter events
+//!   ([`with_event_filter`](ControllerBuilder::with_event_filter) for `K`,
+//!   `*_with` variants per watch);
+//! - a name, the number of concurrent reconciles, the workqueue's rate
+//!   limiter and an optional per-reconcile timeout.
+//!
+//! [`complete`](ControllerBuilder::complete) registers it with the manager.
+//! Informers come from the manager's shared factory, so two controllers
+//! watching Pods share one watch and one cache. When the manager runs (and
+//! leads), the controller waits for its caches to sync (failing with an
+//! error naming the informers that did not), then starts its workers. A
+//! request is never reconciled by two workers at once, a request queued many
+//! times while waiting is reconciled once, and failures are retried with
+//! per-request exponential backoff.
+//!
+//! ```no_run
+//! use controller_runtime::manager::Manager;
+//! use controller_runtime::predicate::GenerationChanged;
+//! use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+//! use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+//!
+//! struct Rollout;
+//! impl Reconciler for Rollout {
+//!     type Error = std::convert::Infallible;
+//!     async fn reconcile(&self, _req: Request, _: Context) -> Result<Action, Self::Error> {
+//!         Ok(Action::done())
+//!     }
+//! }
+//!
+//! # async fn demo(mgr: Manager) -> Result<(), Box<dyn std::error::Error>> {
+//! mgr.controller::<Deployment>()
+//!     .named("rollout")
+//!     .owns::<ReplicaSet>()
+//!     .with_event_filter(GenerationChanged)
+//!     .max_concurrent_reconciles(4)
+//!     .complete(Rollout)?;
+//! # Ok(()) }
+//! ```
+
+mod source;
+mod worker;
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use informer_core::shared_informer::InformerError;
+
+use crate::handler::{EnqueueRequestForObject, EnqueueRequestForOwner, EventHandler, ScopeInfo};
+use crate::manager::{Manager, Object};
+use crate::predicate::Predicate;
+use crate::reconcile::{Reconciler, Request};
+use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
+use source::{TypedWatch, Watch};
+
+/// Errors of building a controller.
+#[derive(Debug, thiserror::Error)]
+pub enum BuilderError {
+    /// Controller names appear in metrics labels and logs: non-empty, at
+    /// most 63 characters of `[a-zA-Z0-9_.-]`.
+    #[error(
+        "invalid controller name {0:?}: use 1-63 characters of letters, digits, '-', '_' or '.'"
+    )]
+    InvalidName(String),
+    /// Another controller of this manager has the name.
+    #[error("a controller named {0:?} is already registered with this manager")]
+    DuplicateName(String),
+    /// `max_concurrent_reconciles(0)` would never reconcile.
+    #[error("controller {0:?}: max_concurrent_reconciles must be at least 1")]
+    ZeroConcurrency(String),
+    /// `reconcile_timeout(0)` would time out every reconcile.
+    #[error("controller {0:?}: reconcile_timeout must be positive")]
+    ZeroTimeout(String),
+}
+
+/// Errors of a running controller (reported by the manager).
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The caches did not sync in time.
+    #[error("controller {controller}: caches did not sync within {timeout:?}; not synced: {}", unsynced.join(", "))]
+    CacheSync {
+        /// The controller.
+        controller: String,
+        /// The limit.
+        timeout: Duration,
+        /// The informers that had not synced.
+        unsynced: Vec<String>,
+    },
+    /// A watch could not be registered on its informer.
+    #[error("controller {controller}: cannot watch {watch}: {source}")]
+    Watch {
+        /// The controller.
+        controller: String,
+        /// The watched kind.
+        watch: String,
+        /// The informer's error.
+        #[source]
+        source: InformerError,
+    },
+}
+
+/// A controller registered with a manager: a handle to its name and queue.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    name: Arc<str>,
+    queue: Queue<Request>,
+}
+
+impl Controller {
+    /// Starts building a controller on `mgr`; name the kind with
+    /// [`ControllerStart::for_`].
+    pub fn new_managed_by(mgr: &Manager) -> ControllerStart {
+        ControllerStart { mgr: mgr.clone() }
+    }
+
+    /// The controller's name (its `controller` metric label).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The controller's workqueue (for example to enqueue a request from
+    /// outside the cluster, or to look at its length).
+    pub fn queue(&self) -> &Queue<Request> {
+        &self.queue
+    }
+
+    /// Enqueues a request, as a generic event would.
+    pub fn enqueue(&self, req: Request) {
+        self.queue.add(req);
+    }
+}
+
+/// The first step of [`Controller::new_managed_by`].
+#[derive(Debug)]
+#[must_use]
+pub struct ControllerStart {
+    mgr: Manager,
+}
+
+impl ControllerStart {
+    /// The kind the controller reconciles.
+    pub fn for_<K: Object>(self) -> ControllerBuilder<K> {
+        ControllerBuilder::new(&self.mgr)
+    }
+}
+
+impl Manager {
+    /// Starts building a controller for kind `K` on this manager.
+    pub fn controller<K: Object>(&self) -> ControllerBuilder<K> {
+        ControllerBuilder::new(self)
+    }
+}
+
+/// Builds a controller; see the [module documentation](self).
+#[must_use]
+pub struct ControllerBuilder<K> {
+    mgr: Manager,
+    name: Option<String>,
+    for_predicates: Vec<Box<dyn Predicate<K>>>,
+    watches: Vec<Box<dyn Watch>>,
+    max_concurrent: usize,
+    rate_limiter: Option<Box<dyn RateLimiter<Request>>>,
+    reconcile_timeout: Option<Duration>,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K: Object> ControllerBuilder<K> {
+    fn new(mgr: &Manager) -> Self {
+        ControllerBuilder {
+            mgr: mgr.clone(),
+            name: None,
+            for_predicates: Vec::new(),
+            watches: Vec::new(),
+            max_concurrent: 1,
+            rate_limiter: None,
+            reconcile_timeout: None,
+            _kind: PhantomData,
+        }
+    }
+
+    /// Names the controller (default: the kind in lower case).
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Filters the events of `K` (all predicates must pass).
+    pub fn with_event_filter(mut self, predicate: impl Predicate<K>) -> Self {
+        self.for_predicates.push(Box::new(predicate));
+        self
+    }
+
+    /// Reconciles the controller owner of kind `K` when a `C` changes.
+    pub fn owns<C: Object>(self) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
+        self.owns_with::<C>(Vec::new())
+    }
+
+    /// [`owns`](Self::owns), with predicates on `C`'s events.
+    pub fn owns_with<C: Object>(self, predicates: Vec<Box<dyn Predicate<C>>>) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
+        self.watches_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), predicates)
+    }
+
+    /// Reconciles whatever `handler` maps `W`'s events to.
+    pub fn watches<W: Object>(self, handler: impl EventHandler<W>) -> Self {
+        self.watches_with::<W>(handler, Vec::new())
+    }
+
+    /// [`watches`](Self::watches), with predicates on `W`'s events.
+    pub fn watches_with<W: Object>(
+        mut self,
+        handler: impl EventHandler<W>,
+        predicates: Vec<Box<dyn Predicate<W>>>,
+    ) -> Self {
+        self.watches.push(Box::new(TypedWatch {
+            informer: self.mgr.informer_factory().informer::<W>(),
+            handler: Arc::new(handler),
+            predicates: Arc::new(predicates),
+        }));
+        self
+    }
+
+    /// How many requests are reconciled at once (default 1).
+    pub fn max_concurrent_reconciles(mut self, n: usize) -> Self {
+        self.max_concurrent = n;
+        self
+    }
+
+    /// The workqueue's rate limiter (default: per-request exponential 5 ms
+    /// to 1000 s, and an overall 10/s burst-100 bucket).
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<Request> + 'static) -> Self {
+        self.rate_limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Drops a reconcile that runs longer than `timeout` and retries it with
+    /// backoff.
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.reconcile_timeout = Some(timeout);
+        self
+    }
+
+    fn validate(&self) -> Result<String, BuilderError> {
+        let name = self
+            .name
+            .clone()
+            .unwrap_or_else(|| K::kind(&()).to_lowercase());
+        let valid = !name.is_empty()
+            && name.len() <= 63
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid {
+            return Err(BuilderError::InvalidName(name));
+        }
+        if self.max_concurrent == 0 {
+            return Err(BuilderError::ZeroConcurrency(name));
+        }
+        if self.reconcile_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(BuilderError::ZeroTimeout(name));
+        }
+        Ok(name)
+    }
+
+    /// Validates the settings and registers the controller with the
+    /// manager, which starts it when it runs (and leads).
+    pub fn complete<R: Reconciler>(mut self, reconciler: R) -> Result<Controller, BuilderError> {
+        let name = self.validate()?;
+        if !self.mgr.claim_controller_name(&name) {
+            return Err(BuilderError::DuplicateName(name));
+        }
+        let primary: Box<dyn Watch> = Box::new(TypedWatch {
+            informer: self.mgr.informer_factory().informer::<K>(),
+            handler: Arc::new(EnqueueRequestForObject) as Arc<dyn EventHandler<K>>,
+            predicates: Arc::new(std::mem::take(&mut self.for_predicates)),
+        });
+        let mut watches = vec![primary];
+        watches.append(&mut self.watches);
+
+        let limiter: Box<dyn RateLimiter<Request>> = self
+            .rate_limiter
+            .take()
+            .unwrap_or_else(|| Box::new(default_controller_rate_limiter()));
+        let queue = Queue::builder()
+            .name(name.clone())
+            .rate_limiter(limiter)
+            .metrics(self.mgr.workqueue_metrics())
+            .build();
+        let name: Arc<str> = name.into();
+        let running = worker::Running {
+            name: Arc::clone(&name),
+            reconciler: Arc::new(reconciler),
+            queue: queue.clone(),
+            watches,
+            workers: self.max_concurrent,
+            reconcile_timeout: self.reconcile_timeout,
+            cache_sync_timeout: self.mgr.cache_sync_timeout(),
+            recorder: self.mgr.metrics().controller(&name),
+            next_id: AtomicU64::new(1),
+        };
+        self.mgr.add_runnable(running);
+        Ok(Controller { name, queue })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,115 @@
+use super::*;
+use crate::reconcile::{Action, Context};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+
+struct Noop;
+impl Reconciler for Noop {
+    type Error = std::convert::Infallible;
+    async fn reconcile(
+        &self,
+        _: Request,
+        _: Context,
+    ) -> Result<crate::reconcile::Action, Self::Error> {
+        Ok(Action::done())
+    }
+}
+
+async fn manager() -> Manager {
+    let config = kube_client::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let client = kube_client::Client::try_from(config).unwrap();
+    Manager::builder(client).build().await.unwrap()
+}
+
+#[tokio::test]
+async fn default_name_is_the_lowercase_kind() {
+    let mgr = manager().await;
+    let c = mgr.controller::<ConfigMap>().complete(Noop).unwrap();
+    assert_eq!(c.name(), "configmap");
+    assert_eq!(c.queue().name(), "configmap");
+    let c = Controller::new_managed_by(&mgr)
+        .for_::<Pod>()
+        .named("pods.v2")
+        .complete(Noop)
+        .unwrap();
+    assert_eq!(c.name(), "pods.v2");
+}
+
+#[tokio::test]
+async fn names_must_be_valid_and_unique() {
+    let mgr = manager().await;
+    mgr.controller::<ConfigMap>()
+        .named("a")
+        .complete(Noop)
+        .unwrap();
+    let err = mgr
+        .controller::<Pod>()
+        .named("a")
+        .complete(Noop)
+        .unwrap_err();
+    assert!(
+        matches!(err, BuilderError::DuplicateName(ref n) if n == "a"),
+        "{err}"
+    );
+    for bad in ["", "has space", "slash/name", &"x".repeat(64)] {
+        let err = mgr
+            .controller::<Pod>()
+            .named(bad)
+            .complete(Noop)
+            .unwrap_err();
+        assert!(
+            matches!(err, BuilderError::InvalidName(_)),
+            "{bad:?}: {err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn concurrency_and_timeout_must_be_positive() {
+    let mgr = manager().await;
+    let err = mgr
+        .controller::<Pod>()
+        .max_concurrent_reconciles(0)
+        .complete(Noop)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "controller \"pod\": max_concurrent_reconciles must be at least 1"
+    );
+    let err = mgr
+        .controller::<Pod>()
+        .reconcile_timeout(Duration::ZERO)
+        .complete(Noop)
+        .unwrap_err();
+    assert!(matches!(err, BuilderError::ZeroTimeout(_)), "{err}");
+    // A failed build does not take the name.
+    mgr.controller::<Pod>().complete(Noop).unwrap();
+}
+
+#[tokio::test]
+async fn controllers_share_informers_through_the_factory() {
+    let mgr = manager().await;
+    mgr.controller::<ConfigMap>()
+        .named("one")
+        .owns::<Pod>()
+        .complete(Noop)
+        .unwrap();
+    mgr.controller::<Pod>()
+        .named("two")
+        .watches::<ConfigMap>(EnqueueRequestForObject)
+        .complete(Noop)
+        .unwrap();
+    assert_eq!(mgr.informer_factory().len(), 2, "one informer per kind");
+}
+
+#[tokio::test]
+async fn registered_controllers_export_metrics_before_reconciling() {
+    let mgr = manager().await;
+    mgr.controller::<ConfigMap>().complete(Noop).unwrap();
+    let text = mgr.metrics().encode().unwrap();
+    assert!(
+        text.contains(
+            r#"controller_runtime_reconcile_total{controller="configmap",result="error"} 0"#
+        ),
+        "{text}"
+    );
+}

@@ -1,1 +1,0 @@
-//! manager (to be written).

@@ -1,0 +1,669 @@
+//! The manager: one place that owns what a set of controllers shares and
+//! runs them all.
+//!
+//! A [`Manager`] owns the Kubernetes client, the [`SharedInformerFactory`]
+//! (so two controllers watching Pods share one watch), a cache-backed
+//! reader ([`Cache`]), the metrics registry ([`Metrics`]), the health checks
+//! and the controllers and other [`Runnable`]s. [`Manager::run`]:
+//!
+//! 1. serves `/healthz` + `/readyz` and `/metrics` on the configured
+//!    addresses (bound at [`ManagerBuilder::build`], so port 0 works and the
+//!    bound address is known at once);
+//! 2. starts the informers;
+//! 3. with leader election, competes for the lease and starts the
+//!    controllers (and other leader-only runnables) only once it leads; a
+//!    replica that loses the lease stops them at once, mid-reconcile, and
+//!    `run` returns [`ManagerError::LeadershipLost`];
+//! 4. on shutdown (the token, or SIGTERM/SIGINT with
+//!    [`Manager::run_until_signal`]) stops taking work, lets in-flight
+//!    reconciles finish within the graceful-shutdown timeout, releases the
+//!    lease, then stops the informers and servers.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use controller_runtime::manager::Manager;
+//! use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//!
+//! struct Log;
+//! impl Reconciler for Log {
+//!     type Error = std::convert::Infallible;
+//!     async fn reconcile(&self, req: Request, _: Context) -> Result<Action, Self::Error> {
+//!         tracing::info!(%req, "reconciling");
+//!         Ok(Action::done())
+//!     }
+//! }
+//!
+//! # async fn demo(client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let mgr = Manager::builder(client)
+//!     .health_addr("127.0.0.1:0".parse()?)
+//!     .metrics_addr("127.0.0.1:0".parse()?)
+//!     .graceful_shutdown_timeout(Duration::from_secs(10))
+//!     .build()
+//!     .await?;
+//! mgr.controller::<ConfigMap>().complete(Log)?;
+//! mgr.run_until_signal().await?;
+//! # Ok(()) }
+//! ```
+
+mod cache;
+mod runnable;
+mod server;
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use informer_core::factory::SharedInformerFactory;
+use kube_client::Client;
+use parking_lot::Mutex;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub use cache::{Cache, CacheError, ListOptions, Object};
+pub use runnable::{Runnable, RunnableFn, runnable_fn};
+use server::BoundServer;
+
+use crate::healthz::{Checks, HealthCheck, HealthzError, Ping, check_fn};
+use crate::leaderelection::{LeaderElectionConfig, LeaderElectionError, LeaderElector};
+use crate::metrics::{Metrics, MetricsError};
+use crate::reconcile::BoxError;
+use crate::workqueue::PrometheusMetricsProvider;
+
+/// Default time in-flight work gets to finish on shutdown (as controller-runtime).
+pub const DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time a controller waits for its caches before failing (as
+/// controller-runtime's `CacheSyncTimeout`).
+pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Errors of the manager.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    /// A server address could not be bound.
+    #[error("cannot bind the {what} server to {addr}: {source}")]
+    Bind {
+        /// `health` or `metrics`.
+        what: &'static str,
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The socket error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The leader election settings are invalid.
+    #[error("leader election: {0}")]
+    LeaderElection(#[from] LeaderElectionError),
+    /// Creating or registering metrics failed.
+    #[error("metrics: {0}")]
+    Metrics(#[from] MetricsError),
+    /// A health check could not be added.
+    #[error("health checks: {0}")]
+    Healthz(#[from] HealthzError),
+    /// [`Manager::run`] was called a second time.
+    #[error("the manager was already started; a manager runs once")]
+    AlreadyStarted,
+    /// A runnable (for example a controller whose caches did not sync) failed.
+    #[error("runnable {name} failed: {source}")]
+    Runnable {
+        /// The runnable's name.
+        name: String,
+        /// Its error.
+        #[source]
+        source: BoxError,
+    },
+    /// This replica led and lost the lease; its controllers were stopped.
+    #[error("leader election lost: {0}")]
+    LeadershipLost(String),
+    /// Some runnables did not finish within the graceful-shutdown timeout
+    /// and were aborted.
+    #[error("runnables did not stop within {timeout:?} and were aborted: {}", unfinished.join(", "))]
+    ShutdownTimeout {
+        /// The graceful-shutdown timeout.
+        timeout: Duration,
+        /// Names of the aborted runnables.
+        unfinished: Vec<String>,
+    },
+}
+
+/// Builds a [`Manager`].
+#[must_use]
+pub struct ManagerBuilder {
+    client: Client,
+    health_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
+    leader_election: Option<LeaderElectionConfig>,
+    graceful_shutdown_timeout: Duration,
+    cache_sync_timeout: Duration,
+    resync: Duration,
+    registry: Option<prometheus::Registry>,
+}
+
+impl ManagerBuilder {
+    /// Serve `/healthz` and `/readyz` on `addr` (port 0: any free port).
+    /// Off by default.
+    pub fn health_addr(mut self, addr: SocketAddr) -> Self {
+        self.health_addr = Some(addr);
+        self
+    }
+
+    /// Serve `/metrics` on `addr` (port 0: any free port). Off by default.
+    pub fn metrics_addr(mut self, addr: SocketAddr) -> Self {
+        self.metrics_addr = Some(addr);
+        self
+    }
+
+    /// Run controllers only while this replica holds the lease.
+    pub fn leader_election(mut self, config: LeaderElectionConfig) -> Self {
+        self.leader_election = Some(config);
+        self
+    }
+
+    /// How long in-flight work may take to finish on shutdown (default 30 s).
+    pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.graceful_shutdown_timeout = timeout;
+        self
+    }
+
+    /// How long controllers wait for their caches to sync (default 2 min).
+    pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
+        self.cache_sync_timeout = timeout;
+        self
+    }
+
+    /// Resync period of the shared informers (default: none).
+    pub fn resync(mut self, period: Duration) -> Self {
+        self.resync = period;
+        self
+    }
+
+    /// Register metrics in `registry` instead of a new one.
+    pub fn registry(mut self, registry: prometheus::Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Validates the settings, binds the server addresses and creates the
+    /// shared informer factory, metrics and health checks.
+    pub async fn build(self) -> Result<Manager, ManagerError> {
+        let elector = match self.leader_election {
+            Some(config) => Some(LeaderElector::new(self.client.clone(), config)?),
+            None => None,
+        };
+        let metrics = match self.registry {
+            Some(registry) => Metrics::with_registry(registry)?,
+            None => Metrics::new()?,
+        };
+        let health = match self.health_addr {
+            Some(addr) => Some(BoundServer::bind("health", addr).await?),
+            None => None,
+        };
+        let metrics_server = match self.metrics_addr {
+            Some(addr) => Some(BoundServer::bind("metrics", addr).await?),
+            None => None,
+        };
+        let factory = SharedInformerFactory::new(self.client.clone(), self.resync);
+        let cache = Cache::new(factory.clone(), self.cache_sync_timeout);
+
+        let healthz = Checks::new();
+        healthz.add("ping", Ping)?;
+        let readyz = Checks::new();
+        readyz.add("caches synced", caches_synced_check(&factory, &cache))?;
+        if let Some(elector) = &elector {
+            let elector = elector.clone();
+            readyz.add(
+                "leadership settled",
+                check_fn(move || {
+                    if elector.is_leader() || elector.observed_leader().is_some() {
+                        Ok(())
+                    } else {
+                        Err("no leader observed yet".to_string())
+                    }
+                }),
+            )?;
+        }
+
+        Ok(Manager {
+            inner: Arc::new(Inner {
+                client: self.client,
+                factory,
+                cache,
+                metrics,
+                healthz,
+                readyz,
+                health_addr: health.as_ref().map(|s| s.addr),
+                metrics_addr: metrics_server.as_ref().map(|s| s.addr),
+                servers: Mutex::new((health, metrics_server)),
+                elector,
+                runnables: Mutex::new(Vec::new()),
+                controller_names: Mutex::new(HashSet::new()),
+                started: AtomicBool::new(false),
+                graceful_shutdown_timeout: self.graceful_shutdown_timeout,
+                cache_sync_timeout: self.cache_sync_timeout,
+            }),
+        })
+    }
+}
+
+fn caches_synced_check(factory: &SharedInformerFactory, cache: &Cache) -> impl HealthCheck {
+    let (factory, cache) = (factory.clone(), cache.clone());
+    check_fn(move || {
+        if !cache.is_started() {
+            return Err("informers not started".to_string());
+        }
+        let unsynced: Vec<String> = factory
+            .synced()
+            .into_iter()
+            .filter(|(_, synced)| !synced)
+            .map(|(name, _)| name)
+            .collect();
+        if unsynced.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("not synced: {}", unsynced.join(", ")))
+        }
+    })
+}
+
+struct Inner {
+    client: Client,
+    factory: SharedInformerFactory,
+    cache: Cache,
+    metrics: Metrics,
+    healthz: Checks,
+    readyz: Checks,
+    health_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
+    servers: Mutex<(Option<BoundServer>, Option<BoundServer>)>,
+    elector: Option<LeaderElector>,
+    runnables: Mutex<Vec<Arc<dyn Runnable>>>,
+    controller_names: Mutex<HashSet<String>>,
+    started: AtomicBool,
+    graceful_shutdown_timeout: Duration,
+    cache_sync_timeout: Duration,
+}
+
+/// Owns the shared pieces of a set of controllers and runs them. Cheap to
+/// clone; clones share everything.
+#[derive(Clone)]
+pub struct Manager {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager")
+            .field("health_addr", &self.inner.health_addr)
+            .field("metrics_addr", &self.inner.metrics_addr)
+            .field("leader_election", &self.inner.elector.is_some())
+            .field("runnables", &self.inner.runnables.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Manager {
+    /// Starts a builder for a manager using `client`.
+    pub fn builder(client: Client) -> ManagerBuilder {
+        ManagerBuilder {
+            client,
+            health_addr: None,
+            metrics_addr: None,
+            leader_election: None,
+            graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
+            cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
+            resync: Duration::ZERO,
+            registry: None,
+        }
+    }
+
+    /// The Kubernetes client.
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    /// The shared informer factory.
+    pub fn informer_factory(&self) -> &SharedInformerFactory {
+        &self.inner.factory
+    }
+
+    /// The cache-backed reader.
+    pub fn cache(&self) -> &Cache {
+        &self.inner.cache
+    }
+
+    /// The metrics registry.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// The provider of `workqueue_*` metrics on this manager's registry.
+    pub fn workqueue_metrics(&self) -> Arc<PrometheusMetricsProvider> {
+        self.inner.metrics.workqueue_metrics()
+    }
+
+    /// The address `/healthz` and `/readyz` are served on, if enabled.
+    pub fn health_addr(&self) -> Option<SocketAddr> {
+        self.inner.health_addr
+    }
+
+    /// The address `/metrics` is served on, if enabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.inner.metrics_addr
+    }
+
+    /// The leader elector, when leader election is on.
+    pub fn leader_elector(&self) -> Option<&LeaderElector> {
+        self.inner.elector.as_ref()
+    }
+
+    /// Whether this replica may run leader-only work now: always without
+    /// leader election, else while it holds the lease.
+    pub fn is_leader(&self) -> bool {
+        self.inner
+            .elector
+            .as_ref()
+            .is_none_or(LeaderElector::is_leader)
+    }
+
+    /// How long controllers wait for their caches.
+    pub fn cache_sync_timeout(&self) -> Duration {
+        self.inner.cache_sync_timeout
+    }
+
+    /// Adds a liveness check served under `/healthz`.
+    pub fn add_healthz_check(
+        &self,
+        name: impl Into<String>,
+        check: impl HealthCheck,
+    ) -> Result<(), ManagerError> {
+        Ok(self.inner.healthz.add(name, check)?)
+    }
+
+    /// Adds a readiness check served under `/readyz`.
+    pub fn add_readyz_check(
+        &self,
+        name: impl Into<String>,
+        check: impl HealthCheck,
+    ) -> Result<(), ManagerError> {
+        Ok(self.inner.readyz.add(name, check)?)
+    }
+
+    /// The liveness checks.
+    pub fn healthz_checks(&self) -> &Checks {
+        &self.inner.healthz
+    }
+
+    /// The readiness checks.
+    pub fn readyz_checks(&self) -> &Checks {
+        &self.inner.readyz
+    }
+
+    /// Adds a runnable. Runnables added after [`run`](Self::run) started
+    /// are not run.
+    pub fn add_runnable(&self, runnable: impl Runnable) {
+        self.add_runnable_arc(Arc::new(runnable));
+    }
+
+    /// Reserves a controller name; `false` if another controller has it.
+    pub(crate) fn claim_controller_name(&self, name: &str) -> bool {
+        self.inner.controller_names.lock().insert(name.to_string())
+    }
+
+    pub(crate) fn add_runnable_arc(&self, runnable: Arc<dyn Runnable>) {
+        if self.inner.started.load(Ordering::Acquire) {
+            tracing::warn!(runnable = %runnable.name(), "runnable added after the manager started; it will not run");
+        }
+        self.inner.runnables.lock().push(runnable);
+    }
+
+    /// Runs until SIGTERM or SIGINT (Ctrl-C), then shuts down gracefully.
+    pub async fn run_until_signal(&self) -> Result<(), ManagerError> {
+        let token = CancellationToken::new();
+        let signals = tokio::spawn({
+            let token = token.clone();
+            async move {
+                wait_for_signal().await;
+                tracing::info!("shutdown signal received");
+                token.cancel();
+            }
+        });
+        let result = self.run(token).await;
+        signals.abort();
+        result
+    }
+
+    /// Runs everything until `shutdown` fires, then shuts down gracefully;
+    /// see the module documentation for the order of events.
+    pub async fn run(&self, shutdown: CancellationToken) -> Result<(), ManagerError> {
+        if self.inner.started.swap(true, Ordering::AcqRel) {
+            return Err(ManagerError::AlreadyStarted);
+        }
+        let deadline_for = |timeout: Duration| Instant::now() + timeout;
+
+        // Servers first, so probes answer during start-up.
+        let servers_stop = CancellationToken::new();
+        let mut servers: Vec<JoinHandle<()>> = Vec::new();
+        let (health, metrics) = std::mem::take(&mut *self.inner.servers.lock());
+        if let Some(bound) = health {
+            let router =
+                crate::healthz::router(self.inner.healthz.clone(), self.inner.readyz.clone());
+            servers.push(bound.serve(router, servers_stop.clone()));
+        }
+        if let Some(bound) = metrics {
+            servers.push(bound.serve(self.inner.metrics.router(), servers_stop.clone()));
+        }
+
+        // Informers run on every replica, leader or not.
+        self.inner.factory.start();
+        self.inner.cache.set_started(true);
+
+        let runnables: Vec<Arc<dyn Runnable>> = self.inner.runnables.lock().clone();
+        let (leader_only, always): (Vec<_>, Vec<_>) = runnables
+            .into_iter()
+            .partition(|r| r.needs_leader_election());
+        let others_stop = CancellationToken::new();
+        let mut others = Tasks::spawn_all(&always, &others_stop);
+
+        let leader_stop = CancellationToken::new();
+        let mut leader_tasks = Tasks::default();
+        let election_stop = CancellationToken::new();
+        let (mut election, mut leading) = match &self.inner.elector {
+            Some(elector) => {
+                let rx = elector.subscribe();
+                let elector = elector.clone();
+                let stop = election_stop.clone();
+                (
+                    Some(tokio::spawn(async move { elector.run(stop).await })),
+                    Some(rx),
+                )
+            }
+            None => {
+                leader_tasks = Tasks::spawn_all(&leader_only, &leader_stop);
+                (None, None)
+            }
+        };
+        let mut leader_started = election.is_none();
+
+        let result: Result<(), ManagerError> = loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break Ok(()),
+                changed = async { leading.as_mut()?.changed().await.ok() }, if leading.is_some() => {
+                    let now_leading = changed.is_some()
+                        && leading.as_ref().is_some_and(|rx| *rx.borrow());
+                    if now_leading && !leader_started {
+                        tracing::info!("became leader; starting controllers");
+                        leader_tasks = Tasks::spawn_all(&leader_only, &leader_stop);
+                        leader_started = true;
+                    } else if !now_leading && leader_started {
+                        // Stop reconciling at once: abort, do not drain.
+                        leader_tasks.abort_all();
+                        break Err(ManagerError::LeadershipLost(
+                            "this replica stopped leading".to_string(),
+                        ));
+                    } else if changed.is_none() {
+                        leading = None;
+                    }
+                }
+                Some(failure) = others.next_failure() => {
+                    if let Some(err) = failure { break Err(err); }
+                }
+                Some(failure) = leader_tasks.next_failure() => {
+                    if let Some(err) = failure { break Err(err); }
+                }
+                ended = async { election.as_mut()?.await.ok() }, if election.is_some() => {
+                    election = None;
+                    if let Some(Err(error)) = ended {
+                        leader_tasks.abort_all();
+                        break Err(ManagerError::LeadershipLost(error.to_string()));
+                    }
+                }
+            }
+        };
+        if let Err(error) = &result {
+            tracing::error!(%error, "manager stopping");
+        } else {
+            tracing::info!("manager shutting down");
+        }
+
+        let deadline = deadline_for(self.inner.graceful_shutdown_timeout);
+        let mut unfinished = Vec::new();
+        // 1. Controllers stop taking work and finish what is in flight.
+        leader_stop.cancel();
+        unfinished.extend(leader_tasks.drain(deadline).await);
+        // 2. The other runnables.
+        others_stop.cancel();
+        unfinished.extend(others.drain(deadline).await);
+        // 3. Release the lease so that a successor takes over at once.
+        election_stop.cancel();
+        if let Some(task) = election {
+            let release_deadline = deadline.max(deadline_for(Duration::from_secs(5)));
+            match tokio::time::timeout_at(release_deadline, task).await {
+                Ok(Ok(Err(error))) => tracing::warn!(%error, "leader election ended with an error"),
+                Ok(_) => {}
+                Err(_) => tracing::warn!("leader election did not stop in time"),
+            }
+        }
+        // 4. Informers and servers.
+        self.inner.cache.set_started(false);
+        let _ = tokio::time::timeout_at(
+            deadline.max(deadline_for(Duration::from_secs(5))),
+            self.inner.factory.shutdown(),
+        )
+        .await;
+        servers_stop.cancel();
+        for server in servers {
+            let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+        }
+        tracing::info!("manager stopped");
+
+        match result {
+            Ok(()) if !unfinished.is_empty() => Err(ManagerError::ShutdownTimeout {
+                timeout: self.inner.graceful_shutdown_timeout,
+                unfinished,
+            }),
+            other => other,
+        }
+    }
+}
+
+/// Runnable tasks with their names, so that a timeout can say which did
+/// not finish.
+#[derive(Default)]
+struct Tasks {
+    set: JoinSet<Result<(), BoxError>>,
+    names: HashMap<tokio::task::Id, String>,
+}
+
+impl Tasks {
+    fn spawn_all(runnables: &[Arc<dyn Runnable>], stop: &CancellationToken) -> Self {
+        let mut tasks = Tasks::default();
+        for runnable in runnables {
+            let name = runnable.name();
+            tracing::debug!(runnable = %name, "starting runnable");
+            let handle = tasks
+                .set
+                .spawn(Arc::clone(runnable).start(stop.child_token()));
+            tasks.names.insert(handle.id(), name);
+        }
+        tasks
+    }
+
+    /// The next task to end: `None` when none is left, else its failure if
+    /// it failed.
+    async fn next_failure(&mut self) -> Option<Option<ManagerError>> {
+        let joined = self.set.join_next_with_id().await?;
+        Some(match joined {
+            Ok((id, Ok(()))) => {
+                let name = self.names.remove(&id).unwrap_or_default();
+                tracing::debug!(runnable = %name, "runnable finished");
+                None
+            }
+            Ok((id, Err(source))) => Some(ManagerError::Runnable {
+                name: self.names.remove(&id).unwrap_or_default(),
+                source,
+            }),
+            Err(join_error) => {
+                let name = self.names.remove(&join_error.id()).unwrap_or_default();
+                if join_error.is_cancelled() {
+                    None
+                } else {
+                    Some(ManagerError::Runnable {
+                        name,
+                        source: Box::new(join_error),
+                    })
+                }
+            }
+        })
+    }
+
+    fn abort_all(&mut self) {
+        self.set.abort_all();
+    }
+
+    /// Waits for every task until `deadline`; aborts the rest and returns
+    /// their names.
+    async fn drain(&mut self, deadline: Instant) -> Vec<String> {
+        loop {
+            match tokio::time::timeout_at(deadline, self.next_failure()).await {
+                Ok(None) => return Vec::new(),
+                Ok(Some(Some(error))) => tracing::warn!(%error, "runnable failed while stopping"),
+                Ok(Some(None)) => {}
+                Err(_) => {
+                    let mut left: Vec<String> = self.names.drain().map(|(_, n)| n).collect();
+                    left.sort();
+                    self.set.abort_all();
+                    while self.set.join_next().await.is_some() {}
+                    return left;
+                }
+            }
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops the manager");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,228 @@
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube_core::ObjectMeta;
+
+use super::*;
+
+#[test]
+fn request_from_namespaced_and_cluster_objects() {
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("a".into()),
+            namespace: Some("ns".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    assert_eq!(
+        Request::from_object(&cm).unwrap(),
+        Request::new(Some("ns"), "a")
+    );
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some("ns".into()),
+            namespace: Some(String::new()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let req = Request::from_object(&ns).unwrap();
+    assert_eq!(req.namespace, None);
+    assert_eq!(req.key(), "ns");
+    assert!(matches!(
+        Request::from_object(&ConfigMap::default()),
+        Err(ReconcileError::MissingName)
+    ));
+}
+
+#[test]
+fn request_key_round_trip_and_rejects_bad_keys() {
+    for key in ["a", "ns/a"] {
+        assert_eq!(key.parse::<Request>().unwrap().to_string(), key);
+    }
+    for bad in ["", "ns/", "/a", "a/b/c"] {
+        let err = bad.parse::<Request>().unwrap_err();
+        assert!(
+            err.to_string().contains("invalid request key"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum MyError {
+    #[error("flaky")]
+    Flaky,
+    #[error("bad spec")]
+    BadSpec(#[source] TerminalError),
+}
+
+struct Scripted {
+    calls: AtomicUsize,
+    mode: &'static str,
+}
+
+impl Reconciler for Scripted {
+    type Error = MyError;
+    async fn reconcile(&self, _req: Request, ctx: Context) -> Result<Action, MyError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        assert_eq!(&*ctx.controller, "test");
+        match self.mode {
+            "done" => Ok(Action::done()),
+            "requeue" => Ok(Action::requeue()),
+            "after" => Ok(Action::requeue_after(Duration::from_secs(7))),
+            "after-and-requeue" => Ok(Action {
+                requeue_after: Some(Duration::ZERO),
+                requeue: true,
+            }),
+            "error" => Err(MyError::Flaky),
+            "terminal" => Err(MyError::BadSpec(TerminalError::new("replicas < 0"))),
+            "panic" => panic!("reconciler bug"),
+            "panic-string" => panic!("bug in {}", "object"),
+            "slow" => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(Action::done())
+            }
+            other => unreachable!("{other}"),
+        }
+    }
+}
+
+async fn outcome(mode: &'static str, timeout: Option<Duration>) -> ReconcileOutcome {
+    let r = Scripted {
+        calls: AtomicUsize::new(0),
+        mode,
+    };
+    let out = run_reconcile(
+        &r,
+        Request::new(Some("ns"), "a"),
+        Context::new("test", 1),
+        timeout,
+    )
+    .await;
+    assert_eq!(r.calls.load(Ordering::SeqCst), 1);
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn outcomes_map_to_queue_actions_per_spec() {
+    use QueueAction::*;
+    let d7 = Duration::from_secs(7);
+    let cases: Vec<(&str, Vec<QueueAction>, &str)> = vec![
+        ("done", vec![Forget], "success"),
+        ("requeue", vec![AddRateLimited], "requeue"),
+        ("after", vec![Forget, AddAfter(d7)], "requeue_after"),
+        ("error", vec![AddRateLimited], "error"),
+        ("terminal", vec![Forget], "error"),
+        ("panic", vec![AddRateLimited], "error"),
+    ];
+    for (mode, actions, label) in cases {
+        let out = outcome(mode, None).await;
+        assert_eq!(out.queue_actions(), actions, "{mode}");
+        assert_eq!(out.result_label(), label, "{mode}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn terminal_error_is_found_in_source_chain_and_not_requeued() {
+    let out = outcome("terminal", None).await;
+    assert!(out.is_terminal() && out.is_error());
+    assert!(!out.queue_actions().contains(&QueueAction::AddRateLimited));
+    let out = outcome("error", None).await;
+    assert!(!out.is_terminal() && out.is_error());
+}
+
+#[tokio::test(start_paused = true)]
+async fn panics_are_caught_counted_and_keep_their_message() {
+    match outcome("panic", None).await {
+        ReconcileOutcome::Panic(msg) => assert_eq!(msg, "reconciler bug"),
+        other => panic!("expected panic outcome, got {other:?}"),
+    }
+    match outcome("panic-string", None).await {
+        ReconcileOutcome::Panic(msg) => assert_eq!(msg, "bug in object"),
+        other => panic!("expected panic outcome, got {other:?}"),
+    }
+    let out = outcome("panic", None).await;
+    assert!(out.is_panic() && out.is_error());
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout_drops_a_slow_reconcile_and_retries_it() {
+    let start = tokio::time::Instant::now();
+    let out = outcome("slow", Some(Duration::from_secs(10))).await;
+    assert!(matches!(out, ReconcileOutcome::Timeout(d) if d == Duration::from_secs(10)));
+    assert_eq!(start.elapsed(), Duration::from_secs(10));
+    assert_eq!(out.queue_actions(), vec![QueueAction::AddRateLimited]);
+    // Without a timeout a fast reconcile is unaffected.
+    assert!(matches!(
+        outcome("done", Some(Duration::from_secs(1))).await,
+        ReconcileOutcome::Success
+    ));
+}
+
+#[tokio::test]
+async fn requeue_after_wins_over_requeue_flag() {
+    let out = outcome("after-and-requeue", None).await;
+    assert!(matches!(out, ReconcileOutcome::RequeueAfter(d) if d.is_zero()));
+    assert_eq!(Action::done(), Action::default());
+}
+
+#[tokio::test]
+async fn arc_reconciler_delegates() {
+    let r = Arc::new(Scripted {
+        calls: AtomicUsize::new(0),
+        mode: "error",
+    });
+    let out = run_reconcile(
+        &r,
+        Request::new(None::<String>, "a"),
+        Context::new("test", 2).with_retries(3),
+        None,
+    )
+    .await;
+    assert!(matches!(out, ReconcileOutcome::Error(e) if e.to_string() == "flaky"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn erased_reconciler_keeps_terminal_and_timeout_classification() {
+    let terminal: Arc<dyn DynReconciler> = Arc::new(Scripted {
+        calls: AtomicUsize::new(0),
+        mode: "terminal",
+    });
+    let out = terminal
+        .run(
+            Request::new(None::<String>, "a"),
+            Context::new("test", 1),
+            None,
+        )
+        .await;
+    assert!(out.is_terminal());
+    let slow: Arc<dyn DynReconciler> = Arc::new(Scripted {
+        calls: AtomicUsize::new(0),
+        mode: "slow",
+    });
+    let out = slow
+        .run(
+            Request::new(None::<String>, "a"),
+            Context::new("test", 1),
+            Some(Duration::from_secs(1)),
+        )
+        .await;
+    assert!(matches!(out, ReconcileOutcome::Timeout(_)));
+}
+
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn request_key_round_trips(ns in proptest::option::of("[a-z0-9][a-z0-9.-]{0,20}"), name in "[a-z0-9][a-z0-9.-]{0,30}") {
+            let req = Request::new(ns, name);
+            prop_assert_eq!(req.to_string().parse::<Request>().unwrap(), req);
+        }
+    }
+}

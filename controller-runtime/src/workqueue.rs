@@ -1,1 +1,0 @@
-//! workqueue (to be written).

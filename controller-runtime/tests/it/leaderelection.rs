@@ -1,0 +1,275 @@
+//! Two candidates competing for one Lease on a real (in-process) server.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use controller_runtime::leaderelection::{
+    LeaderElectionConfig, LeaderElectionError, LeaderElector,
+};
+use envtest::{FailureRule, TestEnv};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube_client::Api;
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::eventually;
+
+const LEASE: Duration = Duration::from_secs(2);
+const RENEW: Duration = Duration::from_millis(1500);
+const RETRY: Duration = Duration::from_millis(400);
+
+type Timeline = Arc<Mutex<Vec<(&'static str, bool, Instant)>>>;
+
+struct Candidate {
+    elector: LeaderElector,
+    cancel: CancellationToken,
+    run: tokio::task::JoinHandle<Result<(), LeaderElectionError>>,
+}
+
+fn start(env: &TestEnv, id: &'static str, release: bool, timeline: &Timeline) -> Candidate {
+    let config = LeaderElectionConfig::new("default", "it-lock", id)
+        .lease_duration(LEASE)
+        .renew_deadline(RENEW)
+        .retry_period(RETRY)
+        .release_on_cancel(release);
+    let (t1, t2) = (timeline.clone(), timeline.clone());
+    let elector = LeaderElector::builder(env.client(), config)
+        .on_started_leading(move || t1.lock().push((id, true, Instant::now())))
+        .on_stopped_leading(move || t2.lock().push((id, false, Instant::now())))
+        .build()
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (e, c) = (elector.clone(), cancel.clone());
+        async move { e.run(c).await }
+    });
+    Candidate {
+        elector,
+        cancel,
+        run,
+    }
+}
+
+fn assert_never_two_leaders(timeline: &Timeline) {
+    let mut leader: Option<&str> = None;
+    for (id, started, _) in timeline.lock().iter() {
+        if *started {
+            assert!(
+                leader.is_none(),
+                "{id} started leading while {leader:?} led"
+            );
+            leader = Some(id);
+        } else {
+            assert_eq!(leader, Some(*id));
+            leader = None;
+        }
+    }
+}
+
+fn started_at(timeline: &Timeline, id: &str) -> Option<Instant> {
+    timeline
+        .lock()
+        .iter()
+        .find(|(i, s, _)| *i == id && *s)
+        .map(|(_, _, t)| *t)
+}
+
+fn stopped_at(timeline: &Timeline, id: &str) -> Option<Instant> {
+    timeline
+        .lock()
+        .iter()
+        .find(|(i, s, _)| *i == id && !*s)
+        .map(|(_, _, t)| *t)
+}
+
+async fn lease(env: &TestEnv) -> Lease {
+    Api::<Lease>::namespaced(env.client(), "default")
+        .get("it-lock")
+        .await
+        .unwrap()
+}
+
+async fn first_leader(a: &Candidate, b: &Candidate) -> &'static str {
+    eventually(Duration::from_secs(10), "a leader", || async {
+        match (a.elector.is_leader(), b.elector.is_leader()) {
+            (true, false) => Some("a"),
+            (false, true) => Some("b"),
+            (true, true) => panic!("both lead"),
+            (false, false) => None,
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn one_leads_and_successor_takes_over_at_once_after_release() {
+    let env = TestEnv::start().await.unwrap();
+    let timeline = Timeline::default();
+    let a = start(&env, "a", true, &timeline);
+    let b = start(&env, "b", true, &timeline);
+    let first = first_leader(&a, &b).await;
+    let (leader, follower) = if first == "a" { (a, b) } else { (b, a) };
+    // Several renewals later the follower still waits.
+    tokio::time::sleep(LEASE * 2).await;
+    assert!(leader.elector.is_leader() && !follower.elector.is_leader());
+    assert_eq!(follower.elector.observed_leader().as_deref(), Some(first));
+    let before = lease(&env).await.spec.unwrap();
+    assert_eq!(before.holder_identity.as_deref(), Some(first));
+
+    let released = Instant::now();
+    leader.cancel.cancel();
+    leader.run.await.unwrap().unwrap();
+    assert!(!leader.elector.is_leader());
+    eventually(LEASE, "the follower to lead after the release", || async {
+        follower.elector.is_leader().then_some(())
+    })
+    .await;
+    // Released: no need to wait out the lease duration.
+    assert!(released.elapsed() < LEASE, "took {:?}", released.elapsed());
+    let after = lease(&env).await.spec.unwrap();
+    assert_ne!(after.holder_identity, before.holder_identity);
+    assert_eq!(
+        after.lease_transitions,
+        Some(before.lease_transitions.unwrap() + 1)
+    );
+    assert_never_two_leaders(&timeline);
+    follower.cancel.cancel();
+    follower.run.await.unwrap().unwrap();
+    assert_eq!(
+        lease(&env).await.spec.unwrap().holder_identity.as_deref(),
+        Some("")
+    );
+}
+
+#[tokio::test]
+async fn successor_waits_out_the_lease_when_the_leader_vanishes() {
+    let env = TestEnv::start().await.unwrap();
+    let timeline = Timeline::default();
+    let a = start(&env, "a", false, &timeline);
+    let b = start(&env, "b", false, &timeline);
+    let first = first_leader(&a, &b).await;
+    let (leader, follower) = if first == "a" { (a, b) } else { (b, a) };
+    tokio::time::sleep(RETRY * 3).await;
+    // The leader disappears without releasing (a crashed pod).
+    let vanished = Instant::now();
+    leader.cancel.cancel();
+    leader.run.await.unwrap().unwrap();
+    let abandoned = lease(&env).await.spec.unwrap();
+    assert_eq!(abandoned.holder_identity.as_deref(), Some(first));
+    eventually(LEASE * 3, "the follower to take over", || async {
+        follower.elector.is_leader().then_some(())
+    })
+    .await;
+    let took = vanished.elapsed();
+    // The successor's acquireTime is at least one lease duration after the
+    // leader's last renewTime (both stamped by the writers, so this holds
+    // however slowly the machine runs) ...
+    let taken = lease(&env).await.spec.unwrap();
+    let gap = taken
+        .acquire_time
+        .unwrap()
+        .0
+        .duration_since(abandoned.renew_time.unwrap().0);
+    assert!(
+        gap >= jiff::SignedDuration::try_from(LEASE).unwrap(),
+        "taken over {gap:?} after the last renewal"
+    );
+    assert_eq!(
+        taken.lease_transitions,
+        Some(abandoned.lease_transitions.unwrap() + 1)
+    );
+    // ... and within the lease duration plus a couple of retries.
+    assert!(
+        took <= LEASE + RETRY * 2 + Duration::from_secs(1),
+        "took over too late: {took:?}"
+    );
+    assert_never_two_leaders(&timeline);
+    follower.cancel.cancel();
+    follower.run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn leader_that_cannot_renew_stops_before_the_other_starts() {
+    let env = TestEnv::start().await.unwrap();
+    let timeline = Timeline::default();
+    let a = start(&env, "a", true, &timeline);
+    let b = start(&env, "b", true, &timeline);
+    let first = first_leader(&a, &b).await;
+    let (leader, follower) = if first == "a" { (a, b) } else { (b, a) };
+    let second = if first == "a" { "b" } else { "a" };
+    tokio::time::sleep(RETRY * 2).await;
+    // Every lease request fails: the leader cannot renew.
+    env.faults()
+        .fail_next(FailureRule::new(10_000, 500).path_contains("/leases/it-lock"));
+    let cut = Instant::now();
+    let err = leader.run.await.unwrap().unwrap_err();
+    assert!(
+        matches!(err, LeaderElectionError::LostLease { .. }),
+        "{err}"
+    );
+    let stopped = stopped_at(&timeline, first).unwrap();
+    assert!(
+        stopped.duration_since(cut) <= RENEW + Duration::from_millis(700),
+        "stopped {:?} after the cut",
+        stopped.duration_since(cut)
+    );
+    env.faults().clear_failures();
+    eventually(LEASE * 3, "the other candidate to lead", || async {
+        follower.elector.is_leader().then_some(())
+    })
+    .await;
+    assert!(started_at(&timeline, second).unwrap() > stopped);
+    assert_never_two_leaders(&timeline);
+    follower.cancel.cancel();
+    follower.run.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn candidates_sampled_continuously_never_lead_together() {
+    let env = TestEnv::start().await.unwrap();
+    let timeline = Timeline::default();
+    let mut candidates = vec![
+        start(&env, "a", true, &timeline),
+        start(&env, "b", true, &timeline),
+    ];
+    let watchers: Vec<_> = candidates.iter().map(|c| c.elector.subscribe()).collect();
+    let overlap = Arc::new(Mutex::new(0usize));
+    let sampler = tokio::spawn({
+        let overlap = overlap.clone();
+        async move {
+            for _ in 0..250 {
+                if watchers.iter().filter(|w| *w.borrow()).count() > 1 {
+                    *overlap.lock() += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    });
+    // Hand leadership over twice: cancel the leader, start a fresh candidate.
+    for (round, id) in ["c", "d"].into_iter().enumerate() {
+        let idx = eventually(Duration::from_secs(10), "a leader", || async {
+            candidates.iter().position(|c| c.elector.is_leader())
+        })
+        .await;
+        let old = candidates.remove(idx);
+        old.cancel.cancel();
+        old.run.await.unwrap().unwrap();
+        candidates.push(start(&env, id, true, &timeline));
+        let _ = round;
+    }
+    eventually(Duration::from_secs(10), "a leader", || async {
+        candidates
+            .iter()
+            .any(|c| c.elector.is_leader())
+            .then_some(())
+    })
+    .await;
+    sampler.await.unwrap();
+    assert_eq!(*overlap.lock(), 0);
+    assert_never_two_leaders(&timeline);
+    assert!(lease(&env).await.spec.unwrap().lease_transitions.unwrap() >= 2);
+    for c in candidates {
+        c.cancel.cancel();
+        c.run.await.unwrap().unwrap();
+    }
+}

@@ -1,0 +1,41 @@
+//! Integration tests of controller-runtime against an in-process API server
+//! (`envtest`) over real HTTP, on the real clock.
+
+// Test helpers outside #[test] functions may unwrap too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod client;
+mod controller;
+mod events;
+mod finalizer;
+mod leaderelection;
+mod manager;
+
+use std::time::Duration;
+
+/// Polls `check` every 20 ms until it returns `Some`, or fails after `limit`.
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A ConfigMap named `name` in `ns`.
+pub fn config_map(ns: &str, name: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+    let mut cm = k8s_openapi::api::core::v1::ConfigMap::default();
+    cm.metadata.name = Some(name.into());
+    cm.metadata.namespace = Some(ns.into());
+    cm
+}

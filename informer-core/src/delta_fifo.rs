@@ -1,1 +1,0 @@
-//! delta_fifo (to be written).

@@ -1,0 +1,449 @@
+//! The queue between the reflector and the informer (client-go's `DeltaFIFO`).
+//!
+//! The reflector pushes what it sees (adds, updates, deletes, whole relists
+//! and periodic resyncs); the informer pops one *key* at a time together with
+//! every change queued for it ([`Deltas`]), so a burst of changes to one
+//! object is handled in one go, in order, and a busy object never starves
+//! the others:
+//!
+//! - The queue holds keys; a key already queued keeps its place when more
+//!   deltas arrive for it, a new key goes to the tail.
+//! - Two trailing `Deleted` deltas of a key collapse into one (the newer one
+//!   if the older is a tombstone, else the older).
+//! - A delete of a key that is neither queued nor known (in the
+//!   [`KnownObjects`], normally the informer's indexer) is dropped.
+//! - [`DeltaFifo::replace`] (after every LIST) queues each listed object as
+//!   `Replaced`, then a `Deleted` tombstone ([`DeletedFinalStateUnknown`])
+//!   for every queued or known key missing from the list, carrying the newest
+//!   object seen for it.
+//! - [`DeltaFifo::has_synced`] turns true once the FIFO was populated (by the
+//!   first `replace`, or any add/update/delete before it) and every item
+//!   queued by that first `replace` (tombstones included) has been popped.
+//! - An optional [`Transform`] runs once on every object as it enters (never
+//!   on tombstones or resyncs, whose objects already went through it).
+//!
+//! ```
+//! use informer_core::delta_fifo::{DeltaFifo, DeltaType};
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube_core::ObjectMeta;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let cm = |name: &str| ConfigMap {
+//!     metadata: ObjectMeta { name: Some(name.into()), namespace: Some("ns".into()), ..Default::default() },
+//!     ..Default::default()
+//! };
+//! let fifo = DeltaFifo::new(None);
+//! fifo.replace(vec![cm("a"), cm("b")], "10");
+//! fifo.update(cm("a"));
+//! assert_eq!(fifo.list_keys(), ["ns/a", "ns/b"]); // "a" kept its place
+//! assert!(!fifo.has_synced());
+//!
+//! let kinds = fifo.pop(|d| d.deltas.iter().map(|d| d.kind).collect::<Vec<_>>()).await.unwrap();
+//! assert_eq!(kinds, [DeltaType::Replaced, DeltaType::Updated]);
+//! fifo.pop(|_| ()).await.unwrap();
+//! assert!(fifo.has_synced());
+//! # }
+//! ```
+
+mod state;
+
+use std::fmt;
+use std::pin::pin;
+use std::sync::Arc;
+
+use kube_core::Resource;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::key::{DeletedFinalStateUnknown, ObjectOrTombstone, object_key};
+use crate::store::KnownObjects;
+use state::State;
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeltaType {
+    /// Seen for the first time on the watch.
+    Added,
+    /// Changed (watch `MODIFIED`).
+    Updated,
+    /// Deleted: the object as last seen, or a tombstone after a relist.
+    Deleted,
+    /// Present in a (re)list.
+    Replaced,
+    /// Periodic resync of an object the informer already knows.
+    Sync,
+}
+
+/// One change to an object.
+#[derive(Debug, Clone)]
+pub struct Delta<K> {
+    /// What happened.
+    pub kind: DeltaType,
+    /// The object after the change (or a tombstone for inferred deletes).
+    pub object: ObjectOrTombstone<K>,
+}
+
+/// Everything queued for one key, oldest first, as handed out by
+/// [`DeltaFifo::pop`]. Never empty.
+#[derive(Debug)]
+pub struct Deltas<K> {
+    /// The object's key.
+    pub key: String,
+    /// The changes, oldest first.
+    pub deltas: Vec<Delta<K>>,
+    /// Whether the item was popped before the FIFO synced, i.e. it belongs
+    /// to the first list (`!has_synced()` at the time of the pop).
+    pub is_in_initial_list: bool,
+}
+
+impl<K> Deltas<K> {
+    /// The most recent change.
+    pub fn newest(&self) -> Option<&Delta<K>> {
+        self.deltas.last()
+    }
+
+    /// The oldest change.
+    pub fn oldest(&self) -> Option<&Delta<K>> {
+        self.deltas.first()
+    }
+}
+
+/// A function applied to every object as it enters the FIFO, typically to
+/// drop fields the cache does not need. It must not change the object's
+/// name or namespace.
+pub type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
+
+/// A [`Transform`] that clears `metadata.managedFields`, which are often the
+/// largest part of an object and rarely needed by controllers.
+///
+/// ```
+/// use informer_core::delta_fifo::strip_managed_fields;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+///
+/// let mut cm = ConfigMap::default();
+/// cm.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+/// let cm = strip_managed_fields::<ConfigMap>()(cm);
+/// assert!(cm.metadata.managed_fields.is_none());
+/// ```
+pub fn strip_managed_fields<K: Resource>() -> Transform<K> {
+    Arc::new(|mut obj: K| {
+        obj.meta_mut().managed_fields = None;
+        obj
+    })
+}
+
+/// [`DeltaFifo::pop`] on a closed and drained FIFO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the DeltaFIFO is closed and drained")]
+pub struct FifoClosed;
+
+/// A queue of keys with the ordered changes of each; see the module docs.
+/// Share it as `Arc<DeltaFifo<K>>`.
+pub struct DeltaFifo<K> {
+    state: Mutex<State<K>>,
+    not_empty: Notify,
+    known: Option<Arc<dyn KnownObjects<K>>>,
+    transform: Option<Transform<K>>,
+}
+
+impl<K> fmt::Debug for DeltaFifo<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.lock();
+        f.debug_struct("DeltaFifo")
+            .field("len", &state.queue.len())
+            .field("closed", &state.closed)
+            .field("has_synced", &state.has_synced())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
+    /// An empty FIFO. `known` is what the consumer already holds (the
+    /// informer's indexer); without it, deletes of keys not queued are
+    /// dropped and `replace` only tombstones queued keys.
+    pub fn new(known: Option<Arc<dyn KnownObjects<K>>>) -> Self {
+        DeltaFifo {
+            state: Mutex::new(State::default()),
+            not_empty: Notify::new(),
+            known,
+            transform: None,
+        }
+    }
+
+    /// Sets the transform applied to each object as it enters.
+    #[must_use]
+    pub fn with_transform(mut self, t: Transform<K>) -> Self {
+        self.transform = Some(t);
+        self
+    }
+
+    fn enter(&self, obj: K) -> Arc<K> {
+        Arc::new(match &self.transform {
+            Some(t) => t(obj),
+            None => obj,
+        })
+    }
+
+    fn push(&self, kind: DeltaType, obj: K) {
+        let obj = self.enter(obj);
+        let key = object_key(&*obj);
+        let mut state = self.state.lock();
+        state.populated = true;
+        state.queue_action(
+            key,
+            Delta {
+                kind,
+                object: ObjectOrTombstone::Object(obj),
+            },
+        );
+        drop(state);
+        self.not_empty.notify_waiters();
+    }
+
+    /// Queues `Added`.
+    pub fn add(&self, obj: K) {
+        self.push(DeltaType::Added, obj);
+    }
+
+    /// Queues `Updated`.
+    pub fn update(&self, obj: K) {
+        self.push(DeltaType::Updated, obj);
+    }
+
+    /// Queues `Deleted`, unless the key is neither queued nor known (then
+    /// the delete is dropped: there is nothing to delete).
+    pub fn delete(&self, obj: K) {
+        let obj = self.enter(obj);
+        let key = object_key(&*obj);
+        let mut state = self.state.lock();
+        state.populated = true;
+        let known = || {
+            self.known
+                .as_ref()
+                .is_some_and(|k| k.get_by_key(&key).is_some())
+        };
+        if !state.items.contains_key(&key) && !known() {
+            tracing::trace!(object = %key, "dropping delete of an object neither queued nor known");
+            return;
+        }
+        state.queue_action(
+            key,
+            Delta {
+                kind: DeltaType::Deleted,
+                object: ObjectOrTombstone::Object(obj),
+            },
+        );
+        drop(state);
+        self.not_empty.notify_waiters();
+    }
+
+    /// Takes in a full LIST: queues `Replaced` for each listed object, then
+    /// a `Deleted` tombstone for each queued or known key absent from
+    /// `list` (queued keys in queue order, then known keys sorted), with the
+    /// newest object seen for it. Records `resource_version`.
+    pub fn replace(&self, list: Vec<K>, resource_version: &str) {
+        let objs: Vec<(String, Arc<K>)> = list
+            .into_iter()
+            .map(|o| {
+                let o = self.enter(o);
+                (object_key(&*o), o)
+            })
+            .collect();
+        let mut state = self.state.lock();
+        let tombstones = {
+            let listed: std::collections::HashSet<&str> =
+                objs.iter().map(|(k, _)| k.as_str()).collect();
+            let mut tombstones: Vec<(String, Arc<K>)> = state
+                .queue
+                .iter()
+                .filter(|k| !listed.contains(k.as_str()))
+                .filter_map(|k| {
+                    Some((
+                        k.clone(),
+                        state.items.get(k)?.last()?.object.object().clone(),
+                    ))
+                })
+                .collect();
+            if let Some(known) = &self.known {
+                let mut keys = known.list_keys();
+                keys.sort_unstable();
+                for key in keys {
+                    if listed.contains(key.as_str()) || state.items.contains_key(&key) {
+                        continue;
+                    }
+                    if let Some(obj) = known.get_by_key(&key) {
+                        tombstones.push((key, obj));
+                    }
+                }
+            }
+            tombstones
+        };
+        for (key, obj) in objs {
+            state.queue_action(
+                key,
+                Delta {
+                    kind: DeltaType::Replaced,
+                    object: ObjectOrTombstone::Object(obj),
+                },
+            );
+        }
+        for (key, obj) in tombstones {
+            let tombstone = ObjectOrTombstone::Tombstone(DeletedFinalStateUnknown {
+                key: key.clone(),
+                obj,
+            });
+            state.queue_action(
+                key,
+                Delta {
+                    kind: DeltaType::Deleted,
+                    object: tombstone,
+                },
+            );
+        }
+        if !state.populated {
+            state.populated = true;
+            state.initial_population_count = state.queue.len();
+        }
+        state.last_sync_rv = Some(resource_version.to_owned());
+        drop(state);
+        self.not_empty.notify_waiters();
+    }
+
+    /// Queues `Sync` for every known object whose key has no queued deltas
+    /// (pending changes are never resynced over). Does nothing without
+    /// known objects.
+    pub fn resync(&self) {
+        let Some(known) = &self.known else { return };
+        let mut keys = known.list_keys();
+        keys.sort_unstable();
+        let mut state = self.state.lock();
+        let mut queued = false;
+        for key in keys {
+            if state.items.contains_key(&key) {
+                continue;
+            }
+            if let Some(obj) = known.get_by_key(&key) {
+                state.queue_action(
+                    key,
+                    Delta {
+                        kind: DeltaType::Sync,
+                        object: ObjectOrTombstone::Object(obj),
+                    },
+                );
+                queued = true;
+            }
+        }
+        drop(state);
+        if queued {
+            self.not_empty.notify_waiters();
+        }
+    }
+
+    /// Waits for a key, removes it with all its deltas and hands them to
+    /// `process`, returning its result.
+    ///
+    /// `process` runs while the FIFO's lock is held, so no add, `replace` or
+    /// `resync` can interleave: the informer updates its indexer inside
+    /// `process`, and the next `replace` computes tombstones against the
+    /// updated indexer. Keep `process` short and never call back into this
+    /// FIFO from it (that would deadlock).
+    ///
+    /// After [`close`](Self::close) the remaining items are still handed out;
+    /// once empty, `pop` returns [`FifoClosed`].
+    ///
+    /// The informer's loop, in brief:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use informer_core::delta_fifo::{DeltaFifo, DeltaType};
+    /// use informer_core::store::Indexer;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_core::ObjectMeta;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let indexer: Indexer<ConfigMap> = Indexer::new();
+    /// let fifo = Arc::new(DeltaFifo::new(Some(Arc::new(indexer.clone()))));
+    /// let cm = ConfigMap { metadata: ObjectMeta { name: Some("a".into()), namespace: Some("ns".into()), ..Default::default() }, ..Default::default() };
+    /// fifo.replace(vec![cm], "1");
+    /// fifo.close(); // so the loop below ends once drained
+    ///
+    /// while let Ok(()) = fifo
+    ///     .pop(|deltas| {
+    ///         for d in deltas.deltas {
+    ///             match d.kind {
+    ///                 DeltaType::Deleted => drop(indexer.delete(&deltas.key)),
+    ///                 _ => indexer.update(d.object.into_object()).unwrap_or_else(|e| eprintln!("{e}")),
+    ///             }
+    ///             // ... then notify handlers
+    ///         }
+    ///     })
+    ///     .await
+    /// {}
+    /// assert_eq!(indexer.list_keys(), ["ns/a"]);
+    /// # }
+    /// ```
+    pub async fn pop<R>(&self, process: impl FnOnce(Deltas<K>) -> R) -> Result<R, FifoClosed> {
+        loop {
+            // Register for wake-ups before looking, so none is missed.
+            let mut notified = pin!(self.not_empty.notified());
+            notified.as_mut().enable();
+            {
+                let mut state = self.state.lock();
+                if let Some(deltas) = state.pop_front() {
+                    return Ok(process(deltas));
+                }
+                if state.closed {
+                    return Err(FifoClosed);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Closes the FIFO: waiting and later `pop`s drain what is queued, then
+    /// return [`FifoClosed`]. As in client-go, pushes after `close` are still
+    /// accepted (and drained).
+    pub fn close(&self) {
+        self.state.lock().closed = true;
+        self.not_empty.notify_waiters();
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+
+    /// Whether the FIFO was populated and every item of the first `replace`
+    /// has been popped.
+    pub fn has_synced(&self) -> bool {
+        self.state.lock().has_synced()
+    }
+
+    /// Number of queued keys.
+    pub fn len(&self) -> usize {
+        self.state.lock().queue.len()
+    }
+
+    /// Whether no key is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Queued keys, in pop order.
+    pub fn list_keys(&self) -> Vec<String> {
+        self.state.lock().queue.iter().cloned().collect()
+    }
+
+    /// The resource version of the last `replace`.
+    pub fn last_sync_resource_version(&self) -> Option<String> {
+        self.state.lock().last_sync_rv.clone()
+    }
+}
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,87 @@
+//! The FIFO's data, manipulated under its lock.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
+
+use super::{Delta, DeltaType, Deltas};
+
+pub(super) struct State<K> {
+    /// Deltas per queued key; has exactly the keys of `queue`.
+    pub(super) items: HashMap<String, Vec<Delta<K>>>,
+    /// Keys in pop order, each once.
+    pub(super) queue: VecDeque<String>,
+    /// Set by the first add/update/delete/replace.
+    pub(super) populated: bool,
+    /// Items of the first `replace` not popped yet.
+    pub(super) initial_population_count: usize,
+    pub(super) closed: bool,
+    pub(super) last_sync_rv: Option<String>,
+}
+
+impl<K> Default for State<K> {
+    fn default() -> Self {
+        State {
+            items: HashMap::new(),
+            queue: VecDeque::new(),
+            populated: false,
+            initial_population_count: 0,
+            closed: false,
+            last_sync_rv: None,
+        }
+    }
+}
+
+/// Collapses two trailing `Deleted` deltas into one: keeps the newer if the
+/// older is a tombstone (the newer knows more), else the older.
+fn dedup_deletes<K>(deltas: &mut Vec<Delta<K>>) {
+    let n = deltas.len();
+    if n < 2 || deltas[n - 1].kind != DeltaType::Deleted || deltas[n - 2].kind != DeltaType::Deleted
+    {
+        return;
+    }
+    if deltas[n - 2].object.is_tombstone() {
+        deltas.remove(n - 2);
+    } else {
+        deltas.pop();
+    }
+}
+
+impl<K> State<K> {
+    pub(super) fn has_synced(&self) -> bool {
+        self.populated && self.initial_population_count == 0
+    }
+
+    /// Appends `delta` to `key`'s deltas; a new key goes to the tail.
+    pub(super) fn queue_action(&mut self, key: String, delta: Delta<K>) {
+        match self.items.entry(key) {
+            Entry::Occupied(e) => {
+                let deltas = e.into_mut();
+                deltas.push(delta);
+                dedup_deletes(deltas);
+            }
+            Entry::Vacant(e) => {
+                self.queue.push_back(e.key().clone());
+                e.insert(vec![delta]);
+            }
+        }
+    }
+
+    /// Removes the head key with its deltas, marking whether it belongs to
+    /// the initial list.
+    pub(super) fn pop_front(&mut self) -> Option<Deltas<K>> {
+        while let Some(key) = self.queue.pop_front() {
+            let Some(deltas) = self.items.remove(&key) else {
+                debug_assert!(false, "queued key {key} has no deltas");
+                continue;
+            };
+            let is_in_initial_list = !self.has_synced();
+            self.initial_population_count = self.initial_population_count.saturating_sub(1);
+            return Some(Deltas {
+                key,
+                deltas,
+                is_in_initial_list,
+            });
+        }
+        None
+    }
+}

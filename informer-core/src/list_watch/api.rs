@@ -1,0 +1,516 @@
+//! [`ApiListerWatcher`]: LIST and WATCH over a `kube_client::Api<K>`.
+//!
+//! Requests go through [`Client::send`] rather than `Api::list`/`Api::watch`
+//! so that the reflector's exact parameters reach the server (`limit` with
+//! `resourceVersion=0`, which `kube_core::params::ListParams` drops), the
+//! `Retry-After` header of a 429 survives, and each list item and watch
+//! event is decoded on its own: one object that does not fit `K` is
+//! reported, not fatal.
+
+use std::fmt::Debug;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::BoxFuture;
+use futures::{FutureExt, Stream, StreamExt};
+use http::{Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use kube_client::client::Body;
+use kube_client::{Api, Client};
+use kube_core::{Resource, Status};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+
+use super::{
+    Bookmark, DecodeFailure, ListPage, ListRequest, ListWatchError, ListWatchOptions,
+    ListerWatcher, ResourceVersionMatch, WatchEvent, WatchRequest, WatchStream,
+};
+
+/// A [`ListerWatcher`] over a [`kube_client::Api`].
+///
+/// Works for every `K: kube_core::Resource` that deserializes: k8s-openapi
+/// types, `#[derive(CustomResource)]` types and
+/// [`DynamicObject`](kube_core::DynamicObject)s (build the `Api` with
+/// `Api::all_with(client, &api_resource)` or `Api::namespaced_with`).
+///
+/// ```no_run
+/// use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube_client::{Api, Client};
+///
+/// # async fn demo(client: Client) {
+/// let api: Api<ConfigMap> = Api::namespaced(client, "default");
+/// let lw = ApiListerWatcher::new(api, ListWatchOptions::default().labels("app=web"));
+/// # let _ = lw;
+/// # }
+/// ```
+pub struct ApiListerWatcher<K> {
+    client: Client,
+    url: String,
+    options: ListWatchOptions,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for ApiListerWatcher<K> {
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            url: self.url.clone(),
+            options: self.options.clone(),
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<K> Debug for ApiListerWatcher<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiListerWatcher")
+            .field("url", &self.url)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Resource> ApiListerWatcher<K> {
+    /// Lists and watches what `api` addresses (all namespaces, one
+    /// namespace, or a cluster-scoped collection), filtered by `options`.
+    pub fn new(api: Api<K>, options: ListWatchOptions) -> Self {
+        let url = api.resource_url().to_owned();
+        Self {
+            client: api.into_client(),
+            url,
+            options,
+            _kind: PhantomData,
+        }
+    }
+
+    /// The collection path requests go to (for example `/api/v1/namespaces/default/pods`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The selectors in use.
+    pub fn options(&self) -> &ListWatchOptions {
+        &self.options
+    }
+
+    async fn get(&self, url: String) -> Result<Response<Body>, ListWatchError> {
+        let request = Request::get(url.as_str())
+            .header(header::ACCEPT, "application/json")
+            // One JSON document per line, uncompressed, so events can be split as they come.
+            .header(header::ACCEPT_ENCODING, "identity")
+            .body(Body::empty())
+            .map_err(|source| ListWatchError::BuildRequest { url, source })?;
+        let response = self
+            .client
+            .send(request)
+            .await
+            .map_err(ListWatchError::Transport)?;
+        if response.status().is_client_error() || response.status().is_server_error() {
+            return Err(error_from_response(response).await);
+        }
+        Ok(response)
+    }
+}
+
+fn selectors(q: &mut form_urlencoded::Serializer<'_, String>, options: &ListWatchOptions) {
+    if let Some(s) = options.label_selector.as_deref().filter(|s| !s.is_empty()) {
+        q.append_pair("labelSelector", s);
+    }
+    if let Some(s) = options.field_selector.as_deref().filter(|s| !s.is_empty()) {
+        q.append_pair("fieldSelector", s);
+    }
+}
+
+/// The URL of one LIST call.
+pub(crate) fn list_url(base: &str, options: &ListWatchOptions, req: &ListRequest) -> String {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    selectors(&mut q, options);
+    if let Some(limit) = req.limit {
+        q.append_pair("limit", &limit.to_string());
+    }
+    match req.continue_token.as_deref() {
+        // The server refuses a resource version together with a continue token.
+        Some(token) => {
+            q.append_pair("continue", token);
+        }
+        None => {
+            if !req.resource_version.is_empty() {
+                q.append_pair("resourceVersion", &req.resource_version);
+                if let Some(m) = req.resource_version_match {
+                    q.append_pair("resourceVersionMatch", m.as_str());
+                }
+            }
+        }
+    }
+    join(base, q.finish())
+}
+
+/// The URL of one WATCH call.
+pub(crate) fn watch_url(base: &str, options: &ListWatchOptions, req: &WatchRequest) -> String {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    q.append_pair("watch", "true");
+    selectors(&mut q, options);
+    if !req.resource_version.is_empty() {
+        q.append_pair("resourceVersion", &req.resource_version);
+    }
+    if let Some(t) = req.timeout_seconds {
+        q.append_pair("timeoutSeconds", &t.to_string());
+    }
+    if req.allow_bookmarks || req.send_initial_events {
+        q.append_pair("allowWatchBookmarks", "true");
+    }
+    if req.send_initial_events {
+        q.append_pair("sendInitialEvents", "true");
+        q.append_pair(
+            "resourceVersionMatch",
+            ResourceVersionMatch::NotOlderThan.as_str(),
+        );
+    }
+    join(base, q.finish())
+}
+
+fn join(url: &str, query: String) -> String {
+    if query.is_empty() {
+        url.to_owned()
+    } else {
+        format!("{url}?{query}")
+    }
+}
+
+/// Turns an error answer into [`ListWatchError::Api`], keeping its `Status`
+/// (or making one from the code and text when the body is not a `Status`).
+async fn error_from_response(response: Response<Body>) -> ListWatchError {
+    let code = response.status();
+    let retry_after = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let body = match response.into_body().collect_bytes().await {
+        Ok(body) => body,
+        Err(e) => return ListWatchError::Stream(e),
+    };
+    let status = match serde_json::from_slice::<Status>(&body) {
+        Ok(mut status) if status.is_failure() || status.code != 0 => {
+            if status.code == 0 {
+                status.code = code.as_u16();
+            }
+            status
+        }
+        _ => {
+            let text = String::from_utf8_lossy(&body);
+            let reason = reason_for_code(code);
+            Status::failure(text.trim(), reason).with_code(code.as_u16())
+        }
+    };
+    ListWatchError::Api {
+        status: Box::new(status),
+        retry_after,
+    }
+}
+
+fn reason_for_code(code: StatusCode) -> &'static str {
+    match code.as_u16() {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        410 => "Expired",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "",
+    }
+}
+
+#[derive(Deserialize)]
+struct RawList<'a> {
+    #[serde(default)]
+    metadata: RawListMeta,
+    #[serde(borrow, default)]
+    items: Option<Vec<&'a RawValue>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawListMeta {
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+/// Just enough of an object to name it in a log line.
+#[derive(Deserialize, Default)]
+struct RawObject {
+    #[serde(default)]
+    metadata: RawObjectMeta,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawObjectMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl RawObject {
+    fn into_bookmark(self) -> Bookmark {
+        Bookmark {
+            resource_version: self.metadata.resource_version.unwrap_or_default(),
+            annotations: self.metadata.annotations.unwrap_or_default(),
+        }
+    }
+}
+
+fn decode_failure(event_type: &str, raw: &str, error: &serde_json::Error) -> DecodeFailure {
+    let meta = serde_json::from_str::<RawObject>(raw)
+        .map(|o| o.metadata)
+        .unwrap_or_default();
+    let key = meta.name.map(|name| match meta.namespace {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name,
+    });
+    DecodeFailure {
+        event_type: Some(event_type.to_owned()),
+        key,
+        resource_version: meta.resource_version,
+        error: error.to_string(),
+    }
+}
+
+/// A LIST answer decoded in one pass (the common case: every item fits `K`).
+#[derive(Deserialize)]
+#[serde(bound = "K: DeserializeOwned")]
+struct TypedList<K> {
+    #[serde(default)]
+    metadata: RawListMeta,
+    #[serde(default)]
+    items: Option<Vec<K>>,
+}
+
+/// Decodes a LIST answer: in one pass when every item fits `K`, else item
+/// by item so that the items that fit are kept and the others reported.
+pub(crate) fn decode_list<K: DeserializeOwned>(body: &[u8]) -> Result<ListPage<K>, ListWatchError> {
+    // Validating UTF-8 once up front lets the parser skip it for every string.
+    let typed = match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str::<TypedList<K>>(text),
+        Err(_) => serde_json::from_slice::<TypedList<K>>(body),
+    };
+    if let Ok(list) = typed {
+        return Ok(ListPage {
+            items: list.items.unwrap_or_default(),
+            resource_version: list.metadata.resource_version.unwrap_or_default(),
+            continue_token: list.metadata.continue_token.filter(|c| !c.is_empty()),
+            undecodable: Vec::new(),
+        });
+    }
+    let raw: RawList<'_> = serde_json::from_slice(body).map_err(ListWatchError::DecodeList)?;
+    let raw_items = raw.items.unwrap_or_default();
+    let mut page = ListPage {
+        items: Vec::with_capacity(raw_items.len()),
+        resource_version: raw.metadata.resource_version.unwrap_or_default(),
+        continue_token: raw.metadata.continue_token.filter(|c| !c.is_empty()),
+        undecodable: Vec::new(),
+    };
+    for item in raw_items {
+        match serde_json::from_str::<K>(item.get()) {
+            Ok(obj) => page.items.push(obj),
+            Err(e) => page
+                .undecodable
+                .push(decode_failure("LIST", item.get(), &e)),
+        }
+    }
+    Ok(page)
+}
+
+/// A watch event decoded in one pass (the common case).
+#[derive(Deserialize)]
+#[serde(tag = "type", content = "object", rename_all = "UPPERCASE")]
+#[serde(bound = "K: DeserializeOwned")]
+enum TypedEvent<K> {
+    Added(K),
+    Modified(K),
+    Deleted(K),
+    Bookmark(RawObject),
+    Error(Status),
+}
+
+/// Decodes one line of a watch stream: in one pass when it fits, else
+/// envelope first, so that an object that does not fit `K` is reported
+/// with its key instead of ending the stream.
+pub(crate) fn decode_event<K: DeserializeOwned>(
+    line: &[u8],
+) -> Result<WatchEvent<K>, ListWatchError> {
+    if let Ok(event) = serde_json::from_slice::<TypedEvent<K>>(line) {
+        return match event {
+            TypedEvent::Added(o) => Ok(WatchEvent::Added(o)),
+            TypedEvent::Modified(o) => Ok(WatchEvent::Modified(o)),
+            TypedEvent::Deleted(o) => Ok(WatchEvent::Deleted(o)),
+            TypedEvent::Bookmark(o) => Ok(WatchEvent::Bookmark(o.into_bookmark())),
+            TypedEvent::Error(status) => Err(ListWatchError::Api {
+                status: Box::new(status),
+                retry_after: None,
+            }),
+        };
+    }
+    let raw: RawEvent<'_> = match serde_json::from_slice(line) {
+        Ok(raw) => raw,
+        Err(e) => {
+            return Ok(WatchEvent::Undecodable(DecodeFailure {
+                event_type: None,
+                key: None,
+                resource_version: None,
+                error: e.to_string(),
+            }));
+        }
+    };
+    let object = raw.object.get();
+    let decoded = match raw.kind.as_str() {
+        "ADDED" => serde_json::from_str(object).map(WatchEvent::Added),
+        "MODIFIED" => serde_json::from_str(object).map(WatchEvent::Modified),
+        "DELETED" => serde_json::from_str(object).map(WatchEvent::Deleted),
+        "BOOKMARK" => serde_json::from_str::<RawObject>(object)
+            .map(|o| WatchEvent::Bookmark(o.into_bookmark())),
+        "ERROR" => {
+            return match serde_json::from_str::<Status>(object) {
+                Ok(status) => Err(ListWatchError::Api {
+                    status: Box::new(status),
+                    retry_after: None,
+                }),
+                Err(e) => Ok(WatchEvent::Undecodable(decode_failure("ERROR", object, &e))),
+            };
+        }
+        other => {
+            return Ok(WatchEvent::Undecodable(DecodeFailure {
+                event_type: Some(other.to_owned()),
+                key: None,
+                resource_version: None,
+                error: format!("unknown watch event type {other:?}"),
+            }));
+        }
+    };
+    Ok(decoded.unwrap_or_else(|e| WatchEvent::Undecodable(decode_failure(&raw.kind, object, &e))))
+}
+
+/// Splits a byte stream into newline-terminated lines and decodes each as
+/// a watch event. Ends after a server `ERROR` event or a read error.
+pub(crate) fn event_stream<K, S>(
+    body: S,
+) -> impl Stream<Item = Result<WatchEvent<K>, ListWatchError>>
+where
+    K: DeserializeOwned,
+    S: Stream<Item = Result<Bytes, kube_client::Error>> + Unpin,
+{
+    struct State<S> {
+        body: S,
+        buf: BytesMut,
+        done: bool,
+    }
+    let state = State {
+        body,
+        buf: BytesMut::new(),
+        done: false,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if st.done {
+                return None;
+            }
+            if let Some(pos) = st.buf.iter().position(|b| *b == b'\n') {
+                let line = st.buf.split_to(pos + 1);
+                let line = line.trim_ascii();
+                if line.is_empty() {
+                    continue;
+                }
+                let item = decode_event::<K>(line);
+                st.done = item.is_err();
+                return Some((item, st));
+            }
+            match st.body.next().await {
+                Some(Ok(chunk)) => st.buf.extend_from_slice(&chunk),
+                Some(Err(e)) => {
+                    st.done = true;
+                    return Some((Err(ListWatchError::Stream(e)), st));
+                }
+                None => {
+                    st.done = true;
+                    let rest = st.buf.split();
+                    let rest = rest.trim_ascii();
+                    if rest.is_empty() {
+                        return None;
+                    }
+                    // A last line without its newline: decode it if it is whole.
+                    return match serde_json::from_slice::<serde::de::IgnoredAny>(rest) {
+                        Ok(_) => Some((decode_event::<K>(rest), st)),
+                        Err(_) => None,
+                    };
+                }
+            }
+        }
+    })
+}
+
+impl<K> ListerWatcher<K> for ApiListerWatcher<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    fn list(&self, req: ListRequest) -> BoxFuture<'_, Result<ListPage<K>, ListWatchError>> {
+        async move {
+            let response = self.get(list_url(&self.url, &self.options, &req)).await?;
+            let body = response
+                .into_body()
+                .collect_bytes()
+                .await
+                .map_err(ListWatchError::Stream)?;
+            decode_list::<K>(&body)
+        }
+        .boxed()
+    }
+
+    fn watch(&self, req: WatchRequest) -> BoxFuture<'_, Result<WatchStream<K>, ListWatchError>> {
+        async move {
+            let response = self.get(watch_url(&self.url, &self.options, &req)).await?;
+            let body = response.into_body().into_data_stream();
+            Ok(event_stream::<K, _>(body).boxed())
+        }
+        .boxed()
+    }
+
+    fn describe(&self) -> String {
+        let mut out = self.url.clone();
+        for (name, sel) in [
+            ("labels", &self.options.label_selector),
+            ("fields", &self.options.field_selector),
+        ] {
+            if let Some(sel) = sel.as_deref().filter(|s| !s.is_empty()) {
+                out.push_str(&format!(" {name}={sel}"));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+#[path = "api_tests.rs"]
+mod tests;

@@ -1,0 +1,187 @@
+//! The error of a LIST or WATCH call, keeping the server's `Status`.
+
+use std::time::Duration;
+
+use kube_core::Status;
+
+/// Why a LIST or WATCH call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ListWatchError {
+    /// The server answered with a failure `Status` (an HTTP error status, or
+    /// an `ERROR` event inside a watch stream).
+    #[error(
+        "the API server answered {code} {reason}: {message}",
+        code = .status.code,
+        reason = .status.reason,
+        message = .status.message
+    )]
+    Api {
+        /// The server's `Status`, reason and code preserved.
+        status: Box<Status>,
+        /// The `Retry-After` header (or `details.retryAfterSeconds`), if given.
+        retry_after: Option<Duration>,
+    },
+    /// The request did not reach the server or its answer did not arrive.
+    #[error("request to the API server failed: {0}")]
+    Transport(#[source] kube_client::Error),
+    /// The request could not be built (for example a selector with
+    /// characters a URL cannot carry).
+    #[error("could not build the request for {url}: {source}")]
+    BuildRequest {
+        /// The URL that was being built.
+        url: String,
+        /// What the HTTP builder said.
+        #[source]
+        source: http::Error,
+    },
+    /// A LIST answer was not a list.
+    #[error("could not decode the list answer: {0}")]
+    DecodeList(#[source] serde_json::Error),
+    /// Reading an open watch stream failed (the connection broke).
+    #[error("reading the watch stream failed: {0}")]
+    Stream(#[source] kube_client::Error),
+}
+
+/// The `Status` cause type the API server uses for a resource version that
+/// is newer than anything it has seen.
+const CAUSE_RESOURCE_VERSION_TOO_LARGE: &str = "ResourceVersionTooLarge";
+
+impl ListWatchError {
+    /// An API error with the given code, reason and message (what servers
+    /// and test doubles send).
+    pub fn api(code: u16, reason: &str, message: &str) -> Self {
+        let status = Status::failure(message, reason).with_code(code);
+        Self::Api {
+            status: Box::new(status),
+            retry_after: None,
+        }
+    }
+
+    /// The server's `Status`, if the server answered.
+    pub fn status(&self) -> Option<&Status> {
+        match self {
+            Self::Api { status, .. } => Some(status),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status code, if the server answered.
+    pub fn code(&self) -> Option<u16> {
+        self.status().map(|s| s.code)
+    }
+
+    /// The `Status` reason (`Expired`, `TooManyRequests`, ...), if any.
+    pub fn reason(&self) -> Option<&str> {
+        self.status()
+            .map(|s| s.reason.as_str())
+            .filter(|r| !r.is_empty())
+    }
+
+    /// How long the server asked us to wait before retrying.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Api {
+                retry_after: Some(d),
+                ..
+            } => Some(*d),
+            Self::Api { status, .. } => status
+                .details
+                .as_ref()
+                .map(|d| d.retry_after_seconds)
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(u64::from(s))),
+            _ => None,
+        }
+    }
+
+    /// 410 Gone / reason `Expired` or `Gone`: the requested resource version
+    /// (or continue token) is older than the server's history.
+    pub fn is_expired(&self) -> bool {
+        self.code() == Some(410) || matches!(self.reason(), Some("Expired" | "Gone"))
+    }
+
+    /// The requested resource version is newer than the server has seen
+    /// (after talking to a different, more current, server).
+    pub fn is_too_large_resource_version(&self) -> bool {
+        let Some(status) = self.status() else {
+            return false;
+        };
+        let by_cause = status.details.as_ref().is_some_and(|d| {
+            d.causes
+                .iter()
+                .any(|c| c.reason == CAUSE_RESOURCE_VERSION_TOO_LARGE)
+        });
+        by_cause
+            || status
+                .message
+                .to_ascii_lowercase()
+                .contains("too large resource version")
+    }
+
+    /// 429 Too Many Requests.
+    pub fn is_too_many_requests(&self) -> bool {
+        self.code() == Some(429) || self.reason() == Some("TooManyRequests")
+    }
+
+    /// The request never got an answer from the server (connection refused,
+    /// reset, timed out).
+    pub fn is_transport(&self) -> bool {
+        matches!(self, Self::Transport(_) | Self::Stream(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_expired_by_code_and_reason() {
+        assert!(ListWatchError::api(410, "Gone", "too old").is_expired());
+        assert!(ListWatchError::api(0, "Expired", "too old").is_expired());
+        assert!(!ListWatchError::api(500, "InternalError", "boom").is_expired());
+    }
+
+    #[test]
+    fn classifies_too_large_resource_version() {
+        let err = ListWatchError::api(504, "Timeout", "Too large resource version: 12, current: 3");
+        assert!(err.is_too_large_resource_version());
+        let status: Status = serde_json::from_value(serde_json::json!({
+            "code": 504, "reason": "Timeout", "message": "timeout",
+            "details": {"causes": [{"reason": CAUSE_RESOURCE_VERSION_TOO_LARGE}]}
+        }))
+        .unwrap();
+        let err = ListWatchError::Api {
+            status: Box::new(status),
+            retry_after: None,
+        };
+        assert!(err.is_too_large_resource_version());
+        assert!(!ListWatchError::api(504, "Timeout", "slow").is_too_large_resource_version());
+    }
+
+    #[test]
+    fn retry_after_from_header_or_details() {
+        let err = ListWatchError::Api {
+            status: Box::new(Status::failure("slow down", "TooManyRequests").with_code(429)),
+            retry_after: Some(Duration::from_secs(3)),
+        };
+        assert!(err.is_too_many_requests());
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(3)));
+        let status: Status = serde_json::from_value(serde_json::json!({
+            "code": 429, "reason": "TooManyRequests", "message": "slow down",
+            "details": {"retryAfterSeconds": 2}
+        }))
+        .unwrap();
+        let err = ListWatchError::Api {
+            status: Box::new(status),
+            retry_after: None,
+        };
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn message_includes_code_and_reason() {
+        let msg = ListWatchError::api(410, "Expired", "rv 3 is too old").to_string();
+        assert!(msg.contains("410") && msg.contains("Expired") && msg.contains("rv 3 is too old"));
+    }
+}

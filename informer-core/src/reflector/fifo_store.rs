@@ -1,0 +1,101 @@
+//! A [`DeltaFifo`] is what a reflector normally feeds: each store call
+//! becomes a delta (`Added`, `Updated`, `Deleted`, `Replaced` + tombstones,
+//! `Sync`).
+
+use kube_core::Resource;
+
+use super::ReflectorStore;
+use crate::delta_fifo::DeltaFifo;
+
+impl<K: Resource + Clone + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
+    fn add(&self, obj: K) {
+        DeltaFifo::add(self, obj);
+    }
+
+    fn update(&self, obj: K) {
+        DeltaFifo::update(self, obj);
+    }
+
+    fn delete(&self, obj: K) {
+        DeltaFifo::delete(self, obj);
+    }
+
+    fn replace(&self, list: Vec<K>, resource_version: &str) {
+        DeltaFifo::replace(self, list, resource_version);
+    }
+
+    fn resync(&self) {
+        DeltaFifo::resync(self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::super::Reflector;
+    use super::super::tests::fake::{Bump, FakeLw, Item, Step, cm, page};
+    use crate::delta_fifo::{DeltaFifo, DeltaType};
+    use crate::list_watch::WatchEvent;
+
+    /// A reflector feeding a FIFO: the list becomes `Replaced` deltas (which
+    /// make the FIFO synced once popped) and watch events follow in order.
+    #[tokio::test(start_paused = true)]
+    async fn reflector_feeds_a_delta_fifo() {
+        let bump = Bump::new();
+        let lw = FakeLw::new(
+            &bump,
+            vec![
+                Step::List(Ok(page("10", &["a", "b"], None))),
+                Step::Watch(vec![
+                    Item::Event(WatchEvent::Modified(cm("a", "11"))),
+                    Item::Event(WatchEvent::Deleted(cm("b", "12"))),
+                    Item::Hang,
+                ]),
+            ],
+        );
+        let fifo = Arc::new(DeltaFifo::new(None));
+        let reflector = Reflector::builder(lw.clone(), fifo.clone()).build();
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(reflector.run(cancel.clone()));
+
+        let lw2 = lw.clone();
+        bump.until("the watch events were applied", move || lw2.hung() == 1)
+            .await;
+        let mut popped = Vec::new();
+        for _ in 0..2 {
+            let item = fifo
+                .pop(|d| {
+                    (
+                        d.key.clone(),
+                        d.deltas.iter().map(|d| d.kind).collect::<Vec<_>>(),
+                    )
+                })
+                .await
+                .unwrap();
+            popped.push(item);
+        }
+        let lw2 = lw.clone();
+        bump.until("the watch is open", move || lw2.calls().len() == 2)
+            .await;
+        assert_eq!(
+            popped,
+            vec![
+                (
+                    "ns/a".to_owned(),
+                    vec![DeltaType::Replaced, DeltaType::Updated]
+                ),
+                (
+                    "ns/b".to_owned(),
+                    vec![DeltaType::Replaced, DeltaType::Deleted]
+                ),
+            ]
+        );
+        assert!(fifo.has_synced());
+        assert_eq!(fifo.last_sync_resource_version().as_deref(), Some("10"));
+        cancel.cancel();
+        task.await.unwrap();
+    }
+}

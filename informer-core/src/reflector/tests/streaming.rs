@@ -1,0 +1,108 @@
+//! Streaming list: a WATCH with `sendInitialEvents=true` instead of LIST.
+
+use super::*;
+
+fn streaming(steps: Vec<Step>) -> Harness {
+    start_with(steps, |b| b.streaming_list(true))
+}
+
+#[tokio::test(start_paused = true)]
+async fn initial_events_up_to_the_end_bookmark_become_one_replace() {
+    let h = streaming(vec![Step::Watch(vec![
+        add("a", "5"),
+        add("b", "7"),
+        Item::Event(bookmark("8")),
+        Item::Event(initial_events_end("9")),
+        add("c", "10"),
+        Item::Hang,
+    ])]);
+    h.until_ops(2).await;
+    let w = &h.lw.watches()[0];
+    assert!(w.send_initial_events);
+    assert!(w.allow_bookmarks);
+    assert_eq!(w.resource_version, "", "a consistent read on first sync");
+    assert!((300..600).contains(&w.timeout_seconds.unwrap()));
+    let mut ops = h.store.ops();
+    if let Op::Replace(names, _) = &mut ops[0] {
+        names.sort();
+    }
+    assert_eq!(
+        ops,
+        vec![
+            ops_replace(&["a", "b"], "9"),
+            Op::Add("c".into(), "10".into())
+        ]
+    );
+    assert!(h.lw.lists().is_empty(), "no LIST when streaming works");
+    assert_eq!(h.synced.get().as_deref(), Some("10"));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_streaming_list_falls_back_to_list() {
+    let h = streaming(vec![
+        Step::WatchErr(api_err(422, "Invalid")),
+        Step::List(Ok(page("10", &["a"], None))),
+        Step::Watch(vec![Item::Hang]),
+    ]);
+    h.until_calls(3).await;
+    assert_eq!(h.lw.lists(), vec![list_req(Some(500), "0", None)]);
+    assert_eq!(h.at(1), h.at(0), "the fallback is immediate");
+    let w = &h.lw.watches()[1];
+    assert!(!w.send_initial_events);
+    assert_eq!(w.resource_version, "10");
+    assert_eq!(h.metrics.count("streaming_fallback"), 1);
+    assert_eq!(h.store.ops(), vec![ops_replace(&["a"], "10")]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_ends_before_the_bookmark_falls_back_to_list() {
+    let h = streaming(vec![
+        Step::Watch(vec![add("a", "5")]),
+        Step::List(Ok(page("10", &["a", "b"], None))),
+        Step::Watch(vec![Item::Hang]),
+    ]);
+    h.until_calls(3).await;
+    assert_eq!(h.store.ops(), vec![ops_replace(&["a", "b"], "10")]);
+    assert_eq!(h.metrics.count("streaming_fallback"), 1);
+    assert!(h.errors.lock()[0].contains("initial-events-end"));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_relist_streaming_resumes_from_the_synced_rv() {
+    let h = streaming(vec![
+        Step::Watch(vec![
+            add("a", "5"),
+            Item::Event(initial_events_end("9")),
+            add("b", "11"),
+            Item::Err(api_err(410, "Expired")),
+        ]),
+        Step::Watch(vec![Item::Event(initial_events_end("20")), Item::Hang]),
+    ]);
+    h.until_calls(2).await;
+    h.until_ops(3).await;
+    let w = &h.lw.watches()[1];
+    assert!(w.send_initial_events);
+    assert_eq!(w.resource_version, "11");
+    assert_eq!(h.store.ops()[2], ops_replace(&[], "20"));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_expired_streaming_rv_falls_back_to_a_list_of_the_newest_data() {
+    let h = streaming(vec![
+        Step::Watch(vec![
+            Item::Event(initial_events_end("9")),
+            Item::Err(api_err(410, "Expired")),
+        ]),
+        Step::WatchErr(api_err(410, "Expired")),
+        Step::List(Ok(page("30", &[], None))),
+        Step::Watch(vec![Item::Hang]),
+    ]);
+    h.until_calls(4).await;
+    assert_eq!(h.lw.watches()[1].resource_version, "9");
+    assert_eq!(h.lw.lists(), vec![list_req(Some(500), "", None)]);
+    h.stop().await;
+}

@@ -1,1 +1,0 @@
-//! selector (to be written).

@@ -1,1 +1,0 @@
-//! shared_informer (to be written).

@@ -1,0 +1,14 @@
+//! Integration tests of informer-core against an in-process envtest API server.
+
+// Test helpers outside `#[test]` functions unwrap too; a failure is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod custom_resource;
+mod factory;
+mod list_watch;
+mod lister;
+mod reflector;
+mod reflector_faults;
+mod shared_informer;
+mod support;
