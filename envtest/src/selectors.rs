@@ -274,6 +274,14 @@ impl FieldSelector {
         self.terms.is_empty()
     }
 
+    /// This selector plus the requirement `field == value`.
+    #[must_use]
+    pub fn and_equals(mut self, field: &str, value: &str) -> Self {
+        self.terms
+            .push((field.to_string(), true, value.to_string()));
+        self
+    }
+
     /// The field names it uses.
     pub fn fields(&self) -> impl Iterator<Item = &str> {
         self.terms.iter().map(|(f, _, _)| f.as_str())

@@ -321,15 +321,26 @@ async fn resource(
     group: &str,
     version: &str,
     rest: &[&str],
-    r: Req,
+    mut r: Req,
     path: &str,
 ) -> Result<Response, ApiError> {
+    // Legacy watch paths: /api/v1/watch/... and /apis/{g}/{v}/watch/...
+    let rest = match rest.split_first() {
+        Some((&"watch", tail)) if !tail.is_empty() => {
+            r.query.0.push(("watch".into(), "true".into()));
+            tail
+        }
+        _ => rest,
+    };
     let t = parse_target(srv, group, version, rest, path)?;
     let collection = t.name.is_none();
     match (&r.method, collection) {
         (&Method::GET, true) if r.query.flag("watch") => watch::serve(srv, &t, &r),
         (&Method::GET, true) => crud::list(srv, &t, &r),
         (m, false) if t.sub.as_deref() == Some("scale") => crud::scale(srv, &t, &r, m),
+        (&Method::GET, false) if t.sub.is_none() && r.query.flag("watch") => {
+            watch::serve(srv, &t, &r)
+        }
         (&Method::GET, false) => crud::get(srv, &t, &r),
         (&Method::POST, true) => crud::create(srv, &t, &r),
         (&Method::PUT, false) => crud::update(srv, &t, &r),

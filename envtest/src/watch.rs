@@ -66,7 +66,11 @@ fn error_line(e: &ApiError) -> Bytes {
 pub fn serve(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
     let info = t.info.clone();
     let q = &r.query;
-    let filter = Filter::from_query(&info, t.namespace.as_deref(), q)?;
+    let mut filter = Filter::from_query(&info, t.namespace.as_deref(), q)?;
+    if let Some(name) = &t.name {
+        // Watching one object by URL is a watch with a metadata.name selector.
+        filter.fields = std::mem::take(&mut filter.fields).and_equals("metadata.name", name);
+    }
     let rv = crate::crud::parse_rv(q.get("resourceVersion"))?;
     let bookmarks = q.flag("allowWatchBookmarks");
     let initial_events = match q.get("sendInitialEvents") {

@@ -9,8 +9,9 @@
 //!   that nobody else owns;
 //! - sets every field of the configuration, and records the manager's set.
 //!
-//! Ownership is recorded for appliers; other writes keep `managedFields`
-//! as they are (they do not take fields over).
+//! Other writes ([`record_update`]) take over the fields they change, as
+//! operation `Update`, so a later apply of a different value conflicts with
+//! them.
 
 use crate::error::{ApiError, Cause};
 use crate::objects::now_rfc3339;
@@ -276,10 +277,60 @@ pub fn apply(
 }
 
 fn entry(manager: &str, api_version: &str, paths: &BTreeSet<Path>) -> Value {
+    entry_with(manager, "Apply", api_version, paths)
+}
+
+fn entry_with(manager: &str, operation: &str, api_version: &str, paths: &BTreeSet<Path>) -> Value {
     json!({
-        "manager": manager, "operation": "Apply", "apiVersion": api_version, "time": now_rfc3339(),
+        "manager": manager, "operation": operation, "apiVersion": api_version, "time": now_rfc3339(),
         "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(paths),
     })
+}
+
+/// Record a non-apply write (create, update, patch) by `manager`: the
+/// fields it changed become its own (operation `Update`), taken from
+/// whoever owned them; fields it removed are owned by nobody. A write that
+/// changes nothing leaves `managedFields` as it was.
+pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_version: &str) {
+    let before = old.cloned().unwrap_or(Value::Null);
+    let now_paths = config_paths(new);
+    let before_paths = old.map(config_paths).unwrap_or_default();
+    let changed: BTreeSet<Path> = now_paths
+        .iter()
+        .filter(|p| get(&before, p) != get(new, p))
+        .cloned()
+        .collect();
+    let removed: BTreeSet<Path> = before_paths.difference(&now_paths).cloned().collect();
+    if changed.is_empty() && removed.is_empty() {
+        return;
+    }
+    let mut out = Vec::new();
+    let mut placed = false;
+    for mut e in entries(new) {
+        e.paths
+            .retain(|p| !changed.contains(p) && !removed.contains(p));
+        if e.manager == manager && e.operation == "Update" {
+            placed = true;
+            e.paths.extend(changed.iter().cloned());
+            out.push(entry_with(manager, "Update", api_version, &e.paths));
+        } else if !e.paths.is_empty() {
+            let mut raw = e.raw;
+            raw["fieldsV1"] = to_fields_v1(&e.paths);
+            out.push(raw);
+        }
+    }
+    if !placed && !changed.is_empty() {
+        out.push(entry_with(manager, "Update", api_version, &changed));
+    }
+    match new["metadata"].as_object_mut() {
+        Some(m) if out.is_empty() => {
+            m.remove("managedFields");
+        }
+        Some(m) => {
+            m.insert("managedFields".into(), Value::Array(out));
+        }
+        None => {}
+    }
 }
 
 #[cfg(test)]
@@ -324,6 +375,28 @@ mod tests {
                 .is_none_or(|l| l.get("team").is_none())
         );
         assert_eq!(o["spec"]["replicas"], 2, "bob still owns replicas");
+    }
+
+    #[test]
+    fn updates_take_over_changed_fields() {
+        let a = apply(None, &cfg(1, false), "alice", false, "apps/v1").unwrap();
+        let mut edited = a.clone();
+        edited["spec"]["replicas"] = json!(3);
+        record_update(Some(&a), &mut edited, "editor", "apps/v1");
+        let mf = edited["metadata"]["managedFields"].as_array().unwrap();
+        assert!(
+            mf.iter()
+                .any(|e| e["manager"] == "editor" && e["operation"] == "Update")
+        );
+        let e = apply(Some(&edited), &cfg(1, false), "alice", false, "apps/v1").unwrap_err();
+        assert!(
+            e.message.contains("conflict with \"editor\""),
+            "{}",
+            e.message
+        );
+        let mut same = edited.clone();
+        record_update(Some(&edited), &mut same, "other", "apps/v1");
+        assert_eq!(same, edited, "a write that changes nothing records nothing");
     }
 
     #[test]

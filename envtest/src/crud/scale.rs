@@ -4,7 +4,7 @@
 //! PATCH change only the desired replicas, with the usual optimistic
 //! concurrency and generation rules.
 
-use super::write::apply_update;
+use super::write::{UpdateMode, apply_update, manager_of};
 use crate::error::ApiError;
 use crate::objects::{obj_key, value_response};
 use crate::patch::{PatchKind, json_patch, merge_patch, strategic_merge};
@@ -108,6 +108,7 @@ pub fn scale(
     };
     let body = parse_json(&r.body)?;
     let dry = r.query.dry_run()?;
+    let manager = manager_of(r);
     let stored = srv.store.txn_mode(dry, |txn| {
         let old = txn.get(&res, &key).ok_or_else(not_found)?;
         let wanted = match patch_kind {
@@ -141,7 +142,11 @@ pub fn scale(
             .filter(|s| !s.is_empty())
             .map(str::to_string);
         new["metadata"]["resourceVersion"] = json!(rv.unwrap_or_else(|| old.rev.to_string()));
-        apply_update(srv, txn, info, &key, &old, new, false)
+        let mode = UpdateMode {
+            status_only: false,
+            manager: Some(&manager),
+        };
+        apply_update(srv, txn, info, &key, &old, new, mode)
     })?;
     Ok(value_response(200, &scale_of(&paths, &stored)))
 }

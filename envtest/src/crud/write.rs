@@ -166,7 +166,8 @@ pub fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
     }
     require_json(r.content_type())?;
     let obj = parse_json(&r.body)?;
-    let (obj, generate) = prepare_new(info, obj, t.namespace.as_deref())?;
+    let (mut obj, generate) = prepare_new(info, obj, t.namespace.as_deref())?;
+    super::apply::record_update(None, &mut obj, &manager_of(r), &info.api_version());
     let dry = r.query.dry_run()?;
     let stored = srv
         .store
@@ -195,6 +196,31 @@ fn spec_changed(old: &Value, new: &Value, has_status: bool) -> bool {
     keys.into_iter().any(|k| o.get(k) != n.get(k))
 }
 
+/// How an update is applied.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct UpdateMode<'a> {
+    /// A `/status` write: only `status` changes.
+    pub status_only: bool,
+    /// The field manager to record (None when server-side apply already did).
+    pub manager: Option<&'a str>,
+}
+
+/// The field manager of a request: `fieldManager`, else the client's
+/// User-Agent product name, else `unknown`.
+pub(crate) fn manager_of(r: &Req) -> String {
+    if let Some(m) = r.query.get("fieldManager").filter(|m| !m.is_empty()) {
+        return m.to_string();
+    }
+    r.headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ua| ua.split('/').next())
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .unwrap_or("unknown")
+        .to_string()
+}
+
 /// Apply an update to an existing object under the lock (PUT and PATCH).
 pub(crate) fn apply_update(
     srv: &Server,
@@ -203,8 +229,9 @@ pub(crate) fn apply_update(
     key: &ObjKey,
     old: &Arc<StoredObject>,
     mut new: Value,
-    status_only: bool,
+    mode: UpdateMode<'_>,
 ) -> Result<Arc<StoredObject>, ApiError> {
+    let status_only = mode.status_only;
     let name = key.1.as_str();
     match new["metadata"]["resourceVersion"]
         .as_str()
@@ -307,6 +334,9 @@ pub(crate) fn apply_update(
         meta.insert("generation".into(), Value::from(generation));
         meta.insert("resourceVersion".into(), Value::String(old.rev.to_string()));
     }
+    if let Some(m) = mode.manager {
+        super::apply::record_update(Some(&old.value), &mut result, m, &info.api_version());
+    }
     if crd::is_crd(info) {
         crd::prepare(&mut result)?;
     }
@@ -332,6 +362,7 @@ pub(crate) fn apply_update(
 pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
     let info = &t.info;
     let name = t.name.as_deref().unwrap_or("");
+    let manager = manager_of(r);
     require_json(r.content_type())?;
     let mut obj = parse_json(&r.body)?;
     check_type(info, &mut obj)?;
@@ -353,7 +384,11 @@ pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
         let old = txn
             .get(&info.storage_key(), &key)
             .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
-        apply_update(srv, txn, info, &key, &old, obj, t.sub.is_some())
+        let mode = UpdateMode {
+            status_only: t.sub.is_some(),
+            manager: Some(&manager),
+        };
+        apply_update(srv, txn, info, &key, &old, obj, mode)
     })?;
     Ok(json_response(200, render(&stored, info)))
 }
@@ -424,8 +459,8 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
         PatchKind::Apply => parse_yaml_or_json(&r.body)?,
         _ => parse_json(&r.body)?,
     };
-    let manager = r.query.get("fieldManager").unwrap_or("");
-    if kind == PatchKind::Apply && manager.is_empty() {
+    let manager = manager_of(r);
+    if kind == PatchKind::Apply && r.query.get("fieldManager").is_none_or(str::is_empty) {
         return Err(ApiError::bad_request(
             "PATCH with application/apply-patch+yaml requires the fieldManager query parameter",
         ));
@@ -433,7 +468,7 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
     let p = PatchRequest {
         kind,
         body,
-        manager,
+        manager: &manager,
         force: r.query.flag("force"),
     };
     let key = obj_key(info, t.namespace.as_deref(), name);
@@ -453,7 +488,9 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
             )));
         }
         check_namespace(info, &mut doc, t.namespace.as_deref())?;
-        apply_update(srv, txn, info, &key, &old, doc, t.sub.is_some()).map(|s| (s, 200))
+        let manager = (kind != PatchKind::Apply).then_some(manager.as_str());
+        let mode = UpdateMode { status_only: t.sub.is_some(), manager };
+        apply_update(srv, txn, info, &key, &old, doc, mode).map(|s| (s, 200))
     })?;
     Ok(json_response(code, render(&stored, info)))
 }

@@ -164,8 +164,8 @@ async fn a_slow_watcher_never_blocks_writers_and_is_closed() {
         "GET /api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv} HTTP/1.1\r\nHost: envtest\r\n\r\n"
     );
     conn.write_all(req.as_bytes()).await.unwrap();
-    let writes = 300;
-    let big = "x".repeat(16 * 1024);
+    let writes = 200;
+    let big = "x".repeat(64 * 1024);
     let writing = async {
         for i in 0..writes {
             api.create(&PostParams::default(), &cm(&format!("c{i}"), &[], &big))

@@ -280,3 +280,44 @@ async fn streaming_list_sends_initial_events_then_end_bookmark() {
     let next = take(&mut w, 1).await;
     assert_eq!(describe(&next[0]), ("ADDED".to_string(), "c".to_string()));
 }
+
+#[tokio::test]
+async fn legacy_watch_paths_and_single_object_watches() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    api.create(&PostParams::default(), &cm("a", &[], "1"))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &cm("b", &[], "1"))
+        .await
+        .unwrap();
+    let text = |v: serde_json::Value| {
+        v.as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string())
+    };
+    let (code, body) = crate::raw(
+        &client,
+        "GET",
+        "/api/v1/watch/namespaces/default/configmaps?resourceVersion=0&timeoutSeconds=1",
+        None,
+        vec![],
+    )
+    .await;
+    let body = text(body);
+    assert_eq!(code, 200);
+    assert_eq!(body.matches("\"type\":\"ADDED\"").count(), 2, "{body}");
+    let (code, body) = crate::raw(
+        &client,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/a?watch=true&resourceVersion=0&timeoutSeconds=1",
+        None,
+        vec![],
+    )
+    .await;
+    let body = text(body);
+    assert_eq!(code, 200);
+    assert_eq!(body.matches("\"type\":\"ADDED\"").count(), 1, "{body}");
+    assert!(body.contains("\"name\":\"a\""), "{body}");
+}
