@@ -160,6 +160,7 @@ impl TestEnvBuilder {
             faults: Faults::new(store.clone()),
             store,
             registry: Registry::with_builtins(),
+            ips: Default::default(),
             config: Config {
                 bookmark_interval: self.bookmark_interval,
                 max_body_bytes: self.max_body_bytes,

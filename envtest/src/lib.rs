@@ -26,6 +26,7 @@
 
 mod crd;
 mod crud;
+mod defaults;
 mod discovery;
 mod env;
 mod error;

@@ -42,6 +42,8 @@ pub struct Server {
     pub faults: Faults,
     /// Settings.
     pub config: Config,
+    /// ClusterIPs handed to Services.
+    pub ips: crate::defaults::IpAllocator,
 }
 
 /// Decoded query parameters.

@@ -148,6 +148,9 @@ fn insert_new(
     if txn.get(&res, &key).is_some() {
         return Err(ApiError::already_exists(&info.group, &info.plural, &name));
     }
+    if !info.custom {
+        crate::defaults::apply(&info.group, &info.plural, &mut obj, true, &srv.ips);
+    }
     let stored = txn.put(&res, key, obj);
     if crd::is_crd(info) && !txn.is_dry() {
         crd::register(srv, &stored.value);
@@ -302,6 +305,17 @@ pub(crate) fn apply_update(
         new
     };
     check_metadata(info, &result)?;
+    if !info.custom && !status_only {
+        // Allocated addresses are immutable; defaults are re-applied.
+        if info.group.is_empty()
+            && info.plural == "services"
+            && result["spec"].get("clusterIP").is_none()
+            && let Some(ip) = old.value["spec"].get("clusterIP")
+        {
+            result["spec"]["clusterIP"] = ip.clone();
+        }
+        crate::defaults::apply(&info.group, &info.plural, &mut result, false, &srv.ips);
+    }
     if let Some(schema) = &info.schema {
         crate::schema::check(schema, &mut result, &info.kind)?;
     }

@@ -537,3 +537,63 @@ async fn scale_subresource_reads_and_writes_replicas() {
         .unwrap();
     assert_eq!(status(cms.get_scale("c").await.unwrap_err()).code, 404);
 }
+
+#[tokio::test]
+async fn built_in_kinds_are_defaulted_like_a_cluster() {
+    let env = TestEnv::start().await.unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(env.client());
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "app:1.0"}]}})).unwrap();
+    let p = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let spec = p.spec.unwrap();
+    assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(
+        spec.containers[0].image_pull_policy.as_deref(),
+        Some("IfNotPresent")
+    );
+    assert_eq!(p.status.unwrap().phase.as_deref(), Some("Pending"));
+
+    // A controller that writes back what it wants (without the defaults)
+    // does not bump the generation: the server re-applies them.
+    let deploys: Api<Deployment> = Api::default_namespaced(env.client());
+    let d = deploys
+        .create(&PostParams::default(), &deployment("d"))
+        .await
+        .unwrap();
+    assert_eq!(
+        d.spec
+            .as_ref()
+            .unwrap()
+            .strategy
+            .as_ref()
+            .unwrap()
+            .type_
+            .as_deref(),
+        Some("RollingUpdate")
+    );
+    let mut desired = deployment("d");
+    desired.status = None;
+    desired.metadata.resource_version = d.metadata.resource_version.clone();
+    let d2 = deploys
+        .replace("d", &PostParams::default(), &desired)
+        .await
+        .unwrap();
+    assert_eq!(d2.metadata.generation, Some(1));
+    assert_eq!(
+        d2.metadata.resource_version, d.metadata.resource_version,
+        "nothing changed, nothing written"
+    );
+
+    let svcs: Api<k8s_openapi::api::core::v1::Service> = Api::default_namespaced(env.client());
+    let svc = serde_json::from_value(
+        json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}),
+    )
+    .unwrap();
+    let s = svcs.create(&PostParams::default(), &svc).await.unwrap();
+    let spec = s.spec.unwrap();
+    assert!(
+        spec.cluster_ip
+            .as_deref()
+            .is_some_and(|ip| ip.starts_with("10.96."))
+    );
+    assert_eq!(spec.ports.unwrap()[0].protocol.as_deref(), Some("TCP"));
+}

@@ -118,19 +118,15 @@ async fn latency_and_pause_hold_requests() {
 
     env.faults().pause();
     let api2 = api.clone();
-    let pending = tokio::spawn(async move {
+    let mut pending = tokio::spawn(async move {
         api2.list(&ListParams::default())
             .await
             .map(|l| l.items.len())
     });
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), async {
-            while !pending.is_finished() {
-                tokio::task::yield_now().await
-            }
-        })
-        .await
-        .is_err(),
+        tokio::time::timeout(Duration::from_millis(300), &mut pending)
+            .await
+            .is_err(),
         "paused requests wait"
     );
     env.faults().resume();

@@ -1,0 +1,234 @@
+//! Defaulting of built-in kinds, as the API server does on every write:
+//! the fields a real cluster fills in (a Pod's `restartPolicy`, a
+//! container's `imagePullPolicy`, a Deployment's `strategy`, a Service's
+//! `clusterIP` and `targetPort`, ...). Without them a controller that
+//! compares what it wants with what it reads passes against a fake and
+//! loops forever against a cluster. Defaults only fill missing fields, so
+//! applying them twice changes nothing.
+
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Hands out ClusterIPs from 10.96.0.0/12 (skipping .0 and the first address).
+#[derive(Debug, Default)]
+pub struct IpAllocator(AtomicU32);
+
+impl IpAllocator {
+    fn next(&self) -> String {
+        let n = self.0.fetch_add(1, Ordering::Relaxed) + 10;
+        let base: u32 = (10 << 24) | (96 << 16);
+        let ip = base + (n % (1 << 20));
+        format!(
+            "{}.{}.{}.{}",
+            ip >> 24,
+            (ip >> 16) & 255,
+            (ip >> 8) & 255,
+            ip & 255
+        )
+    }
+}
+
+fn set_default(obj: &mut Value, key: &str, value: Value) {
+    if let Some(m) = obj.as_object_mut() {
+        m.entry(key.to_string()).or_insert(value);
+    }
+}
+
+fn container(c: &mut Value) {
+    let image = c["image"].as_str().unwrap_or("");
+    let last = image.rsplit('/').next().unwrap_or("");
+    let pinned =
+        image.contains('@') || last.split_once(':').is_some_and(|(_, tag)| tag != "latest");
+    set_default(
+        c,
+        "imagePullPolicy",
+        json!(if pinned { "IfNotPresent" } else { "Always" }),
+    );
+    set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+    set_default(c, "terminationMessagePolicy", json!("File"));
+    set_default(c, "resources", json!({}));
+    if let Some(ports) = c["ports"].as_array_mut() {
+        for p in ports {
+            set_default(p, "protocol", json!("TCP"));
+        }
+    }
+}
+
+fn pod_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    set_default(spec, "restartPolicy", json!("Always"));
+    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "schedulerName", json!("default-scheduler"));
+    set_default(spec, "securityContext", json!({}));
+    set_default(spec, "enableServiceLinks", json!(true));
+    for list in ["containers", "initContainers"] {
+        if let Some(cs) = spec[list].as_array_mut() {
+            cs.iter_mut().for_each(container);
+        }
+    }
+}
+
+fn template(spec: &mut Value) {
+    if let Some(t) = spec.get_mut("template")
+        && let Some(ps) = t.get_mut("spec")
+    {
+        pod_spec(ps);
+    }
+}
+
+fn qos(spec: &Value) -> &'static str {
+    let cs = spec["containers"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let has = |c: &Value, k: &str| c["resources"][k].as_object().is_some_and(|m| !m.is_empty());
+    if cs.iter().all(|c| !has(c, "requests") && !has(c, "limits")) {
+        "BestEffort"
+    } else if cs.iter().all(|c| {
+        has(c, "limits")
+            && (c["resources"]["requests"].is_null()
+                || c["resources"]["requests"] == c["resources"]["limits"])
+    }) {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// Fill in defaults for a built-in object of `group`/`plural` (`create`
+/// also sets the initial status a real cluster reports).
+pub fn apply(group: &str, plural: &str, obj: &mut Value, create: bool, ips: &IpAllocator) {
+    let Some(spec) = obj.get_mut("spec") else {
+        if group.is_empty() && plural == "secrets" {
+            set_default(obj, "type", json!("Opaque"));
+        }
+        return;
+    };
+    match (group, plural) {
+        ("", "pods") => {
+            pod_spec(spec);
+            if create {
+                let q = qos(spec);
+                obj["status"] = json!({"phase": "Pending", "qosClass": q});
+            }
+        }
+        ("apps", "deployments") => {
+            set_default(spec, "replicas", json!(1));
+            set_default(spec, "revisionHistoryLimit", json!(10));
+            set_default(spec, "progressDeadlineSeconds", json!(600));
+            set_default(
+                spec,
+                "strategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+            );
+            template(spec);
+        }
+        ("apps", "replicasets") => {
+            set_default(spec, "replicas", json!(1));
+            template(spec);
+        }
+        ("apps", "statefulsets") => {
+            set_default(spec, "replicas", json!(1));
+            set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+            set_default(spec, "revisionHistoryLimit", json!(10));
+            set_default(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+            );
+            template(spec);
+        }
+        ("apps", "daemonsets") => {
+            set_default(spec, "revisionHistoryLimit", json!(10));
+            set_default(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+            );
+            template(spec);
+        }
+        ("batch", "jobs") => {
+            set_default(spec, "parallelism", json!(1));
+            set_default(spec, "completions", json!(1));
+            set_default(spec, "backoffLimit", json!(6));
+            set_default(spec, "completionMode", json!("NonIndexed"));
+            set_default(spec, "suspend", json!(false));
+            template(spec);
+        }
+        ("", "services") => {
+            set_default(spec, "type", json!("ClusterIP"));
+            set_default(spec, "sessionAffinity", json!("None"));
+            if let Some(ports) = spec["ports"].as_array_mut() {
+                for p in ports {
+                    set_default(p, "protocol", json!("TCP"));
+                    let port = p["port"].clone();
+                    set_default(p, "targetPort", port);
+                }
+            }
+            if spec["type"] != "ExternalName" && spec.get("clusterIP").is_none_or(Value::is_null) {
+                spec["clusterIP"] = json!(ips.next());
+            }
+            if let Some(ip) = spec["clusterIP"]
+                .as_str()
+                .filter(|ip| *ip != "None")
+                .map(str::to_string)
+            {
+                set_default(spec, "clusterIPs", json!([ip]));
+                set_default(spec, "ipFamilies", json!(["IPv4"]));
+                set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
+            }
+            set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+        }
+        ("", "namespaces") => set_default(spec, "finalizers", json!(["kubernetes"])),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pods_get_cluster_defaults_once() {
+        let ips = IpAllocator::default();
+        let mut pod = json!({"spec": {"containers": [{"name": "a", "image": "nginx"}, {"name": "b", "image": "reg:5000/app:1.2"}]}});
+        apply("", "pods", &mut pod, true, &ips);
+        assert_eq!(pod["spec"]["restartPolicy"], "Always");
+        assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(
+            pod["spec"]["containers"][1]["imagePullPolicy"],
+            "IfNotPresent"
+        );
+        assert_eq!(pod["status"]["phase"], "Pending");
+        assert_eq!(pod["status"]["qosClass"], "BestEffort");
+        let again = {
+            let mut p = pod.clone();
+            apply("", "pods", &mut p, false, &ips);
+            p
+        };
+        assert_eq!(again, pod, "defaulting is idempotent");
+    }
+
+    #[test]
+    fn services_get_an_ip_and_target_ports() {
+        let ips = IpAllocator::default();
+        let mut a = json!({"spec": {"ports": [{"port": 80}]}});
+        let mut b = json!({"spec": {"ports": [{"port": 80}]}});
+        apply("", "services", &mut a, true, &ips);
+        apply("", "services", &mut b, true, &ips);
+        assert_eq!(a["spec"]["ports"][0]["targetPort"], 80);
+        assert_ne!(a["spec"]["clusterIP"], b["spec"]["clusterIP"]);
+        assert!(
+            a["spec"]["clusterIP"]
+                .as_str()
+                .unwrap()
+                .starts_with("10.96.")
+        );
+        let mut headless = json!({"spec": {"clusterIP": "None"}});
+        apply("", "services", &mut headless, true, &ips);
+        assert_eq!(headless["spec"]["clusterIP"], "None");
+    }
+}
