@@ -20,6 +20,25 @@ pub fn kubeconfig_present() -> bool {
     std::env::home_dir().is_some_and(|home| home.join(".kube").join("config").is_file())
 }
 
+/// Installs a `tracing` subscriber writing to stderr: `RUST_LOG` if set, else
+/// `default_filter`. Colours only when stderr is a terminal, so logs piped to
+/// a file stay plain text.
+///
+/// ```
+/// informer_examples::init_tracing("warn");
+/// ```
+pub fn init_tracing(default_filter: &str) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    // A second call (as in doc tests) keeps the first subscriber.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
 /// A minimal valid Deployment `name` in `default` running nginx.
 ///
 /// ```

@@ -136,13 +136,6 @@ async fn build_manager(
     Ok(mgr)
 }
 
-fn cluster_configured() -> bool {
-    std::env::var_os("KUBECONFIG").is_some()
-        || std::env::var_os("HOME")
-            .map(|home| std::path::Path::new(&home).join(".kube/config"))
-            .is_some_and(|p| p.exists())
-}
-
 async fn wait_for<F, Fut>(what: &str, mut cond: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
@@ -266,13 +259,8 @@ async fn demo() -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,controller=info,controller_runtime=info".into()),
-        )
-        .init();
-    if !cluster_configured() {
+    informer_examples::init_tracing("warn,controller=info,controller_runtime=info");
+    if !informer_examples::kubeconfig_present() {
         return demo().await;
     }
     let client = Client::try_default().await?;

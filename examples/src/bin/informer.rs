@@ -48,12 +48,7 @@ fn print_default_namespace(lister: &Lister<Deployment>) {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    informer_examples::init_tracing("warn");
 
     // A cluster if one is configured, else the embedded API server.
     let (client, env) = if kubeconfig_present() {
