@@ -29,7 +29,7 @@ use std::sync::Arc;
 use kube_core::Resource;
 use parking_lot::RwLock;
 
-use crate::key::object_key;
+use crate::key::{object_key, object_key_arc};
 use state::{IndexSet, State, call_index_fn, compute_values};
 
 /// Name of the built-in index that files objects by namespace
@@ -164,21 +164,34 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     /// refiles it in every index. On [`StoreError::IndexFunction`] the object
     /// is still stored (see the module docs).
     pub fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
-        let key = object_key(&*obj);
+        let key = object_key_arc(&*obj);
+        let (replaced, err) = self.upsert(&key, obj);
+        drop(replaced);
+        err.map_or(Ok(()), Err)
+    }
+
+    /// Stores `obj` under `key` (which must be its key), sharing that string,
+    /// and returns the object it replaced beside the first index failure.
+    /// The informer's path: one key per object from the FIFO onwards, and no
+    /// separate lookup of the old version.
+    pub(crate) fn upsert(
+        &self,
+        key: &Arc<str>,
+        obj: Arc<K>,
+    ) -> (Option<Arc<K>>, Option<StoreError>) {
         let snapshot = self.state.read().indexers.clone();
-        let (values, err) = compute_values(&snapshot, &key, &*obj);
+        let (values, err) = compute_values(&snapshot, key, &*obj);
         let mut state = self.state.write();
         let (values, err) = if Arc::ptr_eq(&state.indexers, &snapshot) {
             (values, err)
         } else {
             // Indexes were added meanwhile: recompute against the current set.
             let current = state.indexers.clone();
-            compute_values(&current, &key, &*obj)
+            compute_values(&current, key, &*obj)
         };
-        let replaced = state.upsert(&key, obj, values);
+        let replaced = state.upsert(key, obj, values);
         drop(state);
-        drop(replaced);
-        err.map_or(Ok(()), Err)
+        (replaced, err)
     }
 
     /// Same as [`add`](Self::add): stores `obj`, replacing the old version.
@@ -197,7 +210,7 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     /// still stored.
     pub fn replace(&self, objs: Vec<Arc<K>>) -> Result<(), StoreError> {
         let snapshot = self.state.read().indexers.clone();
-        let keyed = objs.into_iter().map(|o| (object_key(&*o), o));
+        let keyed = objs.into_iter().map(|o| (object_key_arc(&*o), o));
         let (mut fresh, mut err) = State::from_objects(snapshot.clone(), keyed);
         let mut state = self.state.write();
         if !Arc::ptr_eq(&state.indexers, &snapshot) {

@@ -230,7 +230,7 @@ async fn relist_after_410_yields_tombstones_for_objects_deleted_while_disconnect
                                 indexer.delete(&d.key);
                                 deletes
                                     .lock()
-                                    .push((d.key.clone(), delta.object.is_tombstone()));
+                                    .push((d.key.to_string(), delta.object.is_tombstone()));
                             }
                             _ => indexer.update(delta.object.object().clone()).unwrap(),
                         }
