@@ -472,7 +472,7 @@ async fn a_server_restored_to_a_lower_revision_is_relisted_from_scratch() {
             }
         }
     };
-    let new = tokio::time::timeout(PATIENCE, start_new)
+    let new = tokio::time::timeout(LIMIT, start_new)
         .await
         .expect("the port is free again");
     let new_api: Api<ConfigMap> = Api::namespaced(new.client(), "default");
