@@ -252,7 +252,19 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
             })
             .collect();
         let mut state = self.state.lock();
-        let tombstones = {
+        let known_keys = match &self.known {
+            Some(known) => {
+                let mut keys = known.list_keys();
+                keys.sort_unstable();
+                keys
+            }
+            None => Vec::new(),
+        };
+        // Nothing queued and nothing known (the first list): no tombstones,
+        // so no need to index the listed keys.
+        let tombstones = if state.queue.is_empty() && known_keys.is_empty() {
+            Vec::new()
+        } else {
             let listed: std::collections::HashSet<&str> = objs.iter().map(|(k, _)| &**k).collect();
             let mut tombstones: Vec<(Arc<str>, Arc<K>)> = state
                 .queue
@@ -266,9 +278,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
                 })
                 .collect();
             if let Some(known) = &self.known {
-                let mut keys = known.list_keys();
-                keys.sort_unstable();
-                for key in keys {
+                for key in known_keys {
                     if listed.contains(key.as_str()) || state.items.contains_key(key.as_str()) {
                         continue;
                     }
@@ -279,6 +289,10 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
             }
             tombstones
         };
+        // Grow once rather than rehashing step by step through the list.
+        let incoming = objs.len() + tombstones.len();
+        state.queue.reserve(incoming);
+        state.items.reserve(incoming);
         for (key, obj) in objs {
             state.queue_action(
                 key,

@@ -179,6 +179,16 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
         key: &Arc<str>,
         obj: Arc<K>,
     ) -> (Option<Arc<K>>, Option<StoreError>) {
+        {
+            // Only the built-in namespace index, which needs no index
+            // function call: one write lock and done.
+            let mut state = self.state.write();
+            if state.indexers.funcs.len() == 1 {
+                let replaced = state.upsert(key, obj, Vec::new());
+                drop(state);
+                return (replaced, None);
+            }
+        }
         let snapshot = self.state.read().indexers.clone();
         let (values, err) = compute_values(&snapshot, key, &*obj);
         let mut state = self.state.write();
