@@ -25,6 +25,7 @@ mod state;
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use kube_core::Resource;
 use parking_lot::RwLock;
@@ -122,12 +123,17 @@ fn namespace_index_fn<K: Resource>() -> IndexFn<K> {
 /// ```
 pub struct Indexer<K> {
     state: Arc<RwLock<State<K>>>,
+    /// Set (never cleared) once an index beyond the namespace index is
+    /// registered: until then writers need no index-function pass and take
+    /// the write lock directly.
+    custom_indexes: Arc<AtomicBool>,
 }
 
 impl<K> Clone for Indexer<K> {
     fn clone(&self) -> Self {
         Indexer {
             state: self.state.clone(),
+            custom_indexes: self.custom_indexes.clone(),
         }
     }
 }
@@ -157,6 +163,7 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
         };
         Indexer {
             state: Arc::new(RwLock::new(State::new(Arc::new(set)))),
+            custom_indexes: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -179,9 +186,10 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
         key: &Arc<str>,
         obj: Arc<K>,
     ) -> (Option<Arc<K>>, Option<StoreError>) {
-        {
+        if !self.custom_indexes.load(Ordering::Acquire) {
             // Only the built-in namespace index, which needs no index
-            // function call: one write lock and done.
+            // function call: one write lock and done (re-checked under the
+            // lock, in case indexes were added meanwhile).
             let mut state = self.state.write();
             if state.indexers.funcs.len() == 1 {
                 let replaced = state.upsert(key, obj, Vec::new());
@@ -247,7 +255,12 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
         indexers: impl IntoIterator<Item = (String, IndexFn<K>)>,
     ) -> Result<(), StoreError> {
         let new: Vec<_> = indexers.into_iter().collect();
-        self.state.write().add_indexers(new)
+        let mut state = self.state.write();
+        let result = state.add_indexers(new);
+        if state.indexers.funcs.len() > 1 {
+            self.custom_indexes.store(true, Ordering::Release);
+        }
+        result
     }
 }
 

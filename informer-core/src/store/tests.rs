@@ -542,3 +542,19 @@ fn index_functions_run_outside_the_lock_so_readers_are_not_blocked() {
     });
     assert_eq!(i.len(), 2);
 }
+
+#[test]
+fn writes_after_add_indexers_file_under_the_new_index_from_every_handle() {
+    let i: Indexer<ConfigMap> = Indexer::new();
+    let other_handle = i.clone();
+    let key: Arc<str> = Arc::from("a/x");
+    other_handle.upsert(&key, cm("a", "x", &[("tags", "one")]));
+    i.add_indexers([tags_index()]).unwrap();
+    assert_eq!(i.index_keys("tags", "one").unwrap(), ["a/x"]);
+    // The clone sees the new index too: its next write moves the entry.
+    let (old, err) = other_handle.upsert(&key, cm("a", "x", &[("tags", "two")]));
+    assert!(old.is_some() && err.is_none());
+    assert!(i.index_keys("tags", "one").unwrap().is_empty());
+    assert_eq!(i.index_keys("tags", "two").unwrap(), ["a/x"]);
+    assert_eq!(i.index_keys(NAMESPACE_INDEX, "a").unwrap(), ["a/x"]);
+}
