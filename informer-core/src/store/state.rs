@@ -63,11 +63,15 @@ fn namespace_of(key: &str) -> Option<&str> {
 /// One index: value -> (key -> object) of the objects with that value.
 type Index<K> = HashMap<Arc<str>, HashMap<Arc<str>, Arc<K>>>;
 
+/// `values[i]` are the values an object was filed under in custom index
+/// `i + 1`.
+type CustomValues = Vec<Box<[Arc<str>]>>;
+
 struct Entry<K> {
     obj: Arc<K>,
-    /// `values[i]` are the values this object was filed under in custom
-    /// index `i + 1` (empty, and unallocated, without custom indexes).
-    values: Box<[Box<[Arc<str>]>]>,
+    /// `None` without custom indexes; boxed so that an entry stays two
+    /// pointers wide (the common case, namespace index only, allocates nothing).
+    values: Option<Box<CustomValues>>,
 }
 
 pub(super) struct State<K> {
@@ -231,13 +235,13 @@ impl<K> State<K> {
     pub(super) fn upsert(&mut self, key: &Arc<str>, obj: Arc<K>, values: Values) -> Option<Arc<K>> {
         let (key_arc, old_obj, old_values) = match self.items.remove_entry(&**key) {
             Some((k, e)) => (k, Some(e.obj), e.values),
-            None => (Arc::clone(key), None, Box::default()),
+            None => (Arc::clone(key), None, None),
         };
         if let Some(ns) = namespace_of(&key_arc) {
             // Same key, same namespace: this inserts or refreshes the object.
             file_under(&mut self.indices[NAMESPACE_POSITION], ns, &key_arc, &obj);
         }
-        let mut old_values = old_values.into_vec();
+        let mut old_values = old_values.map(|v| *v).unwrap_or_default();
         let mut entry_values = Vec::with_capacity(values.len());
         for (i, new) in values.into_iter().enumerate() {
             let index = &mut self.indices[NAMESPACE_POSITION + 1 + i];
@@ -268,7 +272,7 @@ impl<K> State<K> {
             key_arc,
             Entry {
                 obj,
-                values: entry_values.into_boxed_slice(),
+                values: (!entry_values.is_empty()).then(|| Box::new(entry_values)),
             },
         );
         old_obj
@@ -281,7 +285,7 @@ impl<K> State<K> {
             remove_value(&mut self.indices[NAMESPACE_POSITION], ns, key);
         }
         let custom = self.indices.iter_mut().skip(NAMESPACE_POSITION + 1);
-        for (index, values) in custom.zip(&entry.values) {
+        for (index, values) in custom.zip(entry.values.iter().flat_map(|v| v.iter())) {
             for v in values.iter() {
                 remove_value(index, v, key);
             }
@@ -365,9 +369,7 @@ impl<K> State<K> {
                     .iter()
                     .map(|v| insert_value(&mut index, v, key, &entry.obj))
                     .collect();
-                let mut all = std::mem::take(&mut entry.values).into_vec();
-                all.push(interned);
-                entry.values = all.into_boxed_slice();
+                entry.values.get_or_insert_default().push(interned);
             }
             set.names.push(name);
             set.funcs.push(f);
