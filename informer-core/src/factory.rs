@@ -210,6 +210,20 @@ impl SharedInformerFactoryBuilder {
     }
 }
 
+/// What the typed factory methods ask of `K`: a resource whose API is known
+/// from the type alone (`DynamicType = ()`, as for every k8s-openapi type
+/// and derived custom resource) and that can be decoded, cloned and shared
+/// across tasks. Implemented for every such type; never implement it by hand.
+pub trait StaticResource:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> StaticResource for K where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
+{
+}
+
 impl SharedInformerFactory {
     /// A factory whose informers resync every `default_resync` (`ZERO`: never).
     pub fn new(client: Client, default_resync: Duration) -> Self {
@@ -228,13 +242,7 @@ impl SharedInformerFactory {
     /// The shared informer of `K` across all namespaces (or of a cluster-scoped `K`).
     pub fn informer<K>(&self) -> SharedIndexInformer<K>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: StaticResource,
     {
         self.informer_with(InformerOptions::new())
     }
@@ -242,13 +250,7 @@ impl SharedInformerFactory {
     /// The shared informer of `K` across all namespaces, with selectors.
     pub fn informer_with<K>(&self, options: InformerOptions) -> SharedIndexInformer<K>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: StaticResource,
     {
         self.informer_for_api(Api::all(self.inner.client.clone()), options)
     }
@@ -256,13 +258,7 @@ impl SharedInformerFactory {
     /// The shared informer of namespaced `K` in `namespace`.
     pub fn namespaced_informer<K>(&self, namespace: &str) -> SharedIndexInformer<K>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: StaticResource,
         K::Scope: NamespaceScope,
     {
         self.namespaced_informer_with(namespace, InformerOptions::new())
@@ -275,13 +271,7 @@ impl SharedInformerFactory {
         options: InformerOptions,
     ) -> SharedIndexInformer<K>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: StaticResource,
         K::Scope: NamespaceScope,
     {
         let api = Api::<K>::all(self.inner.client.clone()).constrain(namespace);
@@ -339,13 +329,7 @@ impl SharedInformerFactory {
     /// A lister over the shared informer of `K` (all namespaces).
     pub fn lister<K>(&self) -> Lister<K>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: StaticResource,
     {
         self.informer::<K>().lister()
     }

@@ -74,6 +74,32 @@ pub fn object_key<K: Resource>(obj: &K) -> String {
     }
 }
 
+/// [`object_key`] as a shared string, built with a single allocation. The
+/// FIFO and the indexer share this one string per object.
+pub(crate) fn object_key_arc<K: Resource>(obj: &K) -> Arc<str> {
+    /// Longest namespace (63) + `/` + longest name (253).
+    const MAX_KEY: usize = 317;
+    let meta = obj.meta();
+    let name = meta.name.as_deref().unwrap_or_default();
+    match meta.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => {
+            let len = ns.len() + 1 + name.len();
+            if len > MAX_KEY {
+                return Arc::from(object_key(obj));
+            }
+            let mut buf = [0u8; MAX_KEY];
+            buf[..ns.len()].copy_from_slice(ns.as_bytes());
+            buf[ns.len()] = b'/';
+            buf[ns.len() + 1..len].copy_from_slice(name.as_bytes());
+            match std::str::from_utf8(&buf[..len]) {
+                Ok(key) => Arc::from(key),
+                Err(_) => Arc::from(object_key(obj)),
+            }
+        }
+        _ => Arc::from(name),
+    }
+}
+
 /// Splits a key made by [`object_key`] into `(namespace, name)`.
 ///
 /// `"ns/name"` gives `(Some("ns"), "name")`, `"name"` gives `(None, "name")`.
@@ -205,6 +231,21 @@ mod tests {
         assert_eq!(object_key(&ns), "kube-system");
         // An empty namespace string counts as no namespace.
         assert_eq!(object_key(&cm(Some(""), "a")), "a");
+    }
+
+    #[test]
+    fn shared_key_equals_key() {
+        let long = "n".repeat(400);
+        for (ns, name) in [
+            (Some("ns"), "a"),
+            (None, "a"),
+            (Some(""), "a"),
+            (Some("ns"), long.as_str()),
+            (Some("ns"), "ünï"),
+        ] {
+            let obj = cm(ns, name);
+            assert_eq!(&*object_key_arc(&obj), object_key(&obj));
+        }
     }
 
     #[test]

@@ -56,7 +56,7 @@ use kube_core::Resource;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::key::{DeletedFinalStateUnknown, ObjectOrTombstone, object_key};
+use crate::key::{DeletedFinalStateUnknown, ObjectOrTombstone, object_key_arc};
 use crate::store::KnownObjects;
 use state::State;
 
@@ -88,8 +88,8 @@ pub struct Delta<K> {
 /// [`DeltaFifo::pop`]. Never empty.
 #[derive(Debug)]
 pub struct Deltas<K> {
-    /// The object's key.
-    pub key: String,
+    /// The object's key (one string shared by the FIFO and the indexer).
+    pub key: Arc<str>,
     /// The changes, oldest first.
     pub deltas: Vec<Delta<K>>,
     /// Whether the item was popped before the FIFO synced, i.e. it belongs
@@ -188,7 +188,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
 
     fn push(&self, kind: DeltaType, obj: K) {
         let obj = self.enter(obj);
-        let key = object_key(&*obj);
+        let key = object_key_arc(&*obj);
         let mut state = self.state.lock();
         state.populated = true;
         state.queue_action(
@@ -216,7 +216,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     /// the delete is dropped: there is nothing to delete).
     pub fn delete(&self, obj: K) {
         let obj = self.enter(obj);
-        let key = object_key(&*obj);
+        let key = object_key_arc(&*obj);
         let mut state = self.state.lock();
         state.populated = true;
         let known = || {
@@ -224,7 +224,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
                 .as_ref()
                 .is_some_and(|k| k.get_by_key(&key).is_some())
         };
-        if !state.items.contains_key(&key) && !known() {
+        if !state.items.contains_key(&*key) && !known() {
             tracing::trace!(object = %key, "dropping delete of an object neither queued nor known");
             return;
         }
@@ -244,42 +244,55 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     /// `list` (queued keys in queue order, then known keys sorted), with the
     /// newest object seen for it. Records `resource_version`.
     pub fn replace(&self, list: Vec<K>, resource_version: &str) {
-        let objs: Vec<(String, Arc<K>)> = list
+        let objs: Vec<(Arc<str>, Arc<K>)> = list
             .into_iter()
             .map(|o| {
                 let o = self.enter(o);
-                (object_key(&*o), o)
+                (object_key_arc(&*o), o)
             })
             .collect();
         let mut state = self.state.lock();
-        let tombstones = {
-            let listed: std::collections::HashSet<&str> =
-                objs.iter().map(|(k, _)| k.as_str()).collect();
-            let mut tombstones: Vec<(String, Arc<K>)> = state
+        let known_keys = match &self.known {
+            Some(known) => {
+                let mut keys = known.list_keys();
+                keys.sort_unstable();
+                keys
+            }
+            None => Vec::new(),
+        };
+        // Nothing queued and nothing known (the first list): no tombstones,
+        // so no need to index the listed keys.
+        let tombstones = if state.queue.is_empty() && known_keys.is_empty() {
+            Vec::new()
+        } else {
+            let listed: std::collections::HashSet<&str> = objs.iter().map(|(k, _)| &**k).collect();
+            let mut tombstones: Vec<(Arc<str>, Arc<K>)> = state
                 .queue
                 .iter()
-                .filter(|k| !listed.contains(k.as_str()))
+                .filter(|k| !listed.contains(&***k))
                 .filter_map(|k| {
                     Some((
                         k.clone(),
-                        state.items.get(k)?.last()?.object.object().clone(),
+                        state.items.get(&**k)?.last()?.object.object().clone(),
                     ))
                 })
                 .collect();
             if let Some(known) = &self.known {
-                let mut keys = known.list_keys();
-                keys.sort_unstable();
-                for key in keys {
-                    if listed.contains(key.as_str()) || state.items.contains_key(&key) {
+                for key in known_keys {
+                    if listed.contains(key.as_str()) || state.items.contains_key(key.as_str()) {
                         continue;
                     }
                     if let Some(obj) = known.get_by_key(&key) {
-                        tombstones.push((key, obj));
+                        tombstones.push((Arc::from(key), obj));
                     }
                 }
             }
             tombstones
         };
+        // Grow once rather than rehashing step by step through the list.
+        let incoming = objs.len() + tombstones.len();
+        state.queue.reserve(incoming);
+        state.items.reserve(incoming);
         for (key, obj) in objs {
             state.queue_action(
                 key,
@@ -291,7 +304,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
         }
         for (key, obj) in tombstones {
             let tombstone = ObjectOrTombstone::Tombstone(DeletedFinalStateUnknown {
-                key: key.clone(),
+                key: key.to_string(),
                 obj,
             });
             state.queue_action(
@@ -321,12 +334,12 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
         let mut state = self.state.lock();
         let mut queued = false;
         for key in keys {
-            if state.items.contains_key(&key) {
+            if state.items.contains_key(key.as_str()) {
                 continue;
             }
             if let Some(obj) = known.get_by_key(&key) {
                 state.queue_action(
-                    key,
+                    Arc::from(key),
                     Delta {
                         kind: DeltaType::Sync,
                         object: ObjectOrTombstone::Object(obj),
@@ -434,7 +447,12 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
 
     /// Queued keys, in pop order.
     pub fn list_keys(&self) -> Vec<String> {
-        self.state.lock().queue.iter().cloned().collect()
+        self.state
+            .lock()
+            .queue
+            .iter()
+            .map(|k| k.to_string())
+            .collect()
     }
 
     /// The resource version of the last `replace`.

@@ -182,7 +182,7 @@ proptest! {
                                 }
                             }
                             let deltas: Vec<M> = d.deltas.iter().map(|x| (x.kind, version(x), x.object.is_tombstone())).collect();
-                            (d.key, deltas, d.is_in_initial_list)
+                            (d.key.to_string(), deltas, d.is_in_initial_list)
                         })
                         .now_or_never()
                         .map(|r| r.unwrap());
@@ -209,7 +209,7 @@ proptest! {
         while let Some(want) = model.pop() {
             let got = fifo.pop(|d| {
                 let deltas: Vec<M> = d.deltas.iter().map(|x| (x.kind, version(x), x.object.is_tombstone())).collect();
-                (d.key, deltas, d.is_in_initial_list)
+                (d.key.to_string(), deltas, d.is_in_initial_list)
             });
             prop_assert_eq!(got.now_or_never(), Some(Ok(want)));
         }

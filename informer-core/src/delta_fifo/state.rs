@@ -1,15 +1,21 @@
 //! The FIFO's data, manipulated under its lock.
+//!
+//! Each key is one shared string, held by both the queue and the map (and
+//! handed on to the indexer by the informer). The queue and the map give
+//! back their memory as they drain: a FIFO that took a 10,000-object list
+//! keeps no per-object capacity once that list has been popped.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use super::{Delta, DeltaType, Deltas};
 
 pub(super) struct State<K> {
     /// Deltas per queued key; has exactly the keys of `queue`.
-    pub(super) items: HashMap<String, Vec<Delta<K>>>,
+    pub(super) items: HashMap<Arc<str>, Vec<Delta<K>>>,
     /// Keys in pop order, each once.
-    pub(super) queue: VecDeque<String>,
+    pub(super) queue: VecDeque<Arc<str>>,
     /// Set by the first add/update/delete/replace.
     pub(super) populated: bool,
     /// Items of the first `replace` not popped yet.
@@ -46,13 +52,17 @@ fn dedup_deletes<K>(deltas: &mut Vec<Delta<K>>) {
     }
 }
 
+/// Capacity (in keys) the queue and the map keep however far they drain, so
+/// a steady trickle of watch events does not reallocate on every push.
+pub(super) const RETAINED_CAPACITY: usize = 64;
+
 impl<K> State<K> {
     pub(super) fn has_synced(&self) -> bool {
         self.populated && self.initial_population_count == 0
     }
 
     /// Appends `delta` to `key`'s deltas; a new key goes to the tail.
-    pub(super) fn queue_action(&mut self, key: String, delta: Delta<K>) {
+    pub(super) fn queue_action(&mut self, key: Arc<str>, delta: Delta<K>) {
         match self.items.entry(key) {
             Entry::Occupied(e) => {
                 let deltas = e.into_mut();
@@ -76,6 +86,7 @@ impl<K> State<K> {
             };
             let is_in_initial_list = !self.has_synced();
             self.initial_population_count = self.initial_population_count.saturating_sub(1);
+            self.shrink();
             return Some(Deltas {
                 key,
                 deltas,
@@ -83,5 +94,25 @@ impl<K> State<K> {
             });
         }
         None
+    }
+
+    /// Gives back capacity once less than a quarter of it is used (halving
+    /// the slack each time, so a drain costs amortised O(1) per pop), down to
+    /// [`RETAINED_CAPACITY`].
+    fn shrink(&mut self) {
+        let len = self.queue.len();
+        let target = (len * 2).max(RETAINED_CAPACITY);
+        if self.queue.capacity() > RETAINED_CAPACITY && len < self.queue.capacity() / 4 {
+            self.queue.shrink_to(target);
+        }
+        if self.items.capacity() > RETAINED_CAPACITY && len < self.items.capacity() / 4 {
+            self.items.shrink_to(target);
+        }
+    }
+
+    /// Keys and capacity of the queue and the map, for tests.
+    #[cfg(test)]
+    pub(super) fn capacities(&self) -> (usize, usize) {
+        (self.queue.capacity(), self.items.capacity())
     }
 }

@@ -67,7 +67,7 @@ fn add_update_delete_queue_their_kinds() {
     fifo.update(cm("a", "2"));
     fifo.delete(cm("a", "3"));
     let d = pop_now(&fifo);
-    assert_eq!(d.key, "ns/a");
+    assert_eq!(&*d.key, "ns/a");
     assert_eq!(
         summary(&d),
         [
@@ -195,7 +195,7 @@ fn replace_queues_replaced_then_tombstones_with_the_newest_object() {
     let ObjectOrTombstone::Tombstone(t) = &d.deltas[2].object else {
         unreachable!()
     };
-    assert_eq!(t.key, "ns/queued-gone");
+    assert_eq!(&*t.key, "ns/queued-gone");
     assert!(
         Arc::ptr_eq(&t.obj, d.deltas[1].object.object()),
         "tombstone carries the queued Arc"
@@ -275,12 +275,12 @@ async fn pop_waits_while_empty() {
     let fifo = Arc::new(DeltaFifo::<ConfigMap>::new(None));
     let popper = tokio::spawn({
         let fifo = fifo.clone();
-        async move { fifo.pop(|d| d.key).await }
+        async move { fifo.pop(|d| d.key.to_string()).await }
     });
     tokio::task::yield_now().await;
     assert!(!popper.is_finished());
     assert!(
-        fifo.pop(|d| d.key).now_or_never().is_none(),
+        fifo.pop(|d| d.key.to_string()).now_or_never().is_none(),
         "pop must wait on an empty FIFO"
     );
     fifo.add(cm("a", "1"));
@@ -296,7 +296,7 @@ async fn close_drains_then_reports_closed() {
     let fifo = Arc::new(DeltaFifo::<ConfigMap>::new(None));
     let waiting = tokio::spawn({
         let fifo = fifo.clone();
-        async move { fifo.pop(|d| d.key).await }
+        async move { fifo.pop(|d| d.key.to_string()).await }
     });
     tokio::task::yield_now().await;
     assert!(!fifo.is_closed());
@@ -312,9 +312,9 @@ async fn close_drains_then_reports_closed() {
     fifo.add(cm("a", "1"));
     fifo.add(cm("b", "1"));
     fifo.close();
-    assert_eq!(fifo.pop(|d| d.key).await.unwrap(), "ns/a");
-    assert_eq!(fifo.pop(|d| d.key).await.unwrap(), "ns/b");
-    assert_eq!(fifo.pop(|d| d.key).await, Err(FifoClosed));
+    assert_eq!(fifo.pop(|d| d.key.to_string()).await.unwrap(), "ns/a");
+    assert_eq!(fifo.pop(|d| d.key.to_string()).await.unwrap(), "ns/b");
+    assert_eq!(fifo.pop(|d| d.key.to_string()).await, Err(FifoClosed));
     assert_eq!(
         FifoClosed.to_string(),
         "the DeltaFIFO is closed and drained"
@@ -434,6 +434,58 @@ fn pop_runs_process_under_the_fifo_lock() {
 fn pop_future_is_send() {
     fn assert_send<T: Send>(_: T) {}
     let fifo: DeltaFifo<ConfigMap> = DeltaFifo::new(None);
-    assert_send(fifo.pop(|d| d.key));
+    assert_send(fifo.pop(|d| d.key.to_string()));
     assert!(format!("{fifo:?}").contains("len: 0"));
+}
+
+fn capacities(fifo: &DeltaFifo<ConfigMap>) -> (usize, usize) {
+    fifo.state.lock().capacities()
+}
+
+#[test]
+fn draining_gives_back_capacity_and_keeps_order() {
+    const N: usize = 10_000;
+    let fifo = DeltaFifo::new(None);
+    fifo.replace((0..N).map(|i| cm(&format!("o{i:05}"), "1")).collect(), "1");
+    let (queue, map) = capacities(&fifo);
+    assert!(queue >= N && map >= N, "holds the list: {queue}, {map}");
+    let mut popped = Vec::with_capacity(N);
+    for i in 0..N {
+        let key = fifo
+            .pop(|d| d.key.to_string())
+            .now_or_never()
+            .unwrap()
+            .unwrap();
+        popped.push(key);
+        let left = N - i - 1;
+        let (queue, map) = capacities(&fifo);
+        assert!(queue >= left && map >= left, "never below what is queued");
+        // Shrinking lags by at most a factor of four (plus the floor).
+        let bound = (4 * left).max(state::RETAINED_CAPACITY) * 2;
+        assert!(
+            queue <= bound && map <= bound,
+            "{left} left, capacities {queue}, {map}"
+        );
+    }
+    let want: Vec<String> = (0..N).map(|i| format!("ns/o{i:05}")).collect();
+    assert_eq!(popped, want, "shrinking kept the queue order");
+    let (queue, map) = capacities(&fifo);
+    assert!(
+        queue <= 2 * state::RETAINED_CAPACITY && map <= 2 * state::RETAINED_CAPACITY,
+        "a drained FIFO keeps no per-object capacity: {queue}, {map}"
+    );
+    assert!(fifo.has_synced());
+}
+
+#[test]
+fn steady_trickle_keeps_its_small_capacity() {
+    let fifo = DeltaFifo::new(None);
+    fifo.add(cm("a", "1"));
+    fifo.pop(|_| ()).now_or_never().unwrap().unwrap();
+    let before = capacities(&fifo);
+    for i in 0..100 {
+        fifo.update(cm("a", &i.to_string()));
+        fifo.pop(|_| ()).now_or_never().unwrap().unwrap();
+    }
+    assert_eq!(capacities(&fifo), before, "no reallocation per event");
 }

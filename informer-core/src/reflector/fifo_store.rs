@@ -69,7 +69,7 @@ mod tests {
             let item = fifo
                 .pop(|d| {
                     (
-                        d.key.clone(),
+                        d.key.to_string(),
                         d.deltas.iter().map(|d| d.kind).collect::<Vec<_>>(),
                     )
                 })

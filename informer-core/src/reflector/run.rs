@@ -176,14 +176,17 @@ where
                 ..ListRequest::default()
             };
             let mut req = first.clone();
-            let mut items = Vec::new();
+            // Pages are kept as they come and joined once at the end into a
+            // vector of the exact size: no regrowing (and copying) of one
+            // vector that ends up with up to twice the capacity it needs.
+            let mut pages_items: Vec<Vec<K>> = Vec::new();
             let mut pages = 0usize;
             loop {
                 let page = match self.lister_watcher.list(req.clone()).await {
                     Ok(page) => page,
                     Err(e) if e.is_expired() && req.continue_token.is_some() => {
                         warn!(error = %e, pages, "continue token expired; listing everything at once");
-                        items.clear();
+                        drop(pages_items);
                         let full = ListRequest {
                             limit: None,
                             ..first.clone()
@@ -191,21 +194,16 @@ where
                         let page = self.lister_watcher.list(full).await?;
                         pages += 1;
                         self.skip_undecodable(&page.undecodable);
-                        items.extend(page.items);
-                        return Ok((items, page.resource_version, pages));
+                        return Ok((page.items, page.resource_version, pages));
                     }
                     Err(e) => return Err(e),
                 };
                 pages += 1;
                 self.skip_undecodable(&page.undecodable);
-                if items.is_empty() {
-                    items = page.items;
-                } else {
-                    items.extend(page.items);
-                }
+                pages_items.push(page.items);
                 match page.continue_token {
                     Some(token) => req.continue_token = Some(token),
-                    None => return Ok((items, page.resource_version, pages)),
+                    None => return Ok((join_pages(pages_items), page.resource_version, pages)),
                 }
             }
         }
@@ -534,5 +532,32 @@ fn failure_reason(err: &ListWatchError) -> &str {
         Some(reason) => reason,
         None if err.is_transport() => "transport",
         None => "error",
+    }
+}
+
+/// Joins list pages into one vector of exactly their total length (a single
+/// page is passed on as it is).
+fn join_pages<K>(mut pages: Vec<Vec<K>>) -> Vec<K> {
+    if pages.len() == 1 {
+        return pages.pop().unwrap_or_default();
+    }
+    let mut items = Vec::with_capacity(pages.iter().map(Vec::len).sum());
+    for page in pages {
+        items.extend(page);
+    }
+    items
+}
+
+#[cfg(test)]
+mod join_tests {
+    use super::join_pages;
+
+    #[test]
+    fn pages_join_in_order_into_an_exact_fit() {
+        let joined = join_pages(vec![vec![1, 2], vec![], vec![3], vec![4, 5, 6]]);
+        assert_eq!(joined, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(joined.capacity(), 6, "no spare capacity");
+        assert!(join_pages::<u8>(Vec::new()).is_empty());
+        assert_eq!(join_pages(vec![vec![7, 8]]), [7, 8]);
     }
 }

@@ -579,20 +579,20 @@ where
                 }
                 DeltaType::Sync | DeltaType::Replaced | DeltaType::Added | DeltaType::Updated => {
                     let new = delta.object.into_object();
-                    match self.indexer.get_by_key(&key) {
+                    // One write: stores `new` under the FIFO's key string and
+                    // hands back the version it replaced, if any.
+                    let (old, err) = self.indexer.upsert(&key, Arc::clone(&new));
+                    if let Some(err) = err {
+                        tracing::warn!(key = %key, error = %err, "indexing an object failed");
+                    }
+                    match old {
                         Some(old) => {
-                            if let Err(err) = self.indexer.update(Arc::clone(&new)) {
-                                tracing::warn!(key = %key, error = %err, "indexing an updated object failed");
-                            }
                             let resync = delta.kind == DeltaType::Sync
                                 || resource_version(old.as_ref()) == resource_version(new.as_ref());
                             self.processor
                                 .distribute(Notification::Update { old, new }, resync);
                         }
                         None => {
-                            if let Err(err) = self.indexer.add(Arc::clone(&new)) {
-                                tracing::warn!(key = %key, error = %err, "indexing an added object failed");
-                            }
                             self.processor.distribute(
                                 Notification::Add {
                                     obj: new,

@@ -169,7 +169,7 @@ async fn eventually(cond: impl Fn() -> bool) -> bool {
 
 fn deltas(name: &str, initial: bool, items: &[(DeltaType, &str)]) -> Deltas<ConfigMap> {
     Deltas {
-        key: format!("ns/{name}"),
+        key: format!("ns/{name}").into(),
         deltas: items
             .iter()
             .map(|(kind, rv)| Delta {

@@ -25,11 +25,12 @@ mod state;
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use kube_core::Resource;
 use parking_lot::RwLock;
 
-use crate::key::object_key;
+use crate::key::{object_key, object_key_arc};
 use state::{IndexSet, State, call_index_fn, compute_values};
 
 /// Name of the built-in index that files objects by namespace
@@ -122,12 +123,17 @@ fn namespace_index_fn<K: Resource>() -> IndexFn<K> {
 /// ```
 pub struct Indexer<K> {
     state: Arc<RwLock<State<K>>>,
+    /// Set (never cleared) once an index beyond the namespace index is
+    /// registered: until then writers need no index-function pass and take
+    /// the write lock directly.
+    custom_indexes: Arc<AtomicBool>,
 }
 
 impl<K> Clone for Indexer<K> {
     fn clone(&self) -> Self {
         Indexer {
             state: self.state.clone(),
+            custom_indexes: self.custom_indexes.clone(),
         }
     }
 }
@@ -157,6 +163,7 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
         };
         Indexer {
             state: Arc::new(RwLock::new(State::new(Arc::new(set)))),
+            custom_indexes: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -164,21 +171,45 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     /// refiles it in every index. On [`StoreError::IndexFunction`] the object
     /// is still stored (see the module docs).
     pub fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
-        let key = object_key(&*obj);
+        let key = object_key_arc(&*obj);
+        let (replaced, err) = self.upsert(&key, obj);
+        drop(replaced);
+        err.map_or(Ok(()), Err)
+    }
+
+    /// Stores `obj` under `key` (which must be its key), sharing that string,
+    /// and returns the object it replaced beside the first index failure.
+    /// The informer's path: one key per object from the FIFO onwards, and no
+    /// separate lookup of the old version.
+    pub(crate) fn upsert(
+        &self,
+        key: &Arc<str>,
+        obj: Arc<K>,
+    ) -> (Option<Arc<K>>, Option<StoreError>) {
+        if !self.custom_indexes.load(Ordering::Acquire) {
+            // Only the built-in namespace index, which needs no index
+            // function call: one write lock and done (re-checked under the
+            // lock, in case indexes were added meanwhile).
+            let mut state = self.state.write();
+            if state.indexers.funcs.len() == 1 {
+                let replaced = state.upsert(key, obj, Vec::new());
+                drop(state);
+                return (replaced, None);
+            }
+        }
         let snapshot = self.state.read().indexers.clone();
-        let (values, err) = compute_values(&snapshot, &key, &*obj);
+        let (values, err) = compute_values(&snapshot, key, &*obj);
         let mut state = self.state.write();
         let (values, err) = if Arc::ptr_eq(&state.indexers, &snapshot) {
             (values, err)
         } else {
             // Indexes were added meanwhile: recompute against the current set.
             let current = state.indexers.clone();
-            compute_values(&current, &key, &*obj)
+            compute_values(&current, key, &*obj)
         };
-        let replaced = state.upsert(&key, obj, values);
+        let replaced = state.upsert(key, obj, values);
         drop(state);
-        drop(replaced);
-        err.map_or(Ok(()), Err)
+        (replaced, err)
     }
 
     /// Same as [`add`](Self::add): stores `obj`, replacing the old version.
@@ -197,7 +228,7 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     /// still stored.
     pub fn replace(&self, objs: Vec<Arc<K>>) -> Result<(), StoreError> {
         let snapshot = self.state.read().indexers.clone();
-        let keyed = objs.into_iter().map(|o| (object_key(&*o), o));
+        let keyed = objs.into_iter().map(|o| (object_key_arc(&*o), o));
         let (mut fresh, mut err) = State::from_objects(snapshot.clone(), keyed);
         let mut state = self.state.write();
         if !Arc::ptr_eq(&state.indexers, &snapshot) {
@@ -224,7 +255,12 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
         indexers: impl IntoIterator<Item = (String, IndexFn<K>)>,
     ) -> Result<(), StoreError> {
         let new: Vec<_> = indexers.into_iter().collect();
-        self.state.write().add_indexers(new)
+        let mut state = self.state.write();
+        let result = state.add_indexers(new);
+        if state.indexers.funcs.len() > 1 {
+            self.custom_indexes.store(true, Ordering::Release);
+        }
+        result
     }
 }
 

@@ -8,6 +8,13 @@
 //! shared between the entries and the index maps. The index maps hold the
 //! object `Arc`s too, so `by_index` reads objects without a second lookup
 //! per key; every write refreshes them.
+//!
+//! Index 0 is always the built-in namespace index. Its value is the
+//! namespace part of the key (the same string its index function returns
+//! for any object the API server can hold), so entries store nothing for it:
+//! an object costs the namespace index one `(key, object)` slot and no
+//! allocation of its own, and entries of objects without custom indexes own
+//! no heap at all besides the shared key.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -38,16 +45,33 @@ impl<K> IndexSet<K> {
     }
 }
 
-/// Index values of one object: one sorted, de-duplicated list per index.
+/// Index values of one object for the custom indexes (index 1 onwards):
+/// one sorted, de-duplicated list per index.
 pub(super) type Values = Vec<Vec<String>>;
+
+/// Position of the built-in namespace index in every [`IndexSet`]; its
+/// values come from the key (see the module docs), never from `Values`.
+pub(super) const NAMESPACE_POSITION: usize = 0;
+
+/// The namespace index value of `key`: the part before the `/`, if any.
+fn namespace_of(key: &str) -> Option<&str> {
+    key.split_once('/')
+        .map(|(ns, _)| ns)
+        .filter(|ns| !ns.is_empty())
+}
 
 /// One index: value -> (key -> object) of the objects with that value.
 type Index<K> = HashMap<Arc<str>, HashMap<Arc<str>, Arc<K>>>;
 
+/// `values[i]` are the values an object was filed under in custom index
+/// `i + 1`.
+type CustomValues = Vec<Box<[Arc<str>]>>;
+
 struct Entry<K> {
     obj: Arc<K>,
-    /// `values[i]` are the values this object was filed under in index `i`.
-    values: Vec<Box<[Arc<str>]>>,
+    /// `None` without custom indexes; boxed so that an entry stays two
+    /// pointers wide (the common case, namespace index only, allocates nothing).
+    values: Option<Box<CustomValues>>,
 }
 
 pub(super) struct State<K> {
@@ -97,8 +121,9 @@ fn values_for<K>(
     }
 }
 
-/// Computes every index's values for `obj`. A failing index gets no values;
-/// the first failure (in registration order) is returned beside the values.
+/// Computes every custom index's values for `obj` (the namespace index
+/// needs none). A failing index gets no values; the first failure (in
+/// registration order) is returned beside the values.
 pub(super) fn compute_values<K>(
     set: &IndexSet<K>,
     key: &str,
@@ -109,6 +134,7 @@ pub(super) fn compute_values<K>(
         .names
         .iter()
         .zip(&set.funcs)
+        .skip(NAMESPACE_POSITION + 1)
         .map(|(name, f)| {
             values_for(name, f, key, obj).unwrap_or_else(|e| {
                 first_err.get_or_insert(e);
@@ -119,6 +145,23 @@ pub(super) fn compute_values<K>(
     (values, first_err)
 }
 
+/// Files `(key, obj)` under `value`, replacing the object if the key is
+/// already there.
+fn file_under<K>(index: &mut Index<K>, value: &str, key: &Arc<str>, obj: &Arc<K>) {
+    match index.get_mut(value) {
+        Some(set) => {
+            set.insert(key.clone(), obj.clone());
+        }
+        None => {
+            index.insert(
+                Arc::from(value),
+                HashMap::from([(key.clone(), obj.clone())]),
+            );
+        }
+    }
+}
+
+/// Like [`file_under`], and returns the interned value string.
 fn insert_value<K>(index: &mut Index<K>, value: &str, key: &Arc<str>, obj: &Arc<K>) -> Arc<str> {
     if let Some(set) = index.get_mut(value) {
         set.insert(key.clone(), obj.clone());
@@ -162,7 +205,7 @@ impl<K> State<K> {
     /// index values computed from `indexers`. Returns the first index failure.
     pub(super) fn from_objects(
         indexers: Arc<IndexSet<K>>,
-        objs: impl IntoIterator<Item = (String, Arc<K>)>,
+        objs: impl IntoIterator<Item = (Arc<str>, Arc<K>)>,
     ) -> (Self, Option<StoreError>) {
         let objs = objs.into_iter();
         let mut state = State::new(indexers.clone());
@@ -179,27 +222,29 @@ impl<K> State<K> {
     }
 
     /// Takes every `(key, object)` out, leaving the state empty.
-    pub(super) fn drain_objects(&mut self) -> Vec<(String, Arc<K>)> {
+    pub(super) fn drain_objects(&mut self) -> Vec<(Arc<str>, Arc<K>)> {
         for index in &mut self.indices {
             index.clear();
         }
-        self.items
-            .drain()
-            .map(|(k, e)| (k.to_string(), e.obj))
-            .collect()
+        self.items.drain().map(|(k, e)| (k, e.obj)).collect()
     }
 
     /// Stores `obj` under `key` with precomputed `values` (one list per
-    /// index, as from [`compute_values`] with the current index set).
-    /// Returns the object it replaced.
-    pub(super) fn upsert(&mut self, key: &str, obj: Arc<K>, values: Values) -> Option<Arc<K>> {
-        let (key_arc, old_obj, mut old_values) = match self.items.remove_entry(key) {
+    /// custom index, as from [`compute_values`] with the current index set).
+    /// Returns the object it replaced. A new entry shares `key`'s string.
+    pub(super) fn upsert(&mut self, key: &Arc<str>, obj: Arc<K>, values: Values) -> Option<Arc<K>> {
+        let (key_arc, old_obj, old_values) = match self.items.remove_entry(&**key) {
             Some((k, e)) => (k, Some(e.obj), e.values),
-            None => (Arc::from(key), None, Vec::new()),
+            None => (Arc::clone(key), None, None),
         };
+        if let Some(ns) = namespace_of(&key_arc) {
+            // Same key, same namespace: this inserts or refreshes the object.
+            file_under(&mut self.indices[NAMESPACE_POSITION], ns, &key_arc, &obj);
+        }
+        let mut old_values = old_values.map(|v| *v).unwrap_or_default();
         let mut entry_values = Vec::with_capacity(values.len());
         for (i, new) in values.into_iter().enumerate() {
-            let index = &mut self.indices[i];
+            let index = &mut self.indices[NAMESPACE_POSITION + 1 + i];
             let old_i = old_values
                 .get_mut(i)
                 .map(std::mem::take)
@@ -207,7 +252,7 @@ impl<K> State<K> {
             if same_values(&old_i, &new) {
                 // Same values: only the object the index holds changes.
                 for v in old_i.iter() {
-                    if let Some(slot) = index.get_mut(&**v).and_then(|set| set.get_mut(key)) {
+                    if let Some(slot) = index.get_mut(&**v).and_then(|set| set.get_mut(&*key_arc)) {
                         *slot = obj.clone();
                     }
                 }
@@ -215,7 +260,7 @@ impl<K> State<K> {
                 continue;
             }
             for v in old_i.iter() {
-                remove_value(index, v, key);
+                remove_value(index, v, &key_arc);
             }
             let interned: Box<[Arc<str>]> = new
                 .iter()
@@ -227,7 +272,7 @@ impl<K> State<K> {
             key_arc,
             Entry {
                 obj,
-                values: entry_values,
+                values: (!entry_values.is_empty()).then(|| Box::new(entry_values)),
             },
         );
         old_obj
@@ -236,7 +281,11 @@ impl<K> State<K> {
     /// Removes the object under `key` and all its index entries.
     pub(super) fn remove(&mut self, key: &str) -> Option<Arc<K>> {
         let entry = self.items.remove(key)?;
-        for (index, values) in self.indices.iter_mut().zip(&entry.values) {
+        if let Some(ns) = namespace_of(key) {
+            remove_value(&mut self.indices[NAMESPACE_POSITION], ns, key);
+        }
+        let custom = self.indices.iter_mut().skip(NAMESPACE_POSITION + 1);
+        for (index, values) in custom.zip(entry.values.iter().flat_map(|v| v.iter())) {
             for v in values.iter() {
                 remove_value(index, v, key);
             }
@@ -320,7 +369,7 @@ impl<K> State<K> {
                     .iter()
                     .map(|v| insert_value(&mut index, v, key, &entry.obj))
                     .collect();
-                entry.values.push(interned);
+                entry.values.get_or_insert_default().push(interned);
             }
             set.names.push(name);
             set.funcs.push(f);

@@ -380,6 +380,49 @@ fn namespace_index_is_built_in() {
 }
 
 #[test]
+fn namespace_index_follows_updates_and_deletes() {
+    let i: Indexer<ConfigMap> = Indexer::new();
+    i.add(cm("a", "x", &[])).unwrap();
+    i.add(cm("a", "y", &[])).unwrap();
+    let newer = cm("a", "x", &[("v", "2")]);
+    i.update(newer.clone()).unwrap();
+    let found = i.by_index(NAMESPACE_INDEX, "a").unwrap();
+    assert_eq!(found.len(), 2, "an update does not file the object twice");
+    assert!(
+        found.iter().any(|o| Arc::ptr_eq(o, &newer)),
+        "the index hands out the new version"
+    );
+    assert!(i.delete("a/x").is_some());
+    assert_eq!(i.index_keys(NAMESPACE_INDEX, "a").unwrap(), ["a/y"]);
+    assert!(i.delete("a/y").is_some());
+    assert!(
+        i.list_index_func_values(NAMESPACE_INDEX)
+            .unwrap()
+            .is_empty(),
+        "a namespace with no objects left is removed"
+    );
+}
+
+#[test]
+fn upsert_shares_the_key_and_returns_the_old_version() {
+    let i: Indexer<ConfigMap> = Indexer::new();
+    let key: Arc<str> = Arc::from("a/x");
+    let first = cm("a", "x", &[]);
+    let (old, err) = i.upsert(&key, first.clone());
+    assert!(old.is_none() && err.is_none());
+    assert_eq!(
+        Arc::strong_count(&key),
+        3,
+        "the items and the namespace index hold the caller's key string"
+    );
+    let (old, _) = i.upsert(&key, cm("a", "x", &[("v", "2")]));
+    assert!(Arc::ptr_eq(&old.unwrap(), &first));
+    assert_eq!(Arc::strong_count(&key), 3, "an update keeps the stored key");
+    assert!(i.delete(&key).is_some());
+    assert_eq!(Arc::strong_count(&key), 1, "a delete frees it");
+}
+
+#[test]
 fn clones_share_state_and_known_objects_reads_it() {
     let i = indexer();
     let j = i.clone();
@@ -498,4 +541,20 @@ fn index_functions_run_outside_the_lock_so_readers_are_not_blocked() {
         writer.join().unwrap();
     });
     assert_eq!(i.len(), 2);
+}
+
+#[test]
+fn writes_after_add_indexers_file_under_the_new_index_from_every_handle() {
+    let i: Indexer<ConfigMap> = Indexer::new();
+    let other_handle = i.clone();
+    let key: Arc<str> = Arc::from("a/x");
+    other_handle.upsert(&key, cm("a", "x", &[("tags", "one")]));
+    i.add_indexers([tags_index()]).unwrap();
+    assert_eq!(i.index_keys("tags", "one").unwrap(), ["a/x"]);
+    // The clone sees the new index too: its next write moves the entry.
+    let (old, err) = other_handle.upsert(&key, cm("a", "x", &[("tags", "two")]));
+    assert!(old.is_some() && err.is_none());
+    assert!(i.index_keys("tags", "one").unwrap().is_empty());
+    assert_eq!(i.index_keys("tags", "two").unwrap(), ["a/x"]);
+    assert_eq!(i.index_keys(NAMESPACE_INDEX, "a").unwrap(), ["a/x"]);
 }

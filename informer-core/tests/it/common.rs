@@ -1,5 +1,6 @@
-//! Helpers shared by the integration tests: object builders, condition
-//! waits, a mirroring store and counting metrics.
+//! Helpers shared by the integration tests: a server with namespaces,
+//! object builders and changes, condition waits (real clock), a running
+//! informer with a recording handler, a mirroring store and counting metrics.
 
 #![allow(dead_code)] // each test module uses its own subset
 
@@ -8,17 +9,23 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use envtest::TestEnv;
 use futures::{StreamExt, TryStreamExt};
+use informer_core::key::ObjectOrTombstone;
+use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
 use informer_core::metrics::{InformerMetrics, RelistCause, WatchEventType, WatchRestartCause};
 use informer_core::reflector::{BackoffConfig, ReflectorStore};
+use informer_core::shared_informer::{ResourceEventHandler, SharedIndexInformer};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube_client::Api;
-use kube_client::api::{DeleteParams, ListParams, PostParams};
+use kube_client::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube_client::{Api, Client};
 use kube_core::{ObjectMeta, Resource};
 use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
 
-/// How long any condition may take before a test fails.
-pub const PATIENCE: Duration = Duration::from_secs(20);
+/// How long any condition may take before a test fails: generous, for
+/// HTTP on a busy 2-core machine.
+pub const LIMIT: Duration = Duration::from_secs(30);
 
 /// A fast backoff so retry paths finish quickly over real time.
 pub fn quick_backoff() -> BackoffConfig {
@@ -41,8 +48,9 @@ pub fn cm(name: &str, value: &str) -> ConfigMap {
     }
 }
 
-/// Creates a namespace (envtest starts with `default` only).
-pub async fn create_namespace(client: &kube_client::Client, name: &str) {
+/// Creates a namespace (envtest starts with `default` only); one that
+/// already exists is fine.
+pub async fn create_namespace(client: &Client, name: &str) {
     let api: Api<Namespace> = Api::all(client.clone());
     let ns = Namespace {
         metadata: ObjectMeta {
@@ -51,7 +59,21 @@ pub async fn create_namespace(client: &kube_client::Client, name: &str) {
         },
         ..Namespace::default()
     };
-    api.create(&PostParams::default(), &ns).await.unwrap();
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube_client::Error::Api(status)) if status.code == 409 => {}
+        Err(err) => panic!("creating namespace {name} failed: {err}"),
+    }
+}
+
+/// A fresh envtest server holding `namespaces`, and a client for it.
+pub async fn env_with(namespaces: &[&str]) -> (TestEnv, Client) {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    for ns in namespaces {
+        create_namespace(&client, ns).await;
+    }
+    (env, client)
 }
 
 /// Creates `n` ConfigMaps named `{prefix}-{i}`, 16 at a time.
@@ -90,14 +112,14 @@ pub fn rv_of<K: Resource>(o: &K) -> String {
     o.meta().resource_version.clone().unwrap_or_default()
 }
 
-/// Waits until `cond` holds, checking every 10 ms, for at most [`PATIENCE`].
+/// Waits until `cond` holds, checking every 10 ms, for at most [`LIMIT`].
 pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let wait = async {
         while !cond() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
-    if tokio::time::timeout(PATIENCE, wait).await.is_err() {
+    if tokio::time::timeout(LIMIT, wait).await.is_err() {
         panic!("timed out waiting until {what}");
     }
 }
@@ -113,8 +135,144 @@ where
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    if tokio::time::timeout(PATIENCE, wait).await.is_err() {
+    if tokio::time::timeout(LIMIT, wait).await.is_err() {
         panic!("timed out waiting until {what}");
+    }
+}
+
+/// A ConfigMap `ns/name` with `labels` and data `v=0`.
+pub fn labeled_cm(ns: &str, name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(ns.into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        data: Some([("v".to_string(), "0".to_string())].into()),
+        ..ConfigMap::default()
+    }
+}
+
+/// Creates [`labeled_cm`]`(ns, name, labels)`.
+pub async fn create(client: &Client, ns: &str, name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.create(&PostParams::default(), &labeled_cm(ns, name, labels))
+        .await
+        .unwrap()
+}
+
+/// Sets data `v` of ConfigMap `ns/name`.
+pub async fn set_value(client: &Client, ns: &str, name: &str, value: &str) -> ConfigMap {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let patch = serde_json::json!({ "data": { "v": value } });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap()
+}
+
+/// Deletes ConfigMap `ns/name`.
+pub async fn delete_cm(client: &Client, ns: &str, name: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.delete(name, &DeleteParams::default()).await.unwrap();
+}
+
+/// `ns/name@rv` of every ConfigMap the server lists now, sorted.
+pub async fn fresh_list(client: &Client) -> Vec<String> {
+    let api: Api<ConfigMap> = Api::all(client.clone());
+    let list = api.list(&ListParams::default()).await.unwrap();
+    let mut keys: Vec<String> = list.items.iter().map(key_rv).collect();
+    keys.sort();
+    keys
+}
+
+/// `ns/name@rv` of a ConfigMap.
+pub fn key_rv(cm: &ConfigMap) -> String {
+    format!(
+        "{}/{}@{}",
+        cm.metadata.namespace.as_deref().unwrap_or(""),
+        cm.metadata.name.as_deref().unwrap_or(""),
+        cm.metadata.resource_version.as_deref().unwrap_or("")
+    )
+}
+
+/// The name of a ConfigMap.
+pub fn name(cm: &ConfigMap) -> String {
+    cm.metadata.name.clone().unwrap_or_default()
+}
+
+/// An informer on ConfigMaps of all namespaces.
+pub fn informer(client: &Client, resync: Duration) -> SharedIndexInformer<ConfigMap> {
+    let api: Api<ConfigMap> = Api::all(client.clone());
+    SharedIndexInformer::new(
+        ApiListerWatcher::new(api, ListWatchOptions::default()),
+        resync,
+    )
+}
+
+/// Runs `informer` in a task until the returned token is cancelled.
+pub fn spawn(informer: &SharedIndexInformer<ConfigMap>) -> CancellationToken {
+    let token = CancellationToken::new();
+    let informer = informer.clone();
+    let run_token = token.clone();
+    tokio::spawn(async move { informer.run(run_token).await });
+    token
+}
+
+/// [`spawn`]s `informer` and waits until its cache synced.
+pub async fn run_synced(informer: &SharedIndexInformer<ConfigMap>) -> CancellationToken {
+    let stop = spawn(informer);
+    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    stop
+}
+
+/// Records every call as "add:name:initial", "update:name:oldrv->newrv" or
+/// "delete:name[:tombstone]".
+#[derive(Default)]
+pub struct Recorder {
+    seen: Mutex<Vec<String>>,
+}
+
+impl Recorder {
+    pub fn seen(&self) -> Vec<String> {
+        self.seen.lock().clone()
+    }
+    pub fn count(&self, prefix: &str) -> usize {
+        self.seen
+            .lock()
+            .iter()
+            .filter(|s| s.starts_with(prefix))
+            .count()
+    }
+    pub fn len(&self) -> usize {
+        self.seen.lock().len()
+    }
+}
+
+impl ResourceEventHandler<ConfigMap> for Recorder {
+    fn on_add(&self, obj: Arc<ConfigMap>, initial: bool) {
+        self.seen
+            .lock()
+            .push(format!("add:{}:{initial}", name(&obj)));
+    }
+    fn on_update(&self, old: Arc<ConfigMap>, new: Arc<ConfigMap>) {
+        self.seen.lock().push(format!(
+            "update:{}:{}->{}",
+            name(&new),
+            old.metadata.resource_version.as_deref().unwrap_or(""),
+            new.metadata.resource_version.as_deref().unwrap_or("")
+        ));
+    }
+    fn on_delete(&self, obj: ObjectOrTombstone<ConfigMap>) {
+        let tomb = if obj.is_tombstone() { ":tombstone" } else { "" };
+        self.seen
+            .lock()
+            .push(format!("delete:{}{tomb}", name(obj.object())));
     }
 }
 

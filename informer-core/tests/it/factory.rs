@@ -10,7 +10,7 @@ use informer_core::factory::{InformerOptions, SharedInformerFactory};
 use informer_core::selector::LabelSelector;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
-use crate::support::*;
+use crate::common::*;
 
 /// Watch requests for ConfigMaps in the envtest request log.
 fn configmap_watches(env: &TestEnv) -> usize {
@@ -22,9 +22,7 @@ fn configmap_watches(env: &TestEnv) -> usize {
 
 #[tokio::test]
 async fn two_requests_share_one_informer_and_one_watch() {
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    ensure_namespace(&client, "ns1").await;
+    let (env, client) = env_with(&["ns1"]).await;
     create(&client, "ns1", "a", &[]).await;
     let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
     let first = factory.informer::<ConfigMap>();
@@ -54,11 +52,7 @@ async fn two_requests_share_one_informer_and_one_watch() {
 
 #[tokio::test]
 async fn namespaces_and_selectors_get_their_own_informers() {
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    for ns in ["ns1", "ns2"] {
-        ensure_namespace(&client, ns).await;
-    }
+    let (_env, client) = env_with(&["ns1", "ns2"]).await;
     create(&client, "ns1", "web", &[("app", "web")]).await;
     create(&client, "ns1", "db", &[("app", "db")]).await;
     create(&client, "ns2", "web", &[("app", "web")]).await;
@@ -139,9 +133,7 @@ async fn dynamic_objects_get_their_own_shared_informer() {
     use kube_client::Api;
     use kube_core::{ApiResource, DynamicObject};
 
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    ensure_namespace(&client, "ns1").await;
+    let (_env, client) = env_with(&["ns1"]).await;
     create(&client, "ns1", "a", &[]).await;
     let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
     let ar = ApiResource::erase::<ConfigMap>(&());

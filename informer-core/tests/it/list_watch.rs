@@ -122,7 +122,7 @@ async fn selectors_and_namespace_scope_filter_lists_and_watches() {
             .await
             .unwrap();
     }
-    let first = tokio::time::timeout(PATIENCE, events.next())
+    let first = tokio::time::timeout(LIMIT, events.next())
         .await
         .unwrap()
         .unwrap()
@@ -179,7 +179,7 @@ async fn watch_streams_typed_events_and_bookmarks_and_ends_at_its_timeout() {
             });
         }
     };
-    tokio::time::timeout(PATIENCE, collect)
+    tokio::time::timeout(LIMIT, collect)
         .await
         .expect("the watch ends after timeoutSeconds");
     let changes: Vec<_> = kinds.iter().copied().filter(|k| *k != "bookmark").collect();
@@ -218,7 +218,7 @@ async fn errors_keep_the_status_reason_and_retry_after() {
         .await;
     let err = match result {
         Err(e) => e,
-        Ok(mut stream) => tokio::time::timeout(PATIENCE, stream.next())
+        Ok(mut stream) => tokio::time::timeout(LIMIT, stream.next())
             .await
             .unwrap()
             .expect("an error event")

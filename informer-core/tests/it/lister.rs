@@ -4,21 +4,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use envtest::TestEnv;
 use informer_core::lister::ListerError;
 use informer_core::selector::LabelSelector;
 use informer_core::store::IndexFn;
 use k8s_openapi::api::core::v1::ConfigMap;
 
-use crate::support::*;
+use crate::common::*;
 
 #[tokio::test]
 async fn a_lister_reads_the_informer_cache() {
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    for ns in ["ns1", "ns2"] {
-        ensure_namespace(&client, ns).await;
-    }
+    let (_env, client) = env_with(&["ns1", "ns2"]).await;
     create(&client, "ns1", "web", &[("app", "web"), ("tier", "front")]).await;
     create(&client, "ns1", "db", &[("app", "db")]).await;
     create(&client, "ns2", "web", &[("app", "web")]).await;
@@ -35,8 +30,7 @@ async fn a_lister_reads_the_informer_cache() {
     informer
         .add_indexers([("by-app".to_string(), by_app)])
         .unwrap();
-    let stop = spawn(&informer);
-    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    let stop = run_synced(&informer).await;
 
     let lister = informer.lister();
     let web: LabelSelector = "app=web".parse().unwrap();
@@ -67,7 +61,7 @@ async fn a_lister_reads_the_informer_cache() {
         Err(ListerError::Index(_))
     ));
 
-    delete(&client, "ns2", "web").await;
+    delete_cm(&client, "ns2", "web").await;
     eventually("lister follows the delete", || {
         lister.namespace("ns2").get("web").is_none()
     })

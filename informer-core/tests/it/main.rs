@@ -11,4 +11,3 @@ mod lister;
 mod reflector;
 mod reflector_faults;
 mod shared_informer;
-mod support;

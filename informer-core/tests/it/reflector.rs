@@ -230,7 +230,7 @@ async fn relist_after_410_yields_tombstones_for_objects_deleted_while_disconnect
                                 indexer.delete(&d.key);
                                 deletes
                                     .lock()
-                                    .push((d.key.clone(), delta.object.is_tombstone()));
+                                    .push((d.key.to_string(), delta.object.is_tombstone()));
                             }
                             _ => indexer.update(delta.object.object().clone()).unwrap(),
                         }
@@ -472,7 +472,7 @@ async fn a_server_restored_to_a_lower_revision_is_relisted_from_scratch() {
             }
         }
     };
-    let new = tokio::time::timeout(PATIENCE, start_new)
+    let new = tokio::time::timeout(LIMIT, start_new)
         .await
         .expect("the port is free again");
     let new_api: Api<ConfigMap> = Api::namespaced(new.client(), "default");

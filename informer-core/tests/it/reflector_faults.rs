@@ -25,7 +25,7 @@ async fn poke_until(what: &str, poke: impl Fn(), cond: impl Fn() -> bool) {
             }
         }
     };
-    if tokio::time::timeout(PATIENCE, attempt).await.is_err() {
+    if tokio::time::timeout(LIMIT, attempt).await.is_err() {
         panic!("timed out waiting until {what}");
     }
 }

@@ -13,13 +13,11 @@ use informer_core::shared_informer::{InformerError, handler_fn};
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
 
-use crate::support::*;
+use crate::common::*;
 
 #[tokio::test]
 async fn initial_sync_fills_the_cache_and_reports_initial_adds() {
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    ensure_namespace(&client, "ns1").await;
+    let (_env, client) = env_with(&["ns1"]).await;
     for i in 0..20 {
         create(&client, "ns1", &format!("cm{i:02}"), &[]).await;
     }
@@ -57,18 +55,15 @@ async fn initial_sync_fills_the_cache_and_reports_initial_adds() {
 
 #[tokio::test]
 async fn live_changes_reach_handlers_in_order() {
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    ensure_namespace(&client, "ns1").await;
+    let (_env, client) = env_with(&["ns1"]).await;
     let informer = informer(&client, Duration::ZERO);
     let rec = Arc::new(Recorder::default());
     informer.add_event_handler(rec.clone()).unwrap();
-    let stop = spawn(&informer);
-    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    let stop = run_synced(&informer).await;
 
     let created = create(&client, "ns1", "a", &[]).await;
     let updated = set_value(&client, "ns1", "a", "1").await;
-    delete(&client, "ns1", "a").await;
+    delete_cm(&client, "ns1", "a").await;
     eventually("add, update, delete seen", || rec.len() == 3).await;
     assert_eq!(
         rec.seen(),
@@ -88,15 +83,12 @@ async fn live_changes_reach_handlers_in_order() {
 
 #[tokio::test]
 async fn a_late_handler_first_gets_the_cache_then_live_changes() {
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    ensure_namespace(&client, "ns1").await;
+    let (_env, client) = env_with(&["ns1"]).await;
     for i in 0..10 {
         create(&client, "ns1", &format!("cm{i}"), &[]).await;
     }
     let informer = informer(&client, Duration::ZERO);
-    let stop = spawn(&informer);
-    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    let stop = run_synced(&informer).await;
 
     let late = Arc::new(Recorder::default());
     let reg = informer.add_event_handler(late.clone()).unwrap();
@@ -112,9 +104,7 @@ async fn a_late_handler_first_gets_the_cache_then_live_changes() {
 
 #[tokio::test]
 async fn a_blocked_handler_does_not_block_the_informer_or_other_handlers() {
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    ensure_namespace(&client, "ns1").await;
+    let (_env, client) = env_with(&["ns1"]).await;
     let informer = informer(&client, Duration::ZERO);
     let (release, gate) = std::sync::mpsc::channel::<()>();
     let gate = Mutex::new(gate);
@@ -129,8 +119,7 @@ async fn a_blocked_handler_does_not_block_the_informer_or_other_handlers() {
     let slow_reg = informer.add_event_handler(slow).unwrap();
     let fast = Arc::new(Recorder::default());
     informer.add_event_handler(fast.clone()).unwrap();
-    let stop = spawn(&informer);
-    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    let stop = run_synced(&informer).await;
 
     for i in 0..15 {
         create(&client, "ns1", &format!("cm{i}"), &[]).await;
@@ -154,9 +143,7 @@ async fn a_blocked_handler_does_not_block_the_informer_or_other_handlers() {
 
 #[tokio::test]
 async fn a_panicking_handler_keeps_receiving_notifications() {
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    ensure_namespace(&client, "ns1").await;
+    let (_env, client) = env_with(&["ns1"]).await;
     let informer = informer(&client, Duration::ZERO);
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let panicky = handler_fn::<ConfigMap>().on_add({
@@ -170,8 +157,7 @@ async fn a_panicking_handler_keeps_receiving_notifications() {
         }
     });
     let reg = informer.add_event_handler(panicky).unwrap();
-    let stop = spawn(&informer);
-    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    let stop = run_synced(&informer).await;
 
     for n in ["a", "boom1", "b", "boom2", "c"] {
         create(&client, "ns1", n, &[]).await;
@@ -184,9 +170,7 @@ async fn a_panicking_handler_keeps_receiving_notifications() {
 
 #[tokio::test]
 async fn the_transform_applies_to_cache_and_handlers_and_is_fixed_at_start() {
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    ensure_namespace(&client, "ns1").await;
+    let (_env, client) = env_with(&["ns1"]).await;
     create(&client, "ns1", "before", &[]).await;
     let informer = informer(&client, Duration::ZERO);
     let drop_data: Transform<ConfigMap> = Arc::new(|mut cm: ConfigMap| {
@@ -209,8 +193,7 @@ async fn the_transform_applies_to_cache_and_handlers_and_is_fixed_at_start() {
             }
         }))
         .unwrap();
-    let stop = spawn(&informer);
-    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    let stop = run_synced(&informer).await;
     create(&client, "ns1", "after", &[]).await;
     eventually("both adds transformed", || {
         handler_saw_transformed.load(Ordering::SeqCst) == 2
@@ -241,16 +224,13 @@ async fn the_transform_applies_to_cache_and_handlers_and_is_fixed_at_start() {
 
 #[tokio::test]
 async fn a_removed_handler_receives_nothing_more() {
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    ensure_namespace(&client, "ns1").await;
+    let (_env, client) = env_with(&["ns1"]).await;
     let informer = informer(&client, Duration::ZERO);
     let removed = Arc::new(Recorder::default());
     let kept = Arc::new(Recorder::default());
     let reg = informer.add_event_handler(removed.clone()).unwrap();
     informer.add_event_handler(kept.clone()).unwrap();
-    let stop = spawn(&informer);
-    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    let stop = run_synced(&informer).await;
 
     create(&client, "ns1", "one", &[]).await;
     eventually("both saw the first add", || {
@@ -268,9 +248,7 @@ async fn a_removed_handler_receives_nothing_more() {
 
 #[tokio::test]
 async fn resync_reaches_only_handlers_that_asked_for_it() {
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    ensure_namespace(&client, "ns1").await;
+    let (_env, client) = env_with(&["ns1"]).await;
     create(&client, "ns1", "a", &[]).await;
     create(&client, "ns1", "b", &[]).await;
     let informer = informer(&client, Duration::ZERO);
@@ -281,8 +259,7 @@ async fn resync_reaches_only_handlers_that_asked_for_it() {
         .unwrap();
     informer.add_event_handler(quiet.clone()).unwrap();
     assert_eq!(informer.resync_check_period(), Some(Duration::from_secs(1)));
-    let stop = spawn(&informer);
-    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    let stop = run_synced(&informer).await;
 
     eventually("two resync rounds delivered", || {
         resyncing.count("update:") >= 4
@@ -333,8 +310,7 @@ async fn wait_for_cache_sync_times_out_while_the_server_is_paused() {
 async fn a_stopped_informer_refuses_new_handlers() {
     let env = TestEnv::start().await.unwrap();
     let informer = informer(&env.client(), Duration::ZERO);
-    let stop = spawn(&informer);
-    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    let stop = run_synced(&informer).await;
     stop.cancel();
     eventually("informer stopped", || informer.is_stopped()).await;
     assert!(matches!(
@@ -348,7 +324,7 @@ async fn after_quiescence_the_cache_equals_a_fresh_list() {
     let env = TestEnv::builder().history_window(64).start().await.unwrap();
     let client = env.client();
     for ns in ["ns1", "ns2"] {
-        ensure_namespace(&client, ns).await;
+        create_namespace(&client, ns).await;
     }
     for i in 0..30 {
         create(
@@ -362,8 +338,7 @@ async fn after_quiescence_the_cache_equals_a_fresh_list() {
     let informer = informer(&client, Duration::ZERO);
     let rec = Arc::new(Recorder::default());
     informer.add_event_handler(rec.clone()).unwrap();
-    let stop = spawn(&informer);
-    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    let stop = run_synced(&informer).await;
 
     for round in 0..4 {
         for i in 0..25 {
@@ -385,9 +360,9 @@ async fn after_quiescence_the_cache_equals_a_fresh_list() {
         }
         for i in (0..25).step_by(3) {
             let ns = if i % 2 == 0 { "ns1" } else { "ns2" };
-            delete(&client, ns, &format!("r{round}-{i}")).await;
+            delete_cm(&client, ns, &format!("r{round}-{i}")).await;
         }
-        delete(
+        delete_cm(
             &client,
             if round % 2 == 0 { "ns1" } else { "ns2" },
             &format!("pre{round}"),
@@ -442,9 +417,7 @@ async fn the_watch_error_handler_hears_failed_lists_and_the_informer_recovers() 
     use envtest::FailureRule;
     use informer_core::reflector::ReflectorError;
 
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    ensure_namespace(&client, "ns1").await;
+    let (env, client) = env_with(&["ns1"]).await;
     create(&client, "ns1", "a", &[]).await;
     env.faults().fail_next(
         FailureRule::new(1, 500)
@@ -467,8 +440,7 @@ async fn the_watch_error_handler_hears_failed_lists_and_the_informer_recovers() 
             }
         }))
         .unwrap();
-    let stop = spawn(&informer);
-    informer.wait_for_cache_sync(LIMIT).await.unwrap();
+    let stop = run_synced(&informer).await;
     assert_eq!(informer.indexer().len(), 1);
     let errors = errors.lock().clone();
     assert!(
