@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::list_watch::{ApiListerWatcher, ListWatchOptions};
 use crate::lister::Lister;
+use crate::metrics::InformerMetrics;
 use crate::shared_informer::SharedIndexInformer;
 
 /// Errors of the factory.
@@ -135,6 +136,7 @@ struct FactoryInner {
     client: Client,
     default_resync: Duration,
     custom_resync: HashMap<TypeId, Duration>,
+    metrics: Option<Arc<dyn InformerMetrics>>,
     entries: Mutex<HashMap<InformerKey, Entry>>,
     shutdown: CancellationToken,
 }
@@ -181,9 +183,18 @@ pub struct SharedInformerFactoryBuilder {
     client: Client,
     default_resync: Duration,
     custom_resync: HashMap<TypeId, Duration>,
+    metrics: Option<Arc<dyn InformerMetrics>>,
 }
 
 impl SharedInformerFactoryBuilder {
+    /// Where every informer of this factory reports its counters and gauges
+    /// (lists, relists, watch restarts, events, decode failures, pending
+    /// notifications per handler). Without it they report nowhere.
+    pub fn metrics(mut self, metrics: Arc<dyn InformerMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
     /// Resync period of informers without one of their own (`ZERO`: none).
     pub fn default_resync(mut self, period: Duration) -> Self {
         self.default_resync = period;
@@ -203,6 +214,7 @@ impl SharedInformerFactoryBuilder {
                 client: self.client,
                 default_resync: self.default_resync,
                 custom_resync: self.custom_resync,
+                metrics: self.metrics,
                 entries: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
             }),
@@ -236,6 +248,7 @@ impl SharedInformerFactory {
             client,
             default_resync: Duration::ZERO,
             custom_resync: HashMap::new(),
+            metrics: None,
         }
     }
 
@@ -314,7 +327,16 @@ impl SharedInformerFactory {
         if let Some(fields) = options.field_selector {
             lw_options = lw_options.fields(fields);
         }
-        let informer = SharedIndexInformer::new(ApiListerWatcher::new(api, lw_options), resync);
+        let mut builder = SharedIndexInformer::builder(ApiListerWatcher::new(api, lw_options))
+            .default_resync(resync);
+        if let Some(metrics) = &self.inner.metrics {
+            builder = builder.metrics(Arc::clone(metrics));
+        }
+        let informer = match builder.build() {
+            Ok(informer) => informer,
+            // Only repeated index names fail a build, and none are added here.
+            Err(err) => unreachable!("building an informer without indexers failed: {err}"),
+        };
         tracing::debug!(informer = %key, ?resync, "created shared informer");
         entries.insert(
             key,

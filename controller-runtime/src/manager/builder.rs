@@ -93,7 +93,10 @@ impl ManagerBuilder {
             Some(addr) => Some(BoundServer::bind("metrics", addr).await?),
             None => None,
         };
-        let factory = SharedInformerFactory::new(self.client.clone(), self.resync);
+        let factory = SharedInformerFactory::builder(self.client.clone())
+            .default_resync(self.resync)
+            .metrics(metrics.informer_metrics())
+            .build();
         let cache = Cache::new(factory.clone(), self.cache_sync_timeout);
 
         let healthz = Checks::new();

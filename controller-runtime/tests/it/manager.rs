@@ -441,6 +441,16 @@ async fn health_ready_and_metrics_endpoints() {
             "{series} missing from\n{text}"
         );
     }
+    // The informers of the manager's shared factory report through the same
+    // registry: the Widget informer listed at least once and opened a watch.
+    let informer_series = |name: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(name) && l.contains("informer=") && l.contains("widgets"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    assert!(informer_series("informer_lists_total") >= 1.0, "{text}");
+    assert!(informer_series("informer_watches_total") >= 1.0, "{text}");
     assert!(
         text.contains("# TYPE workqueue_queue_duration_seconds histogram"),
         "{text}"
