@@ -300,18 +300,7 @@ pub async fn apply<K>(
 where
     K: Resource + Clone + Serialize + DeserializeOwned + Debug,
 {
-    let (name, body) = apply_body(obj)?;
-    api.patch(
-        &name,
-        &apply_params(field_manager, force),
-        &Patch::Apply(&body),
-    )
-    .await
-    .map_err(|source| ClientError::Api {
-        op: "apply",
-        object: name,
-        source,
-    })
+    apply_to(api, obj, field_manager, force, false).await
 }
 
 /// Server-side applies the `status` of `obj` on `/status` as
@@ -325,15 +314,34 @@ pub async fn apply_status<K>(
 where
     K: Resource + Clone + Serialize + DeserializeOwned + Debug,
 {
+    apply_to(api, obj, field_manager, force, true).await
+}
+
+/// The shared body of [`apply`] and [`apply_status`]: `status` picks the
+/// `/status` subresource and the operation name in errors.
+async fn apply_to<K>(
+    api: &Api<K>,
+    obj: &K,
+    field_manager: &str,
+    force: bool,
+    status: bool,
+) -> Result<K, ClientError>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
     let (name, body) = apply_body(obj)?;
-    api.patch_status(
-        &name,
-        &apply_params(field_manager, force),
-        &Patch::Apply(&body),
-    )
-    .await
-    .map_err(|source| ClientError::Api {
-        op: "status apply",
+    let params = apply_params(field_manager, force);
+    let patch = Patch::Apply(&body);
+    let (op, result) = if status {
+        (
+            "status apply",
+            api.patch_status(&name, &params, &patch).await,
+        )
+    } else {
+        ("apply", api.patch(&name, &params, &patch).await)
+    };
+    result.map_err(|source| ClientError::Api {
+        op,
         object: name,
         source,
     })

@@ -146,12 +146,7 @@ impl EnqueueRequestForOwner {
         O: Resource<DynamicType = ()>,
         O::Scope: ScopeInfo,
     {
-        Self::for_kind(
-            O::group(&()),
-            O::kind(&()),
-            <O::Scope as ScopeInfo>::NAMESPACED,
-            true,
-        )
+        Self::of_kind::<O>(true)
     }
 
     /// Enqueues every owner of kind `O`, controller or not.
@@ -160,11 +155,20 @@ impl EnqueueRequestForOwner {
         O: Resource<DynamicType = ()>,
         O::Scope: ScopeInfo,
     {
+        Self::of_kind::<O>(false)
+    }
+
+    /// Owners of kind `O`; only controller owners when `controller_only`.
+    fn of_kind<O>(controller_only: bool) -> Self
+    where
+        O: Resource<DynamicType = ()>,
+        O::Scope: ScopeInfo,
+    {
         Self::for_kind(
             O::group(&()),
             O::kind(&()),
             <O::Scope as ScopeInfo>::NAMESPACED,
-            false,
+            controller_only,
         )
     }
 

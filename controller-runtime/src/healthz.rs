@@ -308,12 +308,6 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-#[derive(Clone)]
-struct Endpoints {
-    healthz: Checks,
-    readyz: Checks,
-}
-
 fn text(status: StatusCode, body: String) -> Response {
     (
         status,
@@ -353,39 +347,27 @@ fn single(checks: &Checks, name: &str) -> Response {
 /// `/readyz/{name}` from the two sets.
 pub fn router(healthz: Checks, readyz: Checks) -> Router {
     Router::new()
+        .merge(endpoint("healthz", healthz))
+        .merge(endpoint("readyz", readyz))
+}
+
+/// The aggregated `/{endpoint}` route and the per-check
+/// `/{endpoint}/{name}` route, both served from `checks`.
+fn endpoint(endpoint: &'static str, checks: Checks) -> Router {
+    Router::new()
         .route(
-            "/healthz",
+            &format!("/{endpoint}"),
             get(
-                |State(e): State<Endpoints>, RawQuery(q): RawQuery| async move {
-                    aggregated(&e.healthz, "healthz", q.as_deref())
+                move |State(c): State<Checks>, RawQuery(q): RawQuery| async move {
+                    aggregated(&c, endpoint, q.as_deref())
                 },
             ),
         )
         .route(
-            "/healthz/{name}",
-            get(
-                |State(e): State<Endpoints>, Path(name): Path<String>| async move {
-                    single(&e.healthz, &name)
-                },
-            ),
+            &format!("/{endpoint}/{{name}}"),
+            get(|State(c): State<Checks>, Path(name): Path<String>| async move { single(&c, &name) }),
         )
-        .route(
-            "/readyz",
-            get(
-                |State(e): State<Endpoints>, RawQuery(q): RawQuery| async move {
-                    aggregated(&e.readyz, "readyz", q.as_deref())
-                },
-            ),
-        )
-        .route(
-            "/readyz/{name}",
-            get(
-                |State(e): State<Endpoints>, Path(name): Path<String>| async move {
-                    single(&e.readyz, &name)
-                },
-            ),
-        )
-        .with_state(Endpoints { healthz, readyz })
+        .with_state(checks)
 }
 
 #[cfg(test)]

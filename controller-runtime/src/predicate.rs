@@ -46,35 +46,28 @@ pub trait Predicate<K>: Send + Sync + 'static {
     }
 }
 
-impl<K, P: Predicate<K> + ?Sized> Predicate<K> for Arc<P> {
-    fn create(&self, obj: &K) -> bool {
-        (**self).create(obj)
-    }
-    fn update(&self, old: &K, new: &K) -> bool {
-        (**self).update(old, new)
-    }
-    fn delete(&self, obj: &K) -> bool {
-        (**self).delete(obj)
-    }
-    fn generic(&self, obj: &K) -> bool {
-        (**self).generic(obj)
-    }
+/// Implements [`Predicate`] for a smart pointer by forwarding every event to
+/// the predicate it points to.
+macro_rules! forward_predicate {
+    ($($ptr:ident),+) => {$(
+        impl<K, P: Predicate<K> + ?Sized> Predicate<K> for $ptr<P> {
+            fn create(&self, obj: &K) -> bool {
+                (**self).create(obj)
+            }
+            fn update(&self, old: &K, new: &K) -> bool {
+                (**self).update(old, new)
+            }
+            fn delete(&self, obj: &K) -> bool {
+                (**self).delete(obj)
+            }
+            fn generic(&self, obj: &K) -> bool {
+                (**self).generic(obj)
+            }
+        }
+    )+};
 }
 
-impl<K, P: Predicate<K> + ?Sized> Predicate<K> for Box<P> {
-    fn create(&self, obj: &K) -> bool {
-        (**self).create(obj)
-    }
-    fn update(&self, old: &K, new: &K) -> bool {
-        (**self).update(old, new)
-    }
-    fn delete(&self, obj: &K) -> bool {
-        (**self).delete(obj)
-    }
-    fn generic(&self, obj: &K) -> bool {
-        (**self).generic(obj)
-    }
-}
+forward_predicate!(Arc, Box);
 
 /// Passes updates whose `metadata.generation` changed, i.e. spec changes;
 /// skips status-only and metadata-only updates. Other events pass.
