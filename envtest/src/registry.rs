@@ -101,6 +101,22 @@ pub struct Registry {
     resources: RwLock<BTreeMap<(String, String, String), Arc<ResourceInfo>>>,
 }
 
+/// An `rbac.authorization.k8s.io/v1` kind: no status, short names or field
+/// selectors, and names that only need to be valid path segments.
+fn rbac(kind: &str, plural: &str, namespaced: bool) -> ResourceInfo {
+    builtin(
+        "rbac.authorization.k8s.io",
+        "v1",
+        kind,
+        plural,
+        namespaced,
+        false,
+        &[],
+        &[],
+        NameRule::PathSegment,
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
 fn builtin(
     group: &str,
@@ -390,50 +406,10 @@ impl Registry {
                 &[],
                 Subdomain,
             ),
-            builtin(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "Role",
-                "roles",
-                true,
-                false,
-                &[],
-                &[],
-                PathSegment,
-            ),
-            builtin(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "RoleBinding",
-                "rolebindings",
-                true,
-                false,
-                &[],
-                &[],
-                PathSegment,
-            ),
-            builtin(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "ClusterRole",
-                "clusterroles",
-                false,
-                false,
-                &[],
-                &[],
-                PathSegment,
-            ),
-            builtin(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "ClusterRoleBinding",
-                "clusterrolebindings",
-                false,
-                false,
-                &[],
-                &[],
-                PathSegment,
-            ),
+            rbac("Role", "roles", true),
+            rbac("RoleBinding", "rolebindings", true),
+            rbac("ClusterRole", "clusterroles", false),
+            rbac("ClusterRoleBinding", "clusterrolebindings", false),
         ];
         for info in list {
             r.register(info);
