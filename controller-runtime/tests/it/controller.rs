@@ -15,7 +15,7 @@ use kube_client::api::{DeleteParams, PostParams};
 use tokio_util::sync::CancellationToken;
 
 use crate::widget::{
-    Journal, Widget, WidgetReconciler, cm_data, cm_name, configmaps, env_with_crd, spawn_manager,
+    Journal, Widget, WidgetReconciler, cm_data, cm_name, configmaps, fixture, spawn_manager,
     stop_manager, wait_until, widget, widgets,
 };
 
@@ -23,10 +23,7 @@ const LONG: Duration = Duration::from_secs(20);
 
 #[tokio::test]
 async fn reconciles_create_update_delete_and_owned_changes() {
-    let env = env_with_crd().await;
-    let client = env.client();
-    let mgr = Manager::builder(client.clone()).build().await.unwrap();
-    let journal = Arc::new(Journal::default());
+    let (_env, client, mgr, journal) = fixture().await;
     mgr.controller::<Widget>()
         .owns::<ConfigMap>()
         .complete(WidgetReconciler::new(&mgr, Arc::clone(&journal)))
@@ -94,10 +91,7 @@ async fn reconciles_create_update_delete_and_owned_changes() {
 
 #[tokio::test]
 async fn failures_back_off_per_key_with_growing_delays() {
-    let env = env_with_crd().await;
-    let client = env.client();
-    let mgr = Manager::builder(client.clone()).build().await.unwrap();
-    let journal = Arc::new(Journal::default());
+    let (_env, client, mgr, journal) = fixture().await;
     let base = Duration::from_millis(100);
     mgr.controller::<Widget>()
         .owns::<ConfigMap>()
@@ -159,10 +153,7 @@ async fn failures_back_off_per_key_with_growing_delays() {
 
 #[tokio::test]
 async fn panics_are_recovered_counted_and_retried() {
-    let env = env_with_crd().await;
-    let client = env.client();
-    let mgr = Manager::builder(client.clone()).build().await.unwrap();
-    let journal = Arc::new(Journal::default());
+    let (_env, client, mgr, journal) = fixture().await;
     mgr.controller::<Widget>()
         .owns::<ConfigMap>()
         .rate_limiter(ItemExponentialFailureRateLimiter::new(
@@ -200,10 +191,7 @@ async fn panics_are_recovered_counted_and_retried() {
 
 #[tokio::test]
 async fn a_key_is_never_reconciled_concurrently_and_workers_are_bounded() {
-    let env = env_with_crd().await;
-    let client = env.client();
-    let mgr = Manager::builder(client.clone()).build().await.unwrap();
-    let journal = Arc::new(Journal::default());
+    let (_env, client, mgr, journal) = fixture().await;
     let mut reconciler = WidgetReconciler::new(&mgr, Arc::clone(&journal));
     reconciler.work = Duration::from_millis(30);
     mgr.controller::<Widget>()
@@ -290,10 +278,7 @@ async fn workers_wait_for_caches_and_name_the_unsynced_informer() {
 
 #[tokio::test]
 async fn two_controllers_share_one_watch_per_kind() {
-    let env = env_with_crd().await;
-    let client = env.client();
-    let mgr = Manager::builder(client.clone()).build().await.unwrap();
-    let journal = Arc::new(Journal::default());
+    let (env, client, mgr, journal) = fixture().await;
     mgr.controller::<Widget>()
         .owns::<ConfigMap>()
         .complete(WidgetReconciler::new(&mgr, Arc::clone(&journal)))
@@ -332,10 +317,7 @@ async fn two_controllers_share_one_watch_per_kind() {
 
 #[tokio::test]
 async fn a_reconcile_that_outlives_its_timeout_is_dropped_and_retried() {
-    let env = env_with_crd().await;
-    let client = env.client();
-    let mgr = Manager::builder(client.clone()).build().await.unwrap();
-    let journal = Arc::new(Journal::default());
+    let (_env, client, mgr, journal) = fixture().await;
     let mut reconciler = WidgetReconciler::new(&mgr, Arc::clone(&journal));
     reconciler.work = Duration::from_secs(30);
     mgr.controller::<Widget>()

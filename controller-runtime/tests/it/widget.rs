@@ -313,6 +313,16 @@ pub async fn env_with_crd() -> TestEnv {
     env
 }
 
+/// The usual start of a controller test: a server with the Widget CRD (keep
+/// it alive for the test), a client to it, a manager with default options on
+/// that client, and an empty journal.
+pub async fn fixture() -> (TestEnv, Client, Manager, Arc<Journal>) {
+    let env = env_with_crd().await;
+    let client = env.client();
+    let mgr = Manager::builder(client.clone()).build().await.unwrap();
+    (env, client, mgr, Arc::new(Journal::default()))
+}
+
 /// Runs `mgr` in the background until the returned token is cancelled.
 pub fn spawn_manager(mgr: &Manager) -> (CancellationToken, JoinHandle<Result<(), ManagerError>>) {
     let stop = CancellationToken::new();
