@@ -148,6 +148,33 @@ fn spawn(
     tokio::spawn(async move { e.run(c).await })
 }
 
+/// A candidate running in the background: the elector, its lock, the token
+/// that stops it, a subscription to its leading flag taken before it started,
+/// and the run's task.
+type Started = (
+    LeaderElector,
+    FakeLock,
+    CancellationToken,
+    tokio::sync::watch::Receiver<bool>,
+    tokio::task::JoinHandle<Result<(), LeaderElectionError>>,
+);
+
+/// Builds candidate `id` on `store` and runs it in the background.
+fn start(store: &Arc<Store>, id: &str, timeline: &Timeline) -> Started {
+    let (e, lock) = candidate(store, id, timeline);
+    let cancel = CancellationToken::new();
+    let rx = e.subscribe();
+    let run = spawn(&e, &cancel);
+    (e, lock, cancel, rx, run)
+}
+
+/// [`start`]s candidate `id` and asserts it leads within a second.
+async fn start_leading(store: &Arc<Store>, id: &str, timeline: &Timeline) -> Started {
+    let mut started = start(store, id, timeline);
+    assert!(wait_for_leading(&mut started.3, true, Duration::from_secs(1)).await);
+    started
+}
+
 fn spec(store: &Store) -> LeaseSpec {
     store
         .lease
@@ -321,11 +348,7 @@ fn a_new_holder_increments_transitions_a_renewal_does_not() {
 async fn single_candidate_creates_the_lease_and_leads() {
     let store = Arc::new(Store::default());
     let timeline = Timeline::default();
-    let (a, _) = candidate(&store, "a", &timeline);
-    let mut rx = a.subscribe();
-    let cancel = CancellationToken::new();
-    let run = spawn(&a, &cancel);
-    assert!(wait_for_leading(&mut rx, true, Duration::from_secs(1)).await);
+    let (a, _, cancel, _rx, run) = start_leading(&store, "a", &timeline).await;
     assert!(a.is_leader());
     assert_eq!(spec(&store).holder_identity.as_deref(), Some("a"));
     assert_eq!(spec(&store).lease_transitions, Some(0));
@@ -349,14 +372,8 @@ async fn single_candidate_creates_the_lease_and_leads() {
 async fn successor_takes_over_at_once_after_release() {
     let store = Arc::new(Store::default());
     let timeline = Timeline::default();
-    let (a, _) = candidate(&store, "a", &timeline);
-    let (b, _) = candidate(&store, "b", &timeline);
-    let (ca, cb) = (CancellationToken::new(), CancellationToken::new());
-    let mut rxa = a.subscribe();
-    let ra = spawn(&a, &ca);
-    assert!(wait_for_leading(&mut rxa, true, Duration::from_secs(1)).await);
-    let mut rxb = b.subscribe();
-    let rb = spawn(&b, &cb);
+    let (_a, _, ca, _rxa, ra) = start_leading(&store, "a", &timeline).await;
+    let (b, _, cb, mut rxb, rb) = start(&store, "b", &timeline);
     // B waits as long as A renews.
     assert!(!wait_for_leading(&mut rxb, true, Duration::from_secs(60)).await);
     assert_eq!(b.observed_leader().as_deref(), Some("a"));
@@ -384,14 +401,8 @@ async fn successor_takes_over_at_once_after_release() {
 async fn leader_that_cannot_renew_stops_before_a_successor_starts() {
     let store = Arc::new(Store::default());
     let timeline = Timeline::default();
-    let (a, lock_a) = candidate(&store, "a", &timeline);
-    let (b, _) = candidate(&store, "b", &timeline);
-    let (ca, cb) = (CancellationToken::new(), CancellationToken::new());
-    let mut rxa = a.subscribe();
-    let ra = spawn(&a, &ca);
-    assert!(wait_for_leading(&mut rxa, true, Duration::from_secs(1)).await);
-    let mut rxb = b.subscribe();
-    let rb = spawn(&b, &cb);
+    let (a, lock_a, _ca, _rxa, ra) = start_leading(&store, "a", &timeline).await;
+    let (_b, _, cb, mut rxb, rb) = start(&store, "b", &timeline);
     tokio::time::sleep(Duration::from_secs(5)).await;
     lock_a.down.store(true, Ordering::SeqCst);
     let cut = Instant::now();
@@ -427,11 +438,7 @@ async fn leader_that_cannot_renew_stops_before_a_successor_starts() {
 async fn hanging_renewal_stops_leading_at_the_renew_deadline() {
     let store = Arc::new(Store::default());
     let timeline = Timeline::default();
-    let (a, lock_a) = candidate(&store, "a", &timeline);
-    let ca = CancellationToken::new();
-    let mut rxa = a.subscribe();
-    let ra = spawn(&a, &ca);
-    assert!(wait_for_leading(&mut rxa, true, Duration::from_secs(1)).await);
+    let (_a, lock_a, _ca, mut rxa, ra) = start_leading(&store, "a", &timeline).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     lock_a.hang.store(true, Ordering::SeqCst);
     let last_renew = timeline.lock()[0].2; // acquired then, no renewal since
@@ -444,11 +451,7 @@ async fn hanging_renewal_stops_leading_at_the_renew_deadline() {
 async fn leader_that_finds_another_holder_stops_at_once() {
     let store = Arc::new(Store::default());
     let timeline = Timeline::default();
-    let (a, _) = candidate(&store, "a", &timeline);
-    let ca = CancellationToken::new();
-    let mut rxa = a.subscribe();
-    let ra = spawn(&a, &ca);
-    assert!(wait_for_leading(&mut rxa, true, Duration::from_secs(1)).await);
+    let (_a, _, _ca, mut rxa, ra) = start_leading(&store, "a", &timeline).await;
     {
         let mut slot = store.lease.lock();
         let lease = slot.as_mut().unwrap();
@@ -520,11 +523,7 @@ async fn racing_candidates_never_lead_together() {
 async fn release_retries_once_after_an_unrelated_write() {
     let store = Arc::new(Store::default());
     let timeline = Timeline::default();
-    let (a, lock_a) = candidate(&store, "a", &timeline);
-    let ca = CancellationToken::new();
-    let mut rxa = a.subscribe();
-    let ra = spawn(&a, &ca);
-    assert!(wait_for_leading(&mut rxa, true, Duration::from_secs(1)).await);
+    let (_a, lock_a, ca, _rxa, ra) = start_leading(&store, "a", &timeline).await;
     // Someone else touches the lease (a label), bumping its resourceVersion.
     {
         let mut slot = store.lease.lock();
