@@ -28,15 +28,22 @@ fn deployment(name: &str) -> Deployment {
     d
 }
 
-#[tokio::test]
-async fn controller_reference_round_trips_and_second_controller_is_refused() {
+/// A fresh server holding Deployment `default/web`: (the server, an Api for
+/// Deployments in `default`, the created Deployment).
+async fn with_web() -> (TestEnv, Api<Deployment>, Deployment) {
     let env = TestEnv::start().await.unwrap();
     let deploys: Api<Deployment> = Api::namespaced(env.client(), "default");
-    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
-    let owner = deploys
+    let created = deploys
         .create(&PostParams::default(), &deployment("web"))
         .await
         .unwrap();
+    (env, deploys, created)
+}
+
+#[tokio::test]
+async fn controller_reference_round_trips_and_second_controller_is_refused() {
+    let (env, deploys, owner) = with_web().await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     let other = deploys
         .create(&PostParams::default(), &deployment("api"))
         .await
@@ -60,12 +67,7 @@ async fn controller_reference_round_trips_and_second_controller_is_refused() {
 
 #[tokio::test]
 async fn status_helpers_touch_only_status_and_detect_stale_writes() {
-    let env = TestEnv::start().await.unwrap();
-    let deploys: Api<Deployment> = Api::namespaced(env.client(), "default");
-    let created = deploys
-        .create(&PostParams::default(), &deployment("web"))
-        .await
-        .unwrap();
+    let (_env, deploys, created) = with_web().await;
     let status = DeploymentStatus {
         observed_generation: Some(1),
         replicas: Some(2),
@@ -124,12 +126,7 @@ async fn server_side_apply_creates_updates_and_forces_as_the_named_manager() {
 
 #[tokio::test]
 async fn status_apply_sets_status_only() {
-    let env = TestEnv::start().await.unwrap();
-    let deploys: Api<Deployment> = Api::namespaced(env.client(), "default");
-    let created = deploys
-        .create(&PostParams::default(), &deployment("web"))
-        .await
-        .unwrap();
+    let (_env, deploys, created) = with_web().await;
     let mut desired = Deployment::default();
     desired.metadata.name = Some("web".into());
     desired.metadata.namespace = Some("default".into());

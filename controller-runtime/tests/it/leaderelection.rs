@@ -101,14 +101,28 @@ async fn first_leader(a: &Candidate, b: &Candidate) -> &'static str {
     .await
 }
 
+/// Starts candidates "a" and "b" and waits for one to lead: (its id, the
+/// leader, the follower).
+async fn leader_and_follower(
+    env: &TestEnv,
+    release: bool,
+    timeline: &Timeline,
+) -> (&'static str, Candidate, Candidate) {
+    let a = start(env, "a", release, timeline);
+    let b = start(env, "b", release, timeline);
+    let first = first_leader(&a, &b).await;
+    if first == "a" {
+        (first, a, b)
+    } else {
+        (first, b, a)
+    }
+}
+
 #[tokio::test]
 async fn one_leads_and_successor_takes_over_at_once_after_release() {
     let env = TestEnv::start().await.unwrap();
     let timeline = Timeline::default();
-    let a = start(&env, "a", true, &timeline);
-    let b = start(&env, "b", true, &timeline);
-    let first = first_leader(&a, &b).await;
-    let (leader, follower) = if first == "a" { (a, b) } else { (b, a) };
+    let (first, leader, follower) = leader_and_follower(&env, true, &timeline).await;
     // Several renewals later the follower still waits.
     tokio::time::sleep(LEASE * 2).await;
     assert!(leader.elector.is_leader() && !follower.elector.is_leader());
@@ -145,10 +159,7 @@ async fn one_leads_and_successor_takes_over_at_once_after_release() {
 async fn successor_waits_out_the_lease_when_the_leader_vanishes() {
     let env = TestEnv::start().await.unwrap();
     let timeline = Timeline::default();
-    let a = start(&env, "a", false, &timeline);
-    let b = start(&env, "b", false, &timeline);
-    let first = first_leader(&a, &b).await;
-    let (leader, follower) = if first == "a" { (a, b) } else { (b, a) };
+    let (first, leader, follower) = leader_and_follower(&env, false, &timeline).await;
     tokio::time::sleep(RETRY * 3).await;
     // The leader disappears without releasing (a crashed pod).
     let vanished = Instant::now();
@@ -192,10 +203,7 @@ async fn successor_waits_out_the_lease_when_the_leader_vanishes() {
 async fn leader_that_cannot_renew_stops_before_the_other_starts() {
     let env = TestEnv::start().await.unwrap();
     let timeline = Timeline::default();
-    let a = start(&env, "a", true, &timeline);
-    let b = start(&env, "b", true, &timeline);
-    let first = first_leader(&a, &b).await;
-    let (leader, follower) = if first == "a" { (a, b) } else { (b, a) };
+    let (first, leader, follower) = leader_and_follower(&env, true, &timeline).await;
     let second = if first == "a" { "b" } else { "a" };
     tokio::time::sleep(RETRY * 2).await;
     // Every lease request fails: the leader cannot renew.
