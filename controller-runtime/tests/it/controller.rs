@@ -15,8 +15,8 @@ use kube_client::api::{DeleteParams, PostParams};
 use tokio_util::sync::CancellationToken;
 
 use crate::widget::{
-    Journal, Widget, WidgetReconciler, cm_data, cm_name, configmaps, fixture, spawn_manager,
-    stop_manager, wait_until, widget, widgets,
+    Journal, Widget, WidgetReconciler, add_widget_controller, cm_data, cm_name, configmaps,
+    fixture, spawn_manager, stop_manager, wait_until, widget, widgets,
 };
 
 const LONG: Duration = Duration::from_secs(20);
@@ -24,10 +24,7 @@ const LONG: Duration = Duration::from_secs(20);
 #[tokio::test]
 async fn reconciles_create_update_delete_and_owned_changes() {
     let (_env, client, mgr, journal) = fixture().await;
-    mgr.controller::<Widget>()
-        .owns::<ConfigMap>()
-        .complete(WidgetReconciler::new(&mgr, Arc::clone(&journal)))
-        .unwrap();
+    add_widget_controller(&mgr, &journal);
     let (stop, task) = spawn_manager(&mgr);
 
     let api = widgets(&client);
@@ -256,10 +253,7 @@ async fn workers_wait_for_caches_and_name_the_unsynced_informer() {
         .await
         .unwrap();
     let journal = Arc::new(Journal::default());
-    mgr.controller::<Widget>()
-        .owns::<ConfigMap>()
-        .complete(WidgetReconciler::new(&mgr, Arc::clone(&journal)))
-        .unwrap();
+    add_widget_controller(&mgr, &journal);
     let err = tokio::time::timeout(LONG, mgr.run(CancellationToken::new()))
         .await
         .unwrap()
@@ -279,10 +273,7 @@ async fn workers_wait_for_caches_and_name_the_unsynced_informer() {
 #[tokio::test]
 async fn two_controllers_share_one_watch_per_kind() {
     let (env, client, mgr, journal) = fixture().await;
-    mgr.controller::<Widget>()
-        .owns::<ConfigMap>()
-        .complete(WidgetReconciler::new(&mgr, Arc::clone(&journal)))
-        .unwrap();
+    add_widget_controller(&mgr, &journal);
     struct CountCms(Arc<AtomicUsize>);
     impl Reconciler for CountCms {
         type Error = std::convert::Infallible;

@@ -21,8 +21,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::widget::{
-    Journal, NS, Widget, WidgetError, WidgetReconciler, cm_data, configmaps, env_with_crd,
-    spawn_manager, stop_manager, wait_until, widget, widgets,
+    Journal, NS, Widget, WidgetError, WidgetReconciler, add_widget_controller, cm_data, configmaps,
+    env_with_crd, spawn_manager, stop_manager, wait_until, widget, widgets,
 };
 
 const LEASE: Duration = Duration::from_secs(2);
@@ -386,10 +386,7 @@ async fn health_ready_and_metrics_endpoints() {
         .await
         .unwrap();
     let journal = Arc::new(Journal::default());
-    mgr.controller::<Widget>()
-        .owns::<ConfigMap>()
-        .complete(WidgetReconciler::new(&mgr, Arc::clone(&journal)))
-        .unwrap();
+    add_widget_controller(&mgr, &journal);
     let (health, metrics) = (mgr.health_addr().unwrap(), mgr.metrics_addr().unwrap());
     let (stop, run) = spawn_manager(&mgr);
     widgets(&client)

@@ -323,6 +323,15 @@ pub async fn fixture() -> (TestEnv, Client, Manager, Arc<Journal>) {
     (env, client, mgr, Arc::new(Journal::default()))
 }
 
+/// Registers the usual Widget controller on `mgr`: it owns ConfigMaps and
+/// reconciles with a default [`WidgetReconciler`] writing to `journal`.
+pub fn add_widget_controller(mgr: &Manager, journal: &Arc<Journal>) {
+    mgr.controller::<Widget>()
+        .owns::<ConfigMap>()
+        .complete(WidgetReconciler::new(mgr, Arc::clone(journal)))
+        .unwrap();
+}
+
 /// Runs `mgr` in the background until the returned token is cancelled.
 pub fn spawn_manager(mgr: &Manager) -> (CancellationToken, JoinHandle<Result<(), ManagerError>>) {
     let stop = CancellationToken::new();
