@@ -52,29 +52,25 @@ pub trait RateLimiter<T>: Send + Sync {
     fn num_requeues(&self, item: &T) -> u32;
 }
 
-impl<T, R: RateLimiter<T> + ?Sized> RateLimiter<T> for Arc<R> {
-    fn when(&self, item: &T) -> Duration {
-        (**self).when(item)
-    }
-    fn forget(&self, item: &T) {
-        (**self).forget(item);
-    }
-    fn num_requeues(&self, item: &T) -> u32 {
-        (**self).num_requeues(item)
-    }
+/// Implements [`RateLimiter`] for a smart pointer by forwarding every call to
+/// the limiter it points to.
+macro_rules! forward_rate_limiter {
+    ($($ptr:ident),+) => {$(
+        impl<T, R: RateLimiter<T> + ?Sized> RateLimiter<T> for $ptr<R> {
+            fn when(&self, item: &T) -> Duration {
+                (**self).when(item)
+            }
+            fn forget(&self, item: &T) {
+                (**self).forget(item);
+            }
+            fn num_requeues(&self, item: &T) -> u32 {
+                (**self).num_requeues(item)
+            }
+        }
+    )+};
 }
 
-impl<T, R: RateLimiter<T> + ?Sized> RateLimiter<T> for Box<R> {
-    fn when(&self, item: &T) -> Duration {
-        (**self).when(item)
-    }
-    fn forget(&self, item: &T) {
-        (**self).forget(item);
-    }
-    fn num_requeues(&self, item: &T) -> u32 {
-        (**self).num_requeues(item)
-    }
-}
+forward_rate_limiter!(Arc, Box);
 
 /// The controller default: the longer of a per-item exponential backoff
 /// (5 ms .. 1000 s) and an overall token bucket (10 per second, burst 100).
