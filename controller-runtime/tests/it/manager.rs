@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::widget::{
     Journal, NS, Widget, WidgetError, WidgetReconciler, add_widget_controller, cm_data, configmaps,
-    env_with_crd, spawn_manager, stop_manager, wait_until, widget, widgets,
+    env_with_crd, fixture_with, spawn_manager, stop_manager, wait_until, widget, widgets,
 };
 
 const LEASE: Duration = Duration::from_secs(2);
@@ -238,14 +238,7 @@ async fn leader_election_takeover_after_a_leader_stops_without_releasing() {
 
 #[tokio::test]
 async fn a_replica_that_loses_the_lease_stops_reconciling_at_once() {
-    let env = env_with_crd().await;
-    let client = env.client();
-    let mgr = Manager::builder(client.clone())
-        .leader_election(election("solo"))
-        .build()
-        .await
-        .unwrap();
-    let journal = Arc::new(Journal::default());
+    let (env, client, mgr, journal) = fixture_with(|b| b.leader_election(election("solo"))).await;
     let mut reconciler = WidgetReconciler::new(&mgr, Arc::clone(&journal));
     reconciler.work = Duration::from_secs(30);
     mgr.controller::<Widget>().complete(reconciler).unwrap();
@@ -289,15 +282,11 @@ async fn a_replica_that_loses_the_lease_stops_reconciling_at_once() {
 
 #[tokio::test]
 async fn shutdown_drains_in_flight_work_and_releases_the_lease() {
-    let env = env_with_crd().await;
-    let client = env.client();
-    let mgr = Manager::builder(client.clone())
-        .leader_election(election("drainer"))
-        .graceful_shutdown_timeout(Duration::from_secs(10))
-        .build()
-        .await
-        .unwrap();
-    let journal = Arc::new(Journal::default());
+    let (env, client, mgr, journal) = fixture_with(|b| {
+        b.leader_election(election("drainer"))
+            .graceful_shutdown_timeout(Duration::from_secs(10))
+    })
+    .await;
     let mut reconciler = WidgetReconciler::new(&mgr, Arc::clone(&journal));
     reconciler.work = Duration::from_millis(800);
     mgr.controller::<Widget>()
@@ -341,15 +330,11 @@ async fn shutdown_drains_in_flight_work_and_releases_the_lease() {
 
 #[tokio::test]
 async fn shutdown_gives_up_after_the_grace_period_but_still_releases_the_lease() {
-    let env = env_with_crd().await;
-    let client = env.client();
-    let mgr = Manager::builder(client.clone())
-        .leader_election(election("stuck"))
-        .graceful_shutdown_timeout(Duration::from_millis(300))
-        .build()
-        .await
-        .unwrap();
-    let journal = Arc::new(Journal::default());
+    let (env, client, mgr, journal) = fixture_with(|b| {
+        b.leader_election(election("stuck"))
+            .graceful_shutdown_timeout(Duration::from_millis(300))
+    })
+    .await;
     let mut reconciler = WidgetReconciler::new(&mgr, Arc::clone(&journal));
     reconciler.work = Duration::from_secs(60);
     mgr.controller::<Widget>().complete(reconciler).unwrap();
@@ -375,17 +360,13 @@ async fn shutdown_gives_up_after_the_grace_period_but_still_releases_the_lease()
 
 #[tokio::test]
 async fn health_ready_and_metrics_endpoints() {
-    let env = env_with_crd().await;
-    let client = env.client();
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let mgr = Manager::builder(client.clone())
-        .health_addr(local)
-        .metrics_addr(local)
-        .leader_election(election("probed"))
-        .build()
-        .await
-        .unwrap();
-    let journal = Arc::new(Journal::default());
+    let (_env, client, mgr, journal) = fixture_with(|b| {
+        b.health_addr(local)
+            .metrics_addr(local)
+            .leader_election(election("probed"))
+    })
+    .await;
     add_widget_controller(&mgr, &journal);
     let (health, metrics) = (mgr.health_addr().unwrap(), mgr.metrics_addr().unwrap());
     let (stop, run) = spawn_manager(&mgr);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use controller_runtime::manager::{Cache, Manager, ManagerError};
+use controller_runtime::manager::{Cache, Manager, ManagerBuilder, ManagerError};
 use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
 use envtest::TestEnv;
 use k8s_openapi::NamespaceResourceScope;
@@ -317,9 +317,19 @@ pub async fn env_with_crd() -> TestEnv {
 /// it alive for the test), a client to it, a manager with default options on
 /// that client, and an empty journal.
 pub async fn fixture() -> (TestEnv, Client, Manager, Arc<Journal>) {
+    fixture_with(|b| b).await
+}
+
+/// [`fixture`] with the manager's options set by `configure`.
+pub async fn fixture_with(
+    configure: impl FnOnce(ManagerBuilder) -> ManagerBuilder,
+) -> (TestEnv, Client, Manager, Arc<Journal>) {
     let env = env_with_crd().await;
     let client = env.client();
-    let mgr = Manager::builder(client.clone()).build().await.unwrap();
+    let mgr = configure(Manager::builder(client.clone()))
+        .build()
+        .await
+        .unwrap();
     (env, client, mgr, Arc::new(Journal::default()))
 }
 
