@@ -26,6 +26,14 @@ struct Candidate {
     run: tokio::task::JoinHandle<Result<(), LeaderElectionError>>,
 }
 
+impl Candidate {
+    /// Cancels the candidate and waits for its run to end cleanly.
+    async fn stop(self) {
+        self.cancel.cancel();
+        self.run.await.unwrap().unwrap();
+    }
+}
+
 fn start(env: &TestEnv, id: &'static str, release: bool, timeline: &Timeline) -> Candidate {
     let config = LeaderElectionConfig::new("default", "it-lock", id)
         .lease_duration(LEASE)
@@ -147,8 +155,7 @@ async fn one_leads_and_successor_takes_over_at_once_after_release() {
         Some(before.lease_transitions.unwrap() + 1)
     );
     assert_never_two_leaders(&timeline);
-    follower.cancel.cancel();
-    follower.run.await.unwrap().unwrap();
+    follower.stop().await;
     assert_eq!(
         lease(&env).await.spec.unwrap().holder_identity.as_deref(),
         Some("")
@@ -163,8 +170,7 @@ async fn successor_waits_out_the_lease_when_the_leader_vanishes() {
     tokio::time::sleep(RETRY * 3).await;
     // The leader disappears without releasing (a crashed pod).
     let vanished = Instant::now();
-    leader.cancel.cancel();
-    leader.run.await.unwrap().unwrap();
+    leader.stop().await;
     let abandoned = lease(&env).await.spec.unwrap();
     assert_eq!(abandoned.holder_identity.as_deref(), Some(first));
     eventually(LEASE * 3, "the follower to take over", || async {
@@ -195,8 +201,7 @@ async fn successor_waits_out_the_lease_when_the_leader_vanishes() {
         "took over too late: {took:?}"
     );
     assert_never_two_leaders(&timeline);
-    follower.cancel.cancel();
-    follower.run.await.unwrap().unwrap();
+    follower.stop().await;
 }
 
 #[tokio::test]
@@ -228,8 +233,7 @@ async fn leader_that_cannot_renew_stops_before_the_other_starts() {
     .await;
     assert!(started_at(&timeline, second).unwrap() > stopped);
     assert_never_two_leaders(&timeline);
-    follower.cancel.cancel();
-    follower.run.await.unwrap().unwrap();
+    follower.stop().await;
 }
 
 #[tokio::test]
@@ -260,8 +264,7 @@ async fn candidates_sampled_continuously_never_lead_together() {
         })
         .await;
         let old = candidates.remove(idx);
-        old.cancel.cancel();
-        old.run.await.unwrap().unwrap();
+        old.stop().await;
         candidates.push(start(&env, id, true, &timeline));
         let _ = round;
     }
@@ -277,7 +280,6 @@ async fn candidates_sampled_continuously_never_lead_together() {
     assert_never_two_leaders(&timeline);
     assert!(lease(&env).await.spec.unwrap().lease_transitions.unwrap() >= 2);
     for c in candidates {
-        c.cancel.cancel();
-        c.run.await.unwrap().unwrap();
+        c.stop().await;
     }
 }
