@@ -9,20 +9,26 @@ use kube_client::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEve
 use serde_json::json;
 use std::time::Duration;
 
+/// A fresh server and its `default` ConfigMaps API, with ConfigMaps `names`
+/// created (no labels, `data.v = "1"`) in that order.
+async fn env_with(names: &[&str]) -> (TestEnv, Api<ConfigMap>) {
+    let env = TestEnv::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+    for name in names {
+        api.create(&PostParams::default(), &cm(name, &[], "1"))
+            .await
+            .unwrap();
+    }
+    (env, api)
+}
+
 fn wp() -> WatchParams {
     WatchParams::default().disable_bookmarks().timeout(60)
 }
 
 #[tokio::test]
 async fn rv_zero_gives_synthetic_added_then_changes() {
-    let env = TestEnv::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
-    api.create(&PostParams::default(), &cm("a", &[], "1"))
-        .await
-        .unwrap();
-    api.create(&PostParams::default(), &cm("b", &[], "1"))
-        .await
-        .unwrap();
+    let (_env, api) = env_with(&["a", "b"]).await;
     let mut w = api.watch(&wp(), "0").await.unwrap().boxed();
     let evs: Vec<_> = take(&mut w, 2).await.iter().map(describe).collect();
     assert_eq!(
@@ -242,14 +248,7 @@ async fn selectors_turn_modified_into_added_and_deleted() {
 
 #[tokio::test]
 async fn streaming_list_sends_initial_events_then_end_bookmark() {
-    let env = TestEnv::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
-    api.create(&PostParams::default(), &cm("a", &[], "1"))
-        .await
-        .unwrap();
-    api.create(&PostParams::default(), &cm("b", &[], "1"))
-        .await
-        .unwrap();
+    let (env, api) = env_with(&["a", "b"]).await;
     let mut w = api
         .watch(&WatchParams::default().initial_events().timeout(60), "")
         .await
