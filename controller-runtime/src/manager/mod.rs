@@ -48,6 +48,7 @@
 
 mod builder;
 mod cache;
+mod recorder;
 mod runnable;
 mod server;
 mod tasks;
@@ -71,6 +72,8 @@ pub use runnable::{Runnable, RunnableFn, runnable_fn};
 use server::BoundServer;
 use tasks::{Tasks, wait_for_signal};
 
+use crate::controller::BuilderError;
+use crate::events::EventRecorder;
 use crate::healthz::{Checks, HealthCheck, HealthzError};
 use crate::leaderelection::{LeaderElectionError, LeaderElector};
 use crate::metrics::{Metrics, MetricsError};
@@ -83,9 +86,13 @@ pub const DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// controller-runtime's `CacheSyncTimeout`).
 pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Errors of the manager.
+/// Errors of the manager: the one error type of setting up a manager and
+/// its controllers, and of running them.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
+    /// A controller's settings are invalid.
+    #[error(transparent)]
+    Controller(#[from] BuilderError),
     /// A server address could not be bound.
     #[error("cannot bind the {what} server to {addr}: {source}")]
     Bind {
@@ -134,6 +141,7 @@ pub enum ManagerError {
 
 struct Inner {
     client: Client,
+    recorder: EventRecorder,
     factory: SharedInformerFactory,
     cache: Cache,
     metrics: Metrics,
@@ -180,6 +188,7 @@ impl Manager {
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             resync: Duration::ZERO,
             registry: None,
+            events: None,
         }
     }
 
@@ -196,6 +205,22 @@ impl Manager {
     /// The cache-backed reader.
     pub fn cache(&self) -> &Cache {
         &self.inner.cache
+    }
+
+    /// An event recorder whose events report `controller` as their
+    /// `reportingController`. Cheap: every recorder shares the manager's
+    /// queue and writer, which runs with the manager on every replica and
+    /// writes what is still queued when the manager shuts down.
+    ///
+    /// ```no_run
+    /// # use controller_runtime::prelude::*;
+    /// # fn demo(mgr: Manager, cm: k8s_openapi::api::core::v1::ConfigMap) {
+    /// let recorder = mgr.event_recorder("foo-controller");
+    /// recorder.publish(&cm, EventInfo::normal("Synced", "Reconcile").note("all good"));
+    /// # }
+    /// ```
+    pub fn event_recorder(&self, controller: &str) -> EventRecorder {
+        self.inner.recorder.for_controller(controller)
     }
 
     /// The metrics registry.
@@ -296,6 +321,33 @@ impl Manager {
         });
         let result = self.run(token).await;
         signals.abort();
+        result
+    }
+
+    /// Runs until `shutdown` completes (any future: a timer, a channel, a
+    /// test's condition), then shuts down gracefully.
+    ///
+    /// ```no_run
+    /// # async fn demo(mgr: controller_runtime::manager::Manager) -> Result<(), controller_runtime::manager::ManagerError> {
+    /// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    /// # drop(stop);
+    /// mgr.run_until(async { let _ = stopped.await; }).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_until(
+        &self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ManagerError> {
+        let token = CancellationToken::new();
+        let trigger = tokio::spawn({
+            let token = token.clone();
+            async move {
+                shutdown.await;
+                token.cancel();
+            }
+        });
+        let result = self.run(token).await;
+        trigger.abort();
         result
     }
 
