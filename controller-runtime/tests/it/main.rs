@@ -10,6 +10,7 @@ mod events;
 mod finalizer;
 mod leaderelection;
 mod manager;
+mod shutdown;
 mod widget;
 
 use std::time::Duration;
