@@ -4,6 +4,7 @@
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod chaos;
 mod client;
 mod controller;
 mod events;
