@@ -31,6 +31,7 @@ mod discovery;
 mod env;
 mod error;
 mod faults;
+mod limits;
 mod objects;
 mod openapi;
 mod owners;
