@@ -84,7 +84,7 @@ fn is_duration(s: &str) -> bool {
 
 fn is_base64(s: &str) -> bool {
     let t = s.trim_end_matches('=');
-    s.len() % 4 == 0
+    s.len().is_multiple_of(4)
         && s.len() - t.len() <= 2
         && t.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '/')

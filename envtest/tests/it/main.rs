@@ -15,6 +15,7 @@ mod metadata;
 mod persist;
 mod props;
 mod reads;
+mod schemas;
 mod typed;
 mod typed_props;
 mod watch;
