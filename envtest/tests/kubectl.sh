@@ -239,10 +239,10 @@ cat >"$WORK/mistyped.yaml" <<'YAML'
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: mistyped}
-data: {n: 5}
+data: {count: 5}
 YAML
 if kubectl create -f "$WORK/mistyped.yaml" >"$WORK/mistyped.out" 2>&1; then fail "a ConfigMap with a number in data was created"; fi
-expect_contains "create refuses a mistyped field with its path" "data.n" "$(cat "$WORK/mistyped.out")"
+expect_contains "create refuses a mistyped field with its path" "data.count" "$(cat "$WORK/mistyped.out")"
 if kubectl patch configmap web-config --type merge -p '{"metadata":{"uid":"changed"}}' >"$WORK/uid.out" 2>&1; then fail "uid was changed"; fi
 expect_contains "uid is immutable" "field is immutable" "$(cat "$WORK/uid.out")"
 if kubectl patch configmap web-config --type merge -p '{"metadata":{"labels":{"-bad/key/x":"v"}}}' >"$WORK/label.out" 2>&1; then fail "a malformed label key was accepted"; fi
