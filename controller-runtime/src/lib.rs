@@ -17,5 +17,6 @@ pub mod leaderelection;
 pub mod manager;
 pub mod metrics;
 pub mod predicate;
+pub mod rbac;
 pub mod reconcile;
 pub mod workqueue;
