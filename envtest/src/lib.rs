@@ -24,11 +24,13 @@
 //! # Ok(()) }
 //! ```
 
+mod authz;
 mod crd;
 mod crud;
 mod defaults;
 mod discovery;
 mod env;
+mod env_rbac;
 mod error;
 mod faults;
 mod objects;
