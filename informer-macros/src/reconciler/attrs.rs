@@ -58,7 +58,6 @@ pub struct Watch {
 }
 
 /// The event filter on the primary kind.
-#[allow(dead_code)] // read by the controller registration generated once the typed reconcile lands
 pub enum PredicateArg {
     /// A built-in predicate, by the type it names.
     Known(syn::Ident),

@@ -1,9 +1,9 @@
 //! Code generation for `#[derive(Reconciler)]` from parsed
 //! [`ReconcilerArgs`](super::attrs::ReconcilerArgs).
 
-use super::attrs::ReconcilerArgs;
+use super::attrs::{PredicateArg, ReconcilerArgs};
 use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned};
 use syn::DeriveInput;
 use syn::spanned::Spanned;
 
@@ -58,10 +58,123 @@ fn permissions(args: &ReconcilerArgs) -> TokenStream {
     quote!(#cr::rbac::Permissions::new() #(#calls)*)
 }
 
+/// The predicate given to `with_event_filter`, if any.
+fn predicate(args: &ReconcilerArgs) -> Option<TokenStream> {
+    let cr = quote!(::controller_runtime);
+    args.predicate.as_ref().map(|p| match p {
+        PredicateArg::Known(ty) => quote_spanned!(ty.span()=> #cr::predicate::#ty),
+        PredicateArg::Expr(e) => quote!(#e),
+    })
+}
+
+/// `FooReconciler::setup`: the controller registration with the manager.
+fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
+    let cr = quote!(::controller_runtime);
+    let for_ = &args.for_;
+    let mut calls = Vec::new();
+    for kind in &args.owns {
+        calls.push(quote_spanned!(kind.span()=> .owns::<#kind>()));
+    }
+    for w in &args.watches {
+        let (kind, map) = (&w.kind, &w.map);
+        calls.push(quote_spanned!(map.span()=> .watches_map::<#kind>(#map)));
+    }
+    if let Some(n) = &args.max_concurrent {
+        calls.push(quote!(.max_concurrent_reconciles(#n)));
+    }
+    if let Some(p) = predicate(args) {
+        calls.push(quote!(.with_event_filter(#p)));
+    }
+    let reconciler = if args.finalizer.is_some() {
+        quote!(#wrapper(::std::sync::Arc::new(self)))
+    } else {
+        quote!(self)
+    };
+    quote! {
+        /// Registers this reconciler's controller with `mgr`: the kinds
+        /// it is for, owns and watches, its event filter and workers, as
+        /// declared in `#[reconciler(...)]`. The manager starts it when it
+        /// runs (and leads).
+        pub fn setup(
+            self,
+            mgr: &#cr::manager::Manager,
+        ) -> ::core::result::Result<#cr::controller::Controller, #cr::manager::ManagerError> {
+            mgr.controller::<#for_>()
+                .named(Self::CONTROLLER_NAME)
+                #(#calls)*
+                .complete(#reconciler)
+        }
+    }
+}
+
+/// The finalizer flow: a local wrapper running `reconcile` or `cleanup`
+/// inside `ObjectContext::finalizer`.
+fn finalizer_flow(ident: &syn::Ident, wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
+    let cr = quote!(::controller_runtime);
+    let for_ = &args.for_;
+    let Some(fin) = &args.finalizer else {
+        return TokenStream::new();
+    };
+    let vis_doc = format!("Runs [`{ident}`] inside its finalizer flow (generated).");
+    let cleanup_check = quote_spanned! {fin.span()=>
+        #cr::reconciler::assert_cleanup::<#for_, #ident>();
+    };
+    quote! {
+        #[doc = #vis_doc]
+        #[doc(hidden)]
+        pub struct #wrapper(::std::sync::Arc<#ident>);
+
+        #[automatically_derived]
+        impl #cr::reconcile::ObjectReconciler<#for_> for #wrapper {
+            type Error = #cr::finalizer::FinalizerError<
+                <#ident as #cr::reconcile::ObjectReconciler<#for_>>::Error,
+            >;
+
+            async fn reconcile(
+                &self,
+                obj: ::std::sync::Arc<#for_>,
+                ctx: &#cr::reconcile::ObjectContext<#for_>,
+            ) -> ::core::result::Result<#cr::reconcile::Action, Self::Error> {
+                let inner = &*self.0;
+                ctx.finalizer(#fin, obj, |event| async move {
+                    match event {
+                        #cr::finalizer::FinalizerEvent::Apply(obj) => {
+                            #cr::reconcile::ObjectReconciler::<#for_>::reconcile(inner, obj, ctx).await
+                        }
+                        #cr::finalizer::FinalizerEvent::Cleanup(obj) => {
+                            #cr::reconciler::Cleanup::<#for_>::cleanup(inner, obj, ctx).await
+                        }
+                    }
+                })
+                .await
+            }
+
+            async fn deleted(
+                &self,
+                req: &#cr::reconcile::Request,
+                ctx: &#cr::reconcile::ObjectContext<#for_>,
+            ) -> ::core::result::Result<#cr::reconcile::Action, Self::Error> {
+                #cr::reconcile::ObjectReconciler::<#for_>::deleted(&*self.0, req, ctx)
+                    .await
+                    .map_err(#cr::finalizer::FinalizerError::Apply)
+            }
+        }
+
+        #[allow(dead_code)]
+        const _: () = {
+            fn check() {
+                #cleanup_check
+            }
+        };
+    }
+}
+
 /// The code generated for one reconciler.
 pub fn expand(input: &DeriveInput, args: &ReconcilerArgs) -> TokenStream {
     let cr = quote!(::controller_runtime);
     let ident = &input.ident;
+    let wrapper = format_ident!("__{}Finalizing", ident);
+    let for_ = &args.for_;
     let name = args
         .name
         .as_ref()
@@ -79,6 +192,11 @@ pub fn expand(input: &DeriveInput, args: &ReconcilerArgs) -> TokenStream {
             let _: fn(&#kind) -> ::std::vec::Vec<#cr::reconcile::Request> = #map;
         }
     });
+    let reconciler_check = quote_spanned! {ident.span()=>
+        #cr::reconciler::assert_reconciler::<#for_, #ident>();
+    };
+    let setup = setup(&wrapper, args);
+    let flow = finalizer_flow(ident, &wrapper, args);
     quote! {
         #[automatically_derived]
         impl #ident {
@@ -105,11 +223,16 @@ pub fn expand(input: &DeriveInput, args: &ReconcilerArgs) -> TokenStream {
                 Self::permissions().role(Self::CONTROLLER_NAME, namespace)
             }
 
+            #setup
+
             #[doc(hidden)]
             #[allow(dead_code)]
             fn __reconciler_signature_checks() {
+                #reconciler_check
                 #(#map_checks)*
             }
         }
+
+        #flow
     }
 }
