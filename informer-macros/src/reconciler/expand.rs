@@ -109,7 +109,9 @@ fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
 
 /// The finalizer flow: a local wrapper running `reconcile` or `cleanup`
 /// inside `ObjectContext::finalizer`.
-fn finalizer_flow(ident: &syn::Ident, wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
+fn finalizer_flow(input: &DeriveInput, wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
+    let ident = &input.ident;
+    let vis = &input.vis;
     let cr = quote!(::controller_runtime);
     let for_ = &args.for_;
     let Some(fin) = &args.finalizer else {
@@ -122,7 +124,7 @@ fn finalizer_flow(ident: &syn::Ident, wrapper: &syn::Ident, args: &ReconcilerArg
     quote! {
         #[doc = #vis_doc]
         #[doc(hidden)]
-        pub struct #wrapper(::std::sync::Arc<#ident>);
+        #vis struct #wrapper(::std::sync::Arc<#ident>);
 
         #[automatically_derived]
         impl #cr::reconcile::ObjectReconciler<#for_> for #wrapper {
@@ -196,7 +198,7 @@ pub fn expand(input: &DeriveInput, args: &ReconcilerArgs) -> TokenStream {
         #cr::reconciler::assert_reconciler::<#for_, #ident>();
     };
     let setup = setup(&wrapper, args);
-    let flow = finalizer_flow(ident, &wrapper, args);
+    let flow = finalizer_flow(input, &wrapper, args);
     quote! {
         #[automatically_derived]
         impl #ident {
