@@ -173,6 +173,7 @@ impl TestEnvBuilder {
             store,
             registry: Registry::with_builtins(),
             ips: Default::default(),
+            authz: Default::default(),
             config: Config {
                 bookmark_interval: self.bookmark_interval,
                 max_body_bytes: self.max_body_bytes,
@@ -289,6 +290,40 @@ impl TestEnv {
             self.base_url.parse().unwrap_or_default(),
             self.server.config.bearer_token.as_deref(),
         )
+    }
+
+    /// A client acting as service account `namespace/name`: its requests
+    /// are authorized by the Roles, ClusterRoles and bindings stored in this
+    /// server (403 Forbidden for anything no binding grants), while
+    /// [`TestEnv::client`] stays unrestricted. See
+    /// [`TestEnv::client_with_cluster_role`] to create the role and binding
+    /// in one step.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use k8s_openapi::api::core::v1::Secret;
+    /// let env = envtest::TestEnv::start().await?;
+    /// let client = env.service_account_client("default", "reader")?;
+    /// let secrets: kube_client::Api<Secret> = kube_client::Api::default_namespaced(client);
+    /// let denied = secrets.list(&Default::default()).await.unwrap_err();
+    /// assert!(matches!(denied, kube_client::Error::Api(s) if s.code == 403));
+    /// # Ok(()) }
+    /// ```
+    pub fn service_account_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<kube_client::Client, Error> {
+        let token = format!("sa-{}", uuid::Uuid::new_v4());
+        self.server.authz.add_token(
+            token.clone(),
+            crate::authz::UserInfo::service_account(namespace, name),
+        );
+        let config = client_config(self.base_url.parse().unwrap_or_default(), Some(&token));
+        kube_client::Client::try_from(config).map_err(|e| Error::Client {
+            url: self.base_url.clone(),
+            message: e.to_string(),
+        })
     }
 
     /// `http://127.0.0.1:PORT`.

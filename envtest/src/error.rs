@@ -27,6 +27,15 @@ pub enum Error {
         /// What kube-client said.
         message: String,
     },
+    /// Setting up test fixtures through the API (such as a role and its
+    /// binding) failed.
+    #[error("could not {what}: {source}")]
+    Setup {
+        /// What was being set up.
+        what: String,
+        /// The client error, with the API `Status` when there was one.
+        source: kube_client::Error,
+    },
     /// Writing a file (such as a kubeconfig) failed.
     #[error("could not write {path}: {source}")]
     Io {

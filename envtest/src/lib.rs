@@ -24,12 +24,14 @@
 //! # Ok(()) }
 //! ```
 
+mod authz;
 mod crd;
 mod crud;
 mod defaults;
 mod discovery;
 mod early_errors;
 mod env;
+mod env_rbac;
 mod error;
 mod faults;
 mod limits;

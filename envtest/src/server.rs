@@ -46,6 +46,8 @@ pub struct Server {
     pub config: Config,
     /// ClusterIPs handed to Services.
     pub ips: crate::defaults::IpAllocator,
+    /// Service-account tokens, authorized by the stored RBAC objects.
+    pub authz: crate::authz::Authz,
 }
 
 /// Decoded query parameters.
@@ -145,18 +147,24 @@ async fn fault_layer(State(srv): State<Arc<Server>>, req: Request, next: Next) -
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
-    let resp = if !authorized(&srv.config, &path, req.headers()) {
-        ApiError::new(
+    let denied = match srv.authz.identify(req.headers()) {
+        Some(user) => srv
+            .authz
+            .authorize(&srv.store, &user, &method, &path, &query)
+            .err(),
+        None if !authorized(&srv.config, &path, req.headers()) => Some(ApiError::new(
             401,
             "Unauthorized",
             "Unauthorized: a valid bearer token is required",
-        )
-        .into_response()
-    } else {
-        match srv.faults.before(&method, &path, &query).await {
+        )),
+        None => None,
+    };
+    let resp = match denied {
+        Some(e) => e.into_response(),
+        None => match srv.faults.before(&method, &path, &query).await {
             Some(e) => e.into_response(),
             None => next.run(req).await,
-        }
+        },
     };
     srv.faults.record(RequestRecord {
         method,

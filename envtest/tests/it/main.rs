@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apply;
+mod authz;
 mod crd;
 mod crud;
 mod errors;
