@@ -111,6 +111,15 @@ impl TestEnvBuilder {
 
     /// How long a request (other than a watch stream) may take, reading its
     /// body included, before it is answered 504 Timeout.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::builder()
+    ///     .request_timeout(std::time::Duration::from_secs(5))
+    ///     .start()
+    ///     .await?;
+    /// # drop(env); Ok(()) }
+    /// ```
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.request_timeout = d;
         self
