@@ -6,6 +6,7 @@
 
 mod apply;
 mod crd;
+mod crd_install;
 mod crud;
 mod errors;
 mod faults;
