@@ -10,6 +10,7 @@ mod events;
 mod finalizer;
 mod leaderelection;
 mod manager;
+mod typed;
 mod widget;
 
 use std::time::Duration;
