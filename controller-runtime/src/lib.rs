@@ -32,6 +32,10 @@
 //! Do not also depend on `k8s-openapi` with a version feature: two enabled
 //! versions fail the build (that is `k8s-openapi`'s own rule).
 //!
+//! For now `informer-core` and `envtest` still enable `v1_34` themselves
+//! (through the workspace's shared `k8s-openapi` dependency), so `v1_34` is
+//! the only version that builds until they forward the choice the same way.
+//!
 //! ```
 //! use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
 //! use controller_runtime::kube_client::core::Resource;

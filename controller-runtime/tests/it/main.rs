@@ -12,6 +12,7 @@ mod finalizer;
 mod leaderelection;
 mod manager;
 mod shutdown;
+mod typed;
 mod widget;
 
 use std::time::Duration;
