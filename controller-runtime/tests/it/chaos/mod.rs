@@ -20,7 +20,9 @@
 //! `CHAOS_SEED=<seed> CHAOS_SEEDS=1`. The schedule is fixed by the seed;
 //! the interleaving with the real clock and HTTP is not.
 
+mod gate;
 mod handlers;
+mod leader;
 mod schedule;
 
 use std::collections::{BTreeMap, HashMap};
