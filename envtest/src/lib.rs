@@ -59,5 +59,5 @@ pub use env::{
     DEFAULT_REQUEST_TIMEOUT, TestEnv, TestEnvBuilder, kubeconfig_yaml, kubeconfig_yaml_with_token,
 };
 pub use error::{ApiError, Cause, Details, Error};
-pub use faults::{FailureRule, Faults, RequestRecord};
+pub use faults::{FailureRule, Faults, RequestRecord, WatchLineFault};
 pub use selectors::{FieldSelector, LabelSelector, SelectorError};
