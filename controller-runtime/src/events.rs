@@ -14,14 +14,17 @@
 //! `series.count` and `series.lastObservedTime` updated. Repeats that arrive
 //! together are coalesced into one write.
 //!
+//! A [`Manager`](crate::manager::Manager) owns one writer (a runnable that
+//! starts with the manager and writes what is still queued when it shuts
+//! down); `mgr.event_recorder("foo-controller")` hands out recorders that
+//! report as that controller:
+//!
 //! ```no_run
-//! use controller_runtime::events::{EventRecorder, EventType, RecorderConfig};
+//! use controller_runtime::events::EventInfo;
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use tokio_util::sync::CancellationToken;
-//! # async fn demo(client: kube_client::Client, cm: ConfigMap) {
-//! let cancel = CancellationToken::new();
-//! let recorder = EventRecorder::spawn(client, RecorderConfig::new("my-operator", "pod-a"), cancel.clone());
-//! recorder.publish_for(&cm, EventType::Normal, "Synced", "Reconcile", "config applied");
+//! # async fn demo(mgr: controller_runtime::manager::Manager, cm: ConfigMap) {
+//! let recorder = mgr.event_recorder("config-controller");
+//! recorder.publish(&cm, EventInfo::normal("Synced", "Reconcile").note("config applied"));
 //! # }
 //! ```
 
@@ -136,11 +139,80 @@ impl RecorderConfig {
     }
 }
 
+/// What happened, as a controller publishes it: type, reason, action, note
+/// and an optional second object involved.
+///
+/// ```
+/// use controller_runtime::events::{EventInfo, EventType};
+/// use k8s_openapi::api::apps::v1::Deployment;
+/// let mut web = Deployment::default();
+/// web.metadata.name = Some("web".into());
+/// let info = EventInfo::warning("ErrResourceExists", "Adopt")
+///     .note("deployment web is not controlled by this Foo")
+///     .related(&web);
+/// assert_eq!(info.type_, EventType::Warning);
+/// assert_eq!(info.related.unwrap().name.as_deref(), Some("web"));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[must_use]
+pub struct EventInfo {
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// Why, in UpperCamelCase (`Synced`, `FailedCreate`).
+    pub reason: String,
+    /// What was done or failed (`Reconcile`, `CreateConfigMap`).
+    pub action: String,
+    /// A human-readable description (truncated to 1 KiB when written).
+    pub note: String,
+    /// A second object involved (the Event's `related`).
+    pub related: Option<ObjectReference>,
+}
+
+impl EventInfo {
+    /// An event of `type_` with `reason` and `action` and no note.
+    pub fn new(type_: EventType, reason: impl Into<String>, action: impl Into<String>) -> Self {
+        EventInfo {
+            type_,
+            reason: reason.into(),
+            action: action.into(),
+            note: String::new(),
+            related: None,
+        }
+    }
+
+    /// A `Normal` event.
+    pub fn normal(reason: impl Into<String>, action: impl Into<String>) -> Self {
+        EventInfo::new(EventType::Normal, reason, action)
+    }
+
+    /// A `Warning` event.
+    pub fn warning(reason: impl Into<String>, action: impl Into<String>) -> Self {
+        EventInfo::new(EventType::Warning, reason, action)
+    }
+
+    /// Sets the note.
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.note = note.into();
+        self
+    }
+
+    /// Sets the related object.
+    pub fn related<K: Resource<DynamicType = ()>>(mut self, obj: &K) -> Self {
+        self.related = Some(obj.object_ref(&()));
+        self
+    }
+}
+
 /// One event as published, before it is folded and written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRecord {
+    /// The controller reporting it; `None` for the writer's configured
+    /// `reporting_controller`.
+    pub reporting_controller: Option<Arc<str>>,
     /// The object the event is about.
     pub regarding: ObjectReference,
+    /// A second object involved.
+    pub related: Option<ObjectReference>,
     /// Normal or Warning.
     pub type_: EventType,
     /// Why, in UpperCamelCase (`Synced`, `FailedCreate`).
@@ -156,6 +228,7 @@ pub struct EventRecord {
 pub struct EventRecorder {
     tx: mpsc::Sender<EventRecord>,
     dropped: Arc<AtomicU64>,
+    reporting_controller: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for EventRecorder {
@@ -174,6 +247,7 @@ impl EventRecorder {
         let recorder = EventRecorder {
             tx,
             dropped: Arc::new(AtomicU64::new(0)),
+            reporting_controller: None,
         };
         (recorder, EventWriter::new(rx, sink, config))
     }
@@ -190,43 +264,40 @@ impl EventRecorder {
         recorder
     }
 
-    /// Queues an event; never waits. Returns `false` (and counts it) when
-    /// the queue was full or the writer has stopped.
-    pub fn publish(
-        &self,
-        regarding: &ObjectReference,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: &str,
-    ) -> bool {
+    /// A recorder on the same queue whose events report `controller` as
+    /// their `reportingController`.
+    pub fn for_controller(&self, controller: impl Into<Arc<str>>) -> EventRecorder {
+        EventRecorder {
+            reporting_controller: Some(controller.into()),
+            ..self.clone()
+        }
+    }
+
+    /// Queues `info` about `regarding`; never waits. Returns `false` (and
+    /// counts it) when the queue was full or the writer has stopped.
+    pub fn publish<K: Resource<DynamicType = ()>>(&self, regarding: &K, info: EventInfo) -> bool {
+        self.publish_ref(&regarding.object_ref(&()), info)
+    }
+
+    /// [`publish`](Self::publish) about an object named by reference.
+    pub fn publish_ref(&self, regarding: &ObjectReference, info: EventInfo) -> bool {
         let record = EventRecord {
+            reporting_controller: self.reporting_controller.clone(),
             regarding: regarding.clone(),
-            type_,
-            reason: reason.to_string(),
-            action: action.to_string(),
-            note: note.to_string(),
+            related: info.related,
+            type_: info.type_,
+            reason: info.reason,
+            action: info.action,
+            note: info.note,
         };
         match self.tx.try_send(record) {
             Ok(()) => true,
             Err(error) => {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(%error, reason, "event dropped");
+                tracing::debug!(%error, "event dropped");
                 false
             }
         }
-    }
-
-    /// [`publish`](Self::publish) about `obj`.
-    pub fn publish_for<K: Resource<DynamicType = ()>>(
-        &self,
-        obj: &K,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: &str,
-    ) -> bool {
-        self.publish(&obj.object_ref(&()), type_, reason, action, note)
     }
 
     /// How many events were dropped because the queue was full or closed.

@@ -2,8 +2,8 @@
 //!
 //! [`finalizer`] wraps a reconcile: on the first reconcile of a live object
 //! it adds the finalizer (so the API server keeps the object when it is
-//! deleted) and then runs [`Event::Apply`]; once the object has a
-//! `deletionTimestamp` it runs [`Event::Cleanup`] and, when that succeeds,
+//! deleted) and then runs [`FinalizerEvent::Apply`]; once the object has a
+//! `deletionTimestamp` it runs [`FinalizerEvent::Cleanup`] and, when that succeeds,
 //! removes the finalizer, which lets the deletion finish. A failed cleanup
 //! keeps the finalizer, so cleanup is retried.
 //!
@@ -13,17 +13,23 @@
 //! see [`FinalizerError::is_conflict`]) instead of overwriting it; the
 //! reconcile then fails and is retried with a fresh object.
 //!
+//! Removing the finalizer after a successful cleanup cannot lose: a 404
+//! (the object is already gone) is success, and so is a conflict after
+//! which a fresh read finds the object gone or our finalizer already
+//! removed. Only a conflict that leaves our finalizer in place fails (and
+//! the cleanup, which must be idempotent, runs again).
+//!
 //! ```no_run
 //! use std::sync::Arc;
-//! use controller_runtime::finalizer::{finalizer, Event};
+//! use controller_runtime::finalizer::{finalizer, FinalizerEvent};
 //! use controller_runtime::reconcile::Action;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube_client::Api;
 //! # async fn demo(api: Api<ConfigMap>, cm: Arc<ConfigMap>) -> Result<(), Box<dyn std::error::Error>> {
 //! let action = finalizer(&api, "example.com/cleanup", cm, |event| async move {
 //!     match event {
-//!         Event::Apply(cm) => { /* create what cm asks for */ }
-//!         Event::Cleanup(cm) => { /* delete what lives outside the cluster */ }
+//!         FinalizerEvent::Apply(cm) => { /* create what cm asks for */ }
+//!         FinalizerEvent::Cleanup(cm) => { /* delete what lives outside the cluster */ }
 //!     }
 //!     Ok::<_, std::io::Error>(Action::done())
 //! })
@@ -100,7 +106,7 @@ impl<E: StdError + 'static> FinalizerError<E> {
 
 /// What the wrapped reconcile is asked to do.
 #[derive(Debug, Clone)]
-pub enum Event<K> {
+pub enum FinalizerEvent<K> {
     /// The object is live: bring the world in line with it.
     Apply(Arc<K>),
     /// The object is being deleted: remove what it owns outside Kubernetes'
@@ -199,7 +205,7 @@ pub async fn finalizer<K, F, Fut, E>(
 ) -> Result<Action, FinalizerError<E>>
 where
     K: Resource + Clone + Serialize + DeserializeOwned + Debug,
-    F: FnOnce(Event<K>) -> Fut,
+    F: FnOnce(FinalizerEvent<K>) -> Fut,
     Fut: Future<Output = Result<Action, E>>,
     E: StdError + 'static,
 {
@@ -209,7 +215,7 @@ where
     let name = obj.meta().name.clone().ok_or(FinalizerError::MissingName)?;
     match plan(obj.as_ref(), finalizer_name) {
         Step::Nothing => Ok(Action::done()),
-        Step::Apply => reconcile(Event::Apply(obj))
+        Step::Apply => reconcile(FinalizerEvent::Apply(obj))
             .await
             .map_err(FinalizerError::Apply),
         Step::AddThenApply => {
@@ -223,24 +229,74 @@ where
                     source,
                 })?;
             tracing::debug!(object = %name, finalizer = finalizer_name, "finalizer added");
-            reconcile(Event::Apply(Arc::new(updated)))
+            reconcile(FinalizerEvent::Apply(Arc::new(updated)))
                 .await
                 .map_err(FinalizerError::Apply)
         }
         Step::CleanupThenRemove(index) => {
-            let action = reconcile(Event::Cleanup(obj))
+            let action = reconcile(FinalizerEvent::Cleanup(obj))
                 .await
                 .map_err(FinalizerError::Cleanup)?;
             let patch = remove_patch(index, finalizer_name);
-            api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
-                .await
-                .map_err(|source| FinalizerError::RemoveFinalizer {
-                    finalizer: finalizer_name.to_string(),
-                    object: name.clone(),
-                    source,
-                })?;
-            tracing::debug!(object = %name, finalizer = finalizer_name, "finalizer removed");
-            Ok(action)
+            let removed = api
+                .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+                .await;
+            let source = match removed {
+                Ok(_) => {
+                    tracing::debug!(object = %name, finalizer = finalizer_name, "finalizer removed");
+                    return Ok(action);
+                }
+                Err(source) => source,
+            };
+            if already_removed(api, &name, finalizer_name, &source).await {
+                tracing::debug!(object = %name, finalizer = finalizer_name, "finalizer already removed or object gone");
+                return Ok(action);
+            }
+            Err(FinalizerError::RemoveFinalizer {
+                finalizer: finalizer_name.to_string(),
+                object: name.clone(),
+                source,
+            })
+        }
+    }
+}
+
+/// After a failed removal write: whether the finalizer is gone anyway (the
+/// object is gone, 404, or after a conflict a fresh read shows the object
+/// gone or without our finalizer).
+async fn already_removed<K>(
+    api: &Api<K>,
+    name: &str,
+    finalizer: &str,
+    error: &kube_client::Error,
+) -> bool
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let status = match error {
+        kube_client::Error::Api(status) => status.code,
+        _ => return false,
+    };
+    match status {
+        404 => true,
+        409 | 422 => match api.get_opt(name).await {
+            Ok(None) => true,
+            Ok(Some(fresh)) => !has_finalizer(&fresh, finalizer),
+            Err(read) => {
+                tracing::debug!(error = %read, object = name, "re-reading after a finalizer conflict failed");
+                false
+            }
+        },
+        _ => false,
+    }
+}
+
+impl<E: crate::reconcile::Terminal> crate::reconcile::Terminal for FinalizerError<E> {
+    fn is_terminal(&self) -> bool {
+        match self {
+            FinalizerError::Apply(e) | FinalizerError::Cleanup(e) => e.is_terminal(),
+            FinalizerError::MissingName | FinalizerError::InvalidFinalizerName => true,
+            FinalizerError::AddFinalizer { .. } | FinalizerError::RemoveFinalizer { .. } => false,
         }
     }
 }

@@ -127,16 +127,40 @@ pub struct EnqueueRequestForOwner {
     only_controller: bool,
 }
 
-/// Whether a `Resource` kind is namespaced, from its `Scope`.
-pub trait ScopeInfo {
+/// Whether a `Resource` kind is namespaced, from its `Scope`, and how to
+/// reach one of its objects through the API.
+pub trait ScopeInfo: Sized {
     /// `true` for namespaced kinds.
     const NAMESPACED: bool;
+
+    /// An `Api` for objects of `K` in `namespace`: namespaced when `K` is
+    /// namespaced and a namespace is given, else across the cluster.
+    fn api<K>(client: kube_client::Client, namespace: Option<&str>) -> kube_client::Api<K>
+    where
+        K: kube_core::Resource<Scope = Self, DynamicType = ()>;
 }
 impl ScopeInfo for k8s_openapi::NamespaceResourceScope {
     const NAMESPACED: bool = true;
+
+    fn api<K>(client: kube_client::Client, namespace: Option<&str>) -> kube_client::Api<K>
+    where
+        K: kube_core::Resource<Scope = Self, DynamicType = ()>,
+    {
+        match namespace {
+            Some(ns) if !ns.is_empty() => kube_client::Api::namespaced(client, ns),
+            _ => kube_client::Api::all(client),
+        }
+    }
 }
 impl ScopeInfo for k8s_openapi::ClusterResourceScope {
     const NAMESPACED: bool = false;
+
+    fn api<K>(client: kube_client::Client, _namespace: Option<&str>) -> kube_client::Api<K>
+    where
+        K: kube_core::Resource<Scope = Self, DynamicType = ()>,
+    {
+        kube_client::Api::all(client)
+    }
 }
 
 impl EnqueueRequestForOwner {

@@ -6,6 +6,49 @@
 //! [`reconcile::Reconciler`]. A [`manager`] owns the client, the shared
 //! informers, the controllers, [`leaderelection`], [`healthz`] and
 //! [`metrics`].
+//!
+//! # One dependency
+//!
+//! A controller program depends on this crate alone (plus `tokio`, `serde`
+//! and, for derives, `schemars`; `envtest` for tests). What the public API
+//! names is re-exported: [`kube_client`] (with `kube_client::core`),
+//! [`k8s_openapi`], [`informer_core`] (listers, label selectors, informers),
+//! [`CancellationToken`], and the everyday names in [`prelude`].
+//!
+//! ## Picking the Kubernetes version
+//!
+//! `k8s-openapi` needs exactly one `v1_*` feature in the whole build, and
+//! only the final program may pick it. This crate forwards its own `v1_33`
+//! ... `v1_37` features to `k8s-openapi` and enables `v1_34` by default, so
+//! a program that adds nothing gets 1.34 and never names `k8s-openapi`
+//! itself (use [`k8s_openapi`] through this crate). To pick another version,
+//! turn the default off and name one:
+//!
+//! ```toml
+//! [dependencies]
+//! controller-runtime = { version = "0.1", default-features = false, features = ["v1_35"] }
+//! ```
+//!
+//! Do not also depend on `k8s-openapi` with a version feature: two enabled
+//! versions fail the build (that is `k8s-openapi`'s own rule).
+//!
+//! ```
+//! use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
+//! use controller_runtime::kube_client::core::Resource;
+//! assert_eq!(ConfigMap::kind(&()), "ConfigMap");
+//! ```
+
+/// The informer machinery the cache is built on (informers, listers, label
+/// selectors, keys).
+pub use informer_core;
+/// The Kubernetes API types (Deployment, ConfigMap, ...).
+pub use k8s_openapi;
+/// The client every API call goes through (`Api`, `Client`, parameters),
+/// with `kube_client::core` for `Resource`, `ObjectMeta` and friends.
+pub use kube_client;
+/// The token that stops a manager ([`manager::Manager::run`]) or a
+/// [`manager::Runnable`].
+pub use tokio_util::sync::CancellationToken;
 
 pub mod client;
 pub mod controller;
@@ -17,5 +60,13 @@ pub mod leaderelection;
 pub mod manager;
 pub mod metrics;
 pub mod predicate;
+pub mod prelude;
+pub mod rbac;
 pub mod reconcile;
+pub mod reconciler;
 pub mod workqueue;
+
+/// Derives a reconciler's controller registration, finalizer flow and
+/// least-privilege RBAC role from `#[reconciler(...)]`: see [`reconciler`],
+/// [`rbac`] and `docs/macros.md`.
+pub use informer_macros::Reconciler;

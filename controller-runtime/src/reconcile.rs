@@ -17,6 +17,14 @@
 //!
 //! An object that is gone by the time it is reconciled is a normal case: the
 //! reconciler sees "not found" from its reader and returns `Action::done()`.
+//!
+//! Most controllers implement the typed form instead,
+//! [`ObjectReconciler<K>`](object::ObjectReconciler), which receives the
+//! object from the cache and a ready [`ObjectContext`]; it runs through this
+//! same path (see [`object`]).
+//!
+//! Whether an error is retried is decided by the error type ([`Terminal`]),
+//! so a [`TerminalError`] stays terminal however it is wrapped.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -197,8 +205,9 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// but does not requeue the request.
 ///
 /// A reconciler returns it directly (`type Error = TerminalError`) or keeps it
-/// as the `source` of one of its own error variants; [`is_terminal`] finds it
-/// anywhere in the source chain.
+/// inside one of its own error variants, with `#[source]` or with
+/// `#[error(transparent)]`: [`is_terminal`] finds it either way, because its
+/// `source()` is a marker that a transparent wrapper passes on.
 ///
 /// ```
 /// use controller_runtime::reconcile::{is_terminal, TerminalError};
@@ -207,36 +216,104 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// assert!(!is_terminal(&std::io::Error::other("timeout")));
 /// ```
 #[derive(Debug, thiserror::Error)]
-#[error("terminal error: {source}")]
+#[error("terminal error: {cause}")]
 pub struct TerminalError {
-    source: BoxError,
+    #[source]
+    cause: TerminalCause,
+}
+
+/// The source of a [`TerminalError`]: the wrapped error, marked so that
+/// `#[error(transparent)]` wrappers (which forward `source()`) keep the mark.
+#[derive(Debug)]
+struct TerminalCause(BoxError);
+
+impl fmt::Display for TerminalCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl StdError for TerminalCause {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.0.source()
+    }
 }
 
 impl TerminalError {
     /// Wraps `error` as terminal.
     pub fn new(error: impl Into<BoxError>) -> Self {
         TerminalError {
-            source: error.into(),
+            cause: TerminalCause(error.into()),
         }
     }
 
     /// The wrapped error.
     pub fn inner(&self) -> &(dyn StdError + Send + Sync + 'static) {
-        self.source.as_ref()
+        self.cause.0.as_ref()
     }
 }
 
-/// Whether `error` or any error in its source chain is a [`TerminalError`].
+/// Whether `error` carries a [`TerminalError`]: the error itself, or anything
+/// in its source chain, including through `#[error(transparent)]` wrappers.
 pub fn is_terminal(error: &(dyn StdError + 'static)) -> bool {
     let mut current = Some(error);
     while let Some(e) = current {
-        if e.is::<TerminalError>() {
+        if e.is::<TerminalError>() || e.is::<TerminalCause>() {
             return true;
         }
         current = e.source();
     }
     false
 }
+
+/// The error of a reconcile says whether retrying can fix it.
+///
+/// The controller asks the error, not the reconciler: a terminal error is
+/// logged and counted but never requeued. The default answer is
+/// [`is_terminal`] (a [`TerminalError`] anywhere inside, `#[source]` or
+/// `#[error(transparent)]`); override it to decide by variant.
+///
+/// ```
+/// use controller_runtime::reconcile::{Terminal, TerminalError};
+///
+/// #[derive(Debug, thiserror::Error)]
+/// enum FooError {
+///     #[error(transparent)]
+///     Invalid(#[from] TerminalError),
+///     #[error("spec.size {0} is too large")]
+///     TooLarge(u32),
+///     #[error("talking to the API server: {0}")]
+///     Api(#[source] std::io::Error),
+/// }
+///
+/// impl Terminal for FooError {
+///     fn is_terminal(&self) -> bool {
+///         match self {
+///             FooError::TooLarge(_) => true,
+///             other => controller_runtime::reconcile::is_terminal(other),
+///         }
+///     }
+/// }
+///
+/// assert!(FooError::from(TerminalError::new("bad spec")).is_terminal());
+/// assert!(FooError::TooLarge(9).is_terminal());
+/// assert!(!FooError::Api(std::io::Error::other("timeout")).is_terminal());
+/// ```
+pub trait Terminal: StdError + Send + Sync + Sized + 'static {
+    /// Whether retrying cannot fix this error. By default: [`is_terminal`].
+    fn is_terminal(&self) -> bool {
+        is_terminal(self)
+    }
+}
+
+impl Terminal for TerminalError {}
+impl Terminal for std::convert::Infallible {}
+impl Terminal for std::io::Error {}
+impl Terminal for std::fmt::Error {}
+impl Terminal for kube_client::Error {}
+impl Terminal for serde_json::Error {}
+impl Terminal for ReconcileError {}
+impl Terminal for crate::manager::CacheError {}
 
 /// Brings the cluster in line with one object.
 ///
@@ -257,8 +334,9 @@ pub fn is_terminal(error: &(dyn StdError + 'static)) -> bool {
 /// }
 /// ```
 pub trait Reconciler: Send + Sync + 'static {
-    /// The error a reconcile can fail with.
-    type Error: StdError + Send + Sync + 'static;
+    /// The error a reconcile can fail with; it says whether it is terminal
+    /// ([`Terminal`]).
+    type Error: Terminal;
 
     /// Reconciles the object named by `req`.
     fn reconcile(
@@ -266,12 +344,6 @@ pub trait Reconciler: Send + Sync + 'static {
         req: Request,
         ctx: Context,
     ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
-
-    /// Whether `error` is terminal (not requeued). By default: whether a
-    /// [`TerminalError`] is in its source chain.
-    fn is_terminal(&self, error: &Self::Error) -> bool {
-        is_terminal(error)
-    }
 }
 
 impl<R: Reconciler> Reconciler for Arc<R> {
@@ -283,10 +355,6 @@ impl<R: Reconciler> Reconciler for Arc<R> {
         ctx: Context,
     ) -> impl Future<Output = Result<Action, Self::Error>> + Send {
         R::reconcile(self, req, ctx)
-    }
-
-    fn is_terminal(&self, error: &Self::Error) -> bool {
-        R::is_terminal(self, error)
     }
 }
 
@@ -426,7 +494,7 @@ pub async fn run_reconcile<R: Reconciler + ?Sized>(
             Action { .. } => ReconcileOutcome::Success,
         },
         Ok(Err(error)) => {
-            if reconciler.is_terminal(&error) {
+            if error.is_terminal() {
                 ReconcileOutcome::Terminal(Box::new(error))
             } else {
                 ReconcileOutcome::Error(Box::new(error))
@@ -485,6 +553,9 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         "panic with a non-string payload".to_string()
     }
 }
+
+pub mod object;
+pub use object::{ObjectContext, ObjectReconciler};
 
 #[cfg(test)]
 mod tests;

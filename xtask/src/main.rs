@@ -2,6 +2,7 @@
 //! alias in `.cargo/config.toml`. Each task is a module with a clap `Args`
 //! struct and a `run` function; add a task by adding a module and a variant.
 
+mod bench;
 mod ci;
 mod manifests;
 mod new;
@@ -36,6 +37,8 @@ enum Task {
     Ci(ci::Args),
     /// Scaffold a project into a temporary directory, build it, run its tests and demo, check its manifests.
     TestScaffold(scaffold_check::Args),
+    /// Run every performance scenario next to kube-runtime and write docs/performance.md.
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Task::Rbac(args) => manifests::run(manifests::What::Rbac, &args).map_err(|e| e.to_string()),
         Task::Ci(args) => ci::run(&args).map_err(|e| e.to_string()),
         Task::TestScaffold(args) => scaffold_check::run(&args).map_err(|e| e.to_string()),
+        Task::Bench(args) => bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,20 +1,24 @@
 //! Controllers: watch kinds, turn their changes into requests, reconcile.
 //!
-//! A controller is built on a [`Manager`] with [`Manager::controller`] (or
-//! [`Controller::new_managed_by`] and [`ControllerStart::for_`]):
+//! A controller is built on a [`Manager`] with [`Manager::controller`], the
+//! one way to build one:
 //!
 //! - the kind it is *for* (`K`): changes to a `K` reconcile that `K`;
 //! - kinds it [`owns`](ControllerBuilder::owns): changes to an owned object
 //!   reconcile its controller owner of kind `K`;
 //! - other kinds it [`watches`](ControllerBuilder::watches) through any
-//!   [`EventHandler`];
+//!   [`EventHandler`], or through a map function
+//!   ([`watches_map`](ControllerBuilder::watches_map));
 //! - predicates that filter events
 //!   ([`with_event_filter`](ControllerBuilder::with_event_filter) for `K`,
 //!   `*_with` variants per watch);
 //! - a name, the number of concurrent reconciles, the workqueue's rate
 //!   limiter and an optional per-reconcile timeout.
 //!
-//! [`complete`](ControllerBuilder::complete) registers it with the manager.
+//! [`complete`](ControllerBuilder::complete) registers it with the manager;
+//! it takes either a typed [`ObjectReconciler<K>`](crate::reconcile::ObjectReconciler)
+//! (the object from the cache and a ready context) or a request-based
+//! [`Reconciler`].
 //! Informers come from the manager's shared factory, so two controllers
 //! watching Pods share one watch and one cache. When the manager runs (and
 //! leads), the controller waits for its caches to sync (failing with an
@@ -37,7 +41,7 @@
 //!     }
 //! }
 //!
-//! # async fn demo(mgr: Manager) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo(mgr: Manager) -> Result<(), controller_runtime::manager::ManagerError> {
 //! mgr.controller::<Deployment>()
 //!     .named("rollout")
 //!     .owns::<ReplicaSet>()
@@ -57,14 +61,19 @@ use std::time::Duration;
 
 use informer_core::shared_informer::InformerError;
 
-use crate::handler::{EnqueueRequestForObject, EnqueueRequestForOwner, EventHandler, ScopeInfo};
-use crate::manager::{Manager, Object};
+use crate::handler::{
+    EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler,
+    ScopeInfo,
+};
+use crate::manager::{Manager, ManagerError, Object};
 use crate::predicate::Predicate;
-use crate::reconcile::{Reconciler, Request};
+use crate::reconcile::Request;
+use crate::reconcile::object::IntoReconciler;
 use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
 use source::{TypedWatch, Watch};
 
-/// Errors of building a controller.
+/// Errors of building a controller; [`ControllerBuilder::complete`] returns
+/// them inside [`ManagerError::Controller`], the one setup error type.
 #[derive(Debug, thiserror::Error)]
 pub enum BuilderError {
     /// Controller names appear in metrics labels and logs: non-empty, at
@@ -118,12 +127,6 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// Starts building a controller on `mgr`; name the kind with
-    /// [`ControllerStart::for_`].
-    pub fn new_managed_by(mgr: &Manager) -> ControllerStart {
-        ControllerStart { mgr: mgr.clone() }
-    }
-
     /// The controller's name (its `controller` metric label).
     pub fn name(&self) -> &str {
         &self.name
@@ -138,20 +141,6 @@ impl Controller {
     /// Enqueues a request, as a generic event would.
     pub fn enqueue(&self, req: Request) {
         self.queue.add(req);
-    }
-}
-
-/// The first step of [`Controller::new_managed_by`].
-#[derive(Debug)]
-#[must_use]
-pub struct ControllerStart {
-    mgr: Manager,
-}
-
-impl ControllerStart {
-    /// The kind the controller reconciles.
-    pub fn for_<K: Object>(self) -> ControllerBuilder<K> {
-        ControllerBuilder::new(&self.mgr)
     }
 }
 
@@ -222,6 +211,25 @@ impl<K: Object> ControllerBuilder<K> {
         self.watches_with::<W>(handler, Vec::new())
     }
 
+    /// Reconciles the requests `map` returns for each event of `W` (the
+    /// object as it is now, or as it was last seen when deleted).
+    ///
+    /// ```no_run
+    /// # use controller_runtime::prelude::*;
+    /// # use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    /// # fn demo(mgr: Manager) -> ControllerBuilder<ConfigMap> {
+    /// // A Secret change reconciles the ConfigMap of the same name.
+    /// mgr.controller::<ConfigMap>()
+    ///     .watches_map(|secret: &Secret| Request::from_object(secret).into_iter().collect())
+    /// # }
+    /// ```
+    pub fn watches_map<W: Object>(
+        self,
+        map: impl Fn(&W) -> Vec<Request> + Send + Sync + 'static,
+    ) -> Self {
+        self.watches_with::<W>(EnqueueRequestsFromMapFunc::new(map), Vec::new())
+    }
+
     /// [`watches`](Self::watches), with predicates on `W`'s events.
     pub fn watches_with<W: Object>(
         mut self,
@@ -279,12 +287,18 @@ impl<K: Object> ControllerBuilder<K> {
     }
 
     /// Validates the settings and registers the controller with the
-    /// manager, which starts it when it runs (and leads).
-    pub fn complete<R: Reconciler>(mut self, reconciler: R) -> Result<Controller, BuilderError> {
+    /// manager, which starts it when it runs (and leads). `reconciler` is an
+    /// [`ObjectReconciler<K>`](crate::reconcile::ObjectReconciler) or a
+    /// [`Reconciler`]; both run the same way.
+    pub fn complete<M>(
+        mut self,
+        reconciler: impl IntoReconciler<K, M>,
+    ) -> Result<Controller, ManagerError> {
         let name = self.validate()?;
         if !self.mgr.claim_controller_name(&name) {
-            return Err(BuilderError::DuplicateName(name));
+            return Err(BuilderError::DuplicateName(name).into());
         }
+        let reconciler = reconciler.into_reconciler(&self.mgr, &name);
         let primary: Box<dyn Watch> = Box::new(TypedWatch {
             informer: self.mgr.informer_factory().informer::<K>(),
             handler: Arc::new(EnqueueRequestForObject) as Arc<dyn EventHandler<K>>,
@@ -305,7 +319,7 @@ impl<K: Object> ControllerBuilder<K> {
         let name: Arc<str> = name.into();
         let running = worker::Running {
             name: Arc::clone(&name),
-            reconciler: Arc::new(reconciler),
+            reconciler,
             queue: queue.clone(),
             watches,
             workers: self.max_concurrent,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::reconcile::{Action, Context};
+use crate::reconcile::{Action, Context, Reconciler};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 
 struct Noop;
@@ -26,8 +26,8 @@ async fn default_name_is_the_lowercase_kind() {
     let c = mgr.controller::<ConfigMap>().complete(Noop).unwrap();
     assert_eq!(c.name(), "configmap");
     assert_eq!(c.queue().name(), "configmap");
-    let c = Controller::new_managed_by(&mgr)
-        .for_::<Pod>()
+    let c = mgr
+        .controller::<Pod>()
         .named("pods.v2")
         .complete(Noop)
         .unwrap();
@@ -47,7 +47,7 @@ async fn names_must_be_valid_and_unique() {
         .complete(Noop)
         .unwrap_err();
     assert!(
-        matches!(err, BuilderError::DuplicateName(ref n) if n == "a"),
+        matches!(err, ManagerError::Controller(BuilderError::DuplicateName(ref n)) if n == "a"),
         "{err}"
     );
     for bad in ["", "has space", "slash/name", &"x".repeat(64)] {
@@ -57,7 +57,7 @@ async fn names_must_be_valid_and_unique() {
             .complete(Noop)
             .unwrap_err();
         assert!(
-            matches!(err, BuilderError::InvalidName(_)),
+            matches!(err, ManagerError::Controller(BuilderError::InvalidName(_))),
             "{bad:?}: {err}"
         );
     }
@@ -80,7 +80,10 @@ async fn concurrency_and_timeout_must_be_positive() {
         .reconcile_timeout(Duration::ZERO)
         .complete(Noop)
         .unwrap_err();
-    assert!(matches!(err, BuilderError::ZeroTimeout(_)), "{err}");
+    assert!(
+        matches!(err, ManagerError::Controller(BuilderError::ZeroTimeout(_))),
+        "{err}"
+    );
     // A failed build does not take the name.
     mgr.controller::<Pod>().complete(Noop).unwrap();
 }

@@ -22,15 +22,13 @@ use super::ControllerError;
 use super::source::{Registered, Watch, wait_for_sync};
 use crate::manager::Runnable;
 use crate::metrics::ControllerRecorder;
-use crate::reconcile::{
-    BoxError, Context, QueueAction, ReconcileOutcome, Reconciler, Request, run_reconcile,
-};
+use crate::reconcile::{BoxError, Context, DynReconciler, QueueAction, ReconcileOutcome, Request};
 use crate::workqueue::Queue;
 
 /// Everything a started controller needs.
-pub(crate) struct Running<R> {
+pub(crate) struct Running {
     pub(crate) name: Arc<str>,
-    pub(crate) reconciler: Arc<R>,
+    pub(crate) reconciler: Arc<dyn DynReconciler>,
     pub(crate) queue: Queue<Request>,
     pub(crate) watches: Vec<Box<dyn Watch>>,
     pub(crate) workers: usize,
@@ -40,7 +38,7 @@ pub(crate) struct Running<R> {
     pub(crate) next_id: AtomicU64,
 }
 
-impl<R: Reconciler> Runnable for Running<R> {
+impl Runnable for Running {
     fn name(&self) -> String {
         format!("controller {}", self.name)
     }
@@ -63,7 +61,7 @@ impl Drop for StopGuard {
     }
 }
 
-impl<R: Reconciler> Running<R> {
+impl Running {
     async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), ControllerError> {
         let mut registered = Vec::with_capacity(self.watches.len());
         for watch in &self.watches {
@@ -144,8 +142,10 @@ impl<R: Reconciler> Running<R> {
         let started = Instant::now();
         // run_reconcile runs the call in its own `reconcile` span; `span`
         // carries the same fields for the outcome's log line.
-        let outcome =
-            run_reconcile(&*self.reconciler, req.clone(), ctx, self.reconcile_timeout).await;
+        let outcome = self
+            .reconciler
+            .run(req.clone(), ctx, self.reconcile_timeout)
+            .await;
         self.recorder.observe(&outcome, started.elapsed());
         span.in_scope(|| log_outcome(&outcome));
         for action in outcome.queue_actions() {

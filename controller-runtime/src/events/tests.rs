@@ -127,12 +127,9 @@ fn start(
 async fn first_event_is_created_with_all_fields() {
     let sink = FakeSink::default();
     let (rec, cancel, task) = start(&sink, RecorderConfig::new("example.com/op", "pod-a"));
-    assert!(rec.publish_for(
+    assert!(rec.publish(
         &cm("a"),
-        EventType::Warning,
-        "FailedSync",
-        "Reconcile",
-        "boom"
+        EventInfo::new(EventType::Warning, "FailedSync", "Reconcile").note("boom")
     ));
     wait_until(|| !sink.events.lock().is_empty()).await;
     let ev = sink.events.lock()[0].clone();
@@ -163,11 +160,17 @@ async fn first_event_is_created_with_all_fields() {
 async fn repeats_fold_into_a_series_on_the_same_event() {
     let sink = FakeSink::default();
     let (rec, cancel, task) = start(&sink, RecorderConfig::new("op", "i"));
-    rec.publish_for(&cm("a"), EventType::Normal, "Synced", "Reconcile", "ok");
+    rec.publish(
+        &cm("a"),
+        EventInfo::new(EventType::Normal, "Synced", "Reconcile").note("ok"),
+    );
     wait_until(|| sink.calls().len() == 1).await;
     for _ in 0..2 {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        rec.publish_for(&cm("a"), EventType::Normal, "Synced", "Reconcile", "ok");
+        rec.publish(
+            &cm("a"),
+            EventInfo::new(EventType::Normal, "Synced", "Reconcile").note("ok"),
+        );
     }
     wait_until(|| sink.calls().len() == 3).await;
     let calls = sink.calls();
@@ -198,17 +201,29 @@ async fn repeats_fold_into_a_series_on_the_same_event() {
 async fn events_differing_in_any_key_field_are_separate() {
     let sink = FakeSink::default();
     let (rec, cancel, task) = start(&sink, RecorderConfig::new("op", "i"));
-    rec.publish_for(&cm("a"), EventType::Normal, "Synced", "Reconcile", "ok");
-    rec.publish_for(&cm("b"), EventType::Normal, "Synced", "Reconcile", "ok");
-    rec.publish_for(&cm("a"), EventType::Warning, "Synced", "Reconcile", "ok");
-    rec.publish_for(&cm("a"), EventType::Normal, "Other", "Reconcile", "ok");
-    rec.publish_for(&cm("a"), EventType::Normal, "Synced", "Delete", "ok");
-    rec.publish_for(
+    rec.publish(
         &cm("a"),
-        EventType::Normal,
-        "Synced",
-        "Reconcile",
-        "different note",
+        EventInfo::new(EventType::Normal, "Synced", "Reconcile").note("ok"),
+    );
+    rec.publish(
+        &cm("b"),
+        EventInfo::new(EventType::Normal, "Synced", "Reconcile").note("ok"),
+    );
+    rec.publish(
+        &cm("a"),
+        EventInfo::new(EventType::Warning, "Synced", "Reconcile").note("ok"),
+    );
+    rec.publish(
+        &cm("a"),
+        EventInfo::new(EventType::Normal, "Other", "Reconcile").note("ok"),
+    );
+    rec.publish(
+        &cm("a"),
+        EventInfo::new(EventType::Normal, "Synced", "Delete").note("ok"),
+    );
+    rec.publish(
+        &cm("a"),
+        EventInfo::new(EventType::Normal, "Synced", "Reconcile").note("different note"),
     );
     wait_until(|| sink.calls().len() == 6).await;
     assert!(
@@ -225,7 +240,10 @@ async fn repeats_queued_together_are_written_once() {
     let sink = FakeSink::default();
     let (rec, writer) = EventRecorder::new(sink.clone(), RecorderConfig::new("op", "i"));
     for _ in 0..5 {
-        rec.publish_for(&cm("a"), EventType::Normal, "Synced", "Reconcile", "ok");
+        rec.publish(
+            &cm("a"),
+            EventInfo::new(EventType::Normal, "Synced", "Reconcile").note("ok"),
+        );
     }
     let cancel = CancellationToken::new();
     let task = tokio::spawn(writer.run(cancel.clone()));
@@ -245,10 +263,16 @@ async fn after_the_series_window_a_repeat_creates_a_new_event() {
     let sink = FakeSink::default();
     let config = RecorderConfig::new("op", "i").series_window(Duration::from_secs(60));
     let (rec, cancel, task) = start(&sink, config);
-    rec.publish_for(&cm("a"), EventType::Normal, "Synced", "Reconcile", "ok");
+    rec.publish(
+        &cm("a"),
+        EventInfo::new(EventType::Normal, "Synced", "Reconcile").note("ok"),
+    );
     wait_until(|| sink.calls().len() == 1).await;
     tokio::time::sleep(Duration::from_secs(61)).await;
-    rec.publish_for(&cm("a"), EventType::Normal, "Synced", "Reconcile", "ok");
+    rec.publish(
+        &cm("a"),
+        EventInfo::new(EventType::Normal, "Synced", "Reconcile").note("ok"),
+    );
     wait_until(|| sink.calls().len() == 2).await;
     assert!(matches!(sink.calls()[1], Call::Create { count: None, .. }));
     cancel.cancel();
@@ -259,10 +283,16 @@ async fn after_the_series_window_a_repeat_creates_a_new_event() {
 async fn series_on_a_vanished_event_is_written_as_a_new_event() {
     let sink = FakeSink::default();
     let (rec, cancel, task) = start(&sink, RecorderConfig::new("op", "i"));
-    rec.publish_for(&cm("a"), EventType::Normal, "Synced", "Reconcile", "ok");
+    rec.publish(
+        &cm("a"),
+        EventInfo::new(EventType::Normal, "Synced", "Reconcile").note("ok"),
+    );
     wait_until(|| sink.calls().len() == 1).await;
     *sink.series_not_found.lock() = true;
-    rec.publish_for(&cm("a"), EventType::Normal, "Synced", "Reconcile", "ok");
+    rec.publish(
+        &cm("a"),
+        EventInfo::new(EventType::Normal, "Synced", "Reconcile").note("ok"),
+    );
     wait_until(|| sink.calls().len() == 2).await;
     assert!(matches!(
         sink.calls()[1],
@@ -281,11 +311,19 @@ async fn full_queue_drops_and_counts_without_blocking() {
     };
     let (rec, cancel, task) = start(&sink, RecorderConfig::new("op", "i").queue_capacity(3));
     // The writer takes the first event and blocks on the sink.
-    assert!(rec.publish_for(&cm("first"), EventType::Normal, "R", "A", "n"));
+    assert!(rec.publish(
+        &cm("first"),
+        EventInfo::new(EventType::Normal, "R", "A").note("n")
+    ));
     tokio::time::sleep(Duration::from_millis(10)).await;
     let before = tokio::time::Instant::now();
     let accepted: usize = (0..10)
-        .map(|i| rec.publish_for(&cm(&format!("c{i}")), EventType::Normal, "R", "A", "n"))
+        .map(|i| {
+            rec.publish(
+                &cm(&format!("c{i}")),
+                EventInfo::new(EventType::Normal, "R", "A").note("n"),
+            )
+        })
         .filter(|ok| *ok)
         .count();
     assert_eq!(before.elapsed(), Duration::ZERO, "publish never waits");
@@ -301,12 +339,18 @@ async fn full_queue_drops_and_counts_without_blocking() {
 async fn queued_events_are_written_when_cancelled_and_publish_after_stop_counts_a_drop() {
     let sink = FakeSink::default();
     let (rec, writer) = EventRecorder::new(sink.clone(), RecorderConfig::new("op", "i"));
-    rec.publish_for(&cm("a"), EventType::Normal, "R", "A", "n");
+    rec.publish(
+        &cm("a"),
+        EventInfo::new(EventType::Normal, "R", "A").note("n"),
+    );
     let cancel = CancellationToken::new();
     cancel.cancel();
     writer.run(cancel).await;
     assert_eq!(sink.calls().len(), 1);
-    assert!(!rec.publish_for(&cm("b"), EventType::Normal, "R", "A", "n"));
+    assert!(!rec.publish(
+        &cm("b"),
+        EventInfo::new(EventType::Normal, "R", "A").note("n")
+    ));
     assert_eq!(rec.dropped(), 1);
 }
 
@@ -315,14 +359,23 @@ async fn cache_capacity_forgets_the_least_recently_seen() {
     let sink = FakeSink::default();
     let (rec, cancel, task) = start(&sink, RecorderConfig::new("op", "i").cache_capacity(2));
     for name in ["a", "b", "c"] {
-        rec.publish_for(&cm(name), EventType::Normal, "R", "A", "n");
+        rec.publish(
+            &cm(name),
+            EventInfo::new(EventType::Normal, "R", "A").note("n"),
+        );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     wait_until(|| sink.calls().len() == 3).await;
     // "a" was forgotten: a repeat creates a new Event; "c" is still folded.
-    rec.publish_for(&cm("a"), EventType::Normal, "R", "A", "n");
+    rec.publish(
+        &cm("a"),
+        EventInfo::new(EventType::Normal, "R", "A").note("n"),
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    rec.publish_for(&cm("c"), EventType::Normal, "R", "A", "n");
+    rec.publish(
+        &cm("c"),
+        EventInfo::new(EventType::Normal, "R", "A").note("n"),
+    );
     wait_until(|| sink.calls().len() == 5).await;
     let calls = sink.calls();
     assert!(
@@ -354,7 +407,7 @@ fn cluster_scoped_objects_get_default_namespace() {
         .build()
         .unwrap();
     let sink = writer.sink_for_tests();
-    rec.publish_for(&ns, EventType::Normal, "R", "A", "n");
+    rec.publish(&ns, EventInfo::new(EventType::Normal, "R", "A").note("n"));
     let cancel = CancellationToken::new();
     cancel.cancel();
     rt.block_on(writer.run(cancel));
@@ -385,7 +438,7 @@ mod props {
                 for (obj, reason, pause) in seq {
                     let name = format!("o{obj}");
                     let reason = format!("R{reason}");
-                    assert!(rec.publish_for(&cm(&name), EventType::Normal, &reason, "A", "n"));
+                    assert!(rec.publish(&cm(&name), EventInfo::new(EventType::Normal, &reason, "A").note("n")));
                     *expected.entry((name, reason)).or_default() += 1;
                     if pause {
                         tokio::time::sleep(Duration::from_millis(5)).await;

@@ -19,7 +19,9 @@ const MAX_BATCH: usize = 256;
 /// What makes two events "the same" for folding into a series.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct EventKey {
+    reporting_controller: Option<std::sync::Arc<str>>,
     regarding: [Option<String>; 6],
+    related: Option<[Option<String>; 4]>,
     type_: &'static str,
     reason: String,
     action: String,
@@ -30,6 +32,15 @@ impl EventKey {
     fn of(r: &EventRecord) -> Self {
         let o = &r.regarding;
         EventKey {
+            reporting_controller: r.reporting_controller.clone(),
+            related: r.related.as_ref().map(|o| {
+                [
+                    o.kind.clone(),
+                    o.namespace.clone(),
+                    o.name.clone(),
+                    o.uid.clone(),
+                ]
+            }),
             regarding: [
                 o.api_version.clone(),
                 o.kind.clone(),
@@ -220,13 +231,20 @@ impl<S: EventSink> EventWriter<S> {
             },
             event_time: Some(MicroTime(first_time)),
             series,
-            reporting_controller: Some(self.config.reporting_controller.clone()),
+            reporting_controller: Some(
+                record
+                    .reporting_controller
+                    .as_deref()
+                    .unwrap_or(&self.config.reporting_controller)
+                    .to_string(),
+            ),
             reporting_instance: Some(self.config.reporting_instance.clone()),
             action: Some(record.action.clone()),
             reason: Some(record.reason.clone()),
             note: Some(truncate(&record.note, MAX_NOTE_BYTES).to_string()),
             type_: Some(record.type_.as_str().to_string()),
             regarding: Some(record.regarding.clone()),
+            related: record.related.clone(),
             ..Default::default()
         }
     }

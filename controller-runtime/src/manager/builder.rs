@@ -11,8 +11,10 @@ use informer_core::factory::SharedInformerFactory;
 use kube_client::Client;
 use parking_lot::Mutex;
 
+use super::recorder::{default_recorder_config, recorder_and_writer};
 use super::server::BoundServer;
-use super::{Cache, Inner, Manager, ManagerError};
+use super::{Cache, Inner, Manager, ManagerError, Runnable};
+use crate::events::RecorderConfig;
 use crate::healthz::{Checks, HealthCheck, Ping, check_fn};
 use crate::leaderelection::{LeaderElectionConfig, LeaderElector};
 use crate::metrics::Metrics;
@@ -28,6 +30,7 @@ pub struct ManagerBuilder {
     pub(super) cache_sync_timeout: Duration,
     pub(super) resync: Duration,
     pub(super) registry: Option<prometheus::Registry>,
+    pub(super) events: Option<RecorderConfig>,
 }
 
 impl ManagerBuilder {
@@ -74,6 +77,14 @@ impl ManagerBuilder {
         self
     }
 
+    /// Who the manager's events come from and the recorder's limits
+    /// (default: `reportingInstance` from `POD_NAME` or `HOSTNAME`); each
+    /// [`Manager::event_recorder`] reports its own controller name.
+    pub fn events(mut self, config: RecorderConfig) -> Self {
+        self.events = Some(config);
+        self
+    }
+
     /// Validates the settings, binds the server addresses and creates the
     /// shared informer factory, metrics and health checks.
     pub async fn build(self) -> Result<Manager, ManagerError> {
@@ -117,8 +128,13 @@ impl ManagerBuilder {
             )?;
         }
 
+        let (recorder, writer) = recorder_and_writer(
+            self.client.clone(),
+            self.events.unwrap_or_else(default_recorder_config),
+        );
         Ok(Manager {
             inner: Arc::new(Inner {
+                recorder,
                 client: self.client,
                 factory,
                 cache,
@@ -129,7 +145,7 @@ impl ManagerBuilder {
                 metrics_addr: metrics_server.as_ref().map(|s| s.addr),
                 servers: Mutex::new((health, metrics_server)),
                 elector,
-                runnables: Mutex::new(Vec::new()),
+                runnables: Mutex::new(vec![Arc::new(writer) as Arc<dyn Runnable>]),
                 controller_names: Mutex::new(HashSet::new()),
                 started: AtomicBool::new(false),
                 graceful_shutdown_timeout: self.graceful_shutdown_timeout,

@@ -17,7 +17,9 @@
 //! 4. on shutdown (the token, or SIGTERM/SIGINT with
 //!    [`Manager::run_until_signal`]) stops taking work, lets in-flight
 //!    reconciles finish within the graceful-shutdown timeout, releases the
-//!    lease, then stops the informers and servers.
+//!    lease, then stops the informers and servers. Leadership is still
+//!    watched while draining: a lease lost then aborts the in-flight
+//!    reconciles at once and `run` returns [`ManagerError::LeadershipLost`].
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -48,6 +50,8 @@
 
 mod builder;
 mod cache;
+mod drain;
+mod recorder;
 mod runnable;
 mod server;
 mod tasks;
@@ -71,6 +75,8 @@ pub use runnable::{Runnable, RunnableFn, runnable_fn};
 use server::BoundServer;
 use tasks::{Tasks, wait_for_signal};
 
+use crate::controller::BuilderError;
+use crate::events::EventRecorder;
 use crate::healthz::{Checks, HealthCheck, HealthzError};
 use crate::leaderelection::{LeaderElectionError, LeaderElector};
 use crate::metrics::{Metrics, MetricsError};
@@ -83,9 +89,13 @@ pub const DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// controller-runtime's `CacheSyncTimeout`).
 pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Errors of the manager.
+/// Errors of the manager: the one error type of setting up a manager and
+/// its controllers, and of running them.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
+    /// A controller's settings are invalid.
+    #[error(transparent)]
+    Controller(#[from] BuilderError),
     /// A server address could not be bound.
     #[error("cannot bind the {what} server to {addr}: {source}")]
     Bind {
@@ -134,6 +144,7 @@ pub enum ManagerError {
 
 struct Inner {
     client: Client,
+    recorder: EventRecorder,
     factory: SharedInformerFactory,
     cache: Cache,
     metrics: Metrics,
@@ -180,6 +191,7 @@ impl Manager {
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             resync: Duration::ZERO,
             registry: None,
+            events: None,
         }
     }
 
@@ -196,6 +208,22 @@ impl Manager {
     /// The cache-backed reader.
     pub fn cache(&self) -> &Cache {
         &self.inner.cache
+    }
+
+    /// An event recorder whose events report `controller` as their
+    /// `reportingController`. Cheap: every recorder shares the manager's
+    /// queue and writer, which runs with the manager on every replica and
+    /// writes what is still queued when the manager shuts down.
+    ///
+    /// ```no_run
+    /// # use controller_runtime::prelude::*;
+    /// # fn demo(mgr: Manager, cm: k8s_openapi::api::core::v1::ConfigMap) {
+    /// let recorder = mgr.event_recorder("foo-controller");
+    /// recorder.publish(&cm, EventInfo::normal("Synced", "Reconcile").note("all good"));
+    /// # }
+    /// ```
+    pub fn event_recorder(&self, controller: &str) -> EventRecorder {
+        self.inner.recorder.for_controller(controller)
     }
 
     /// The metrics registry.
@@ -299,6 +327,33 @@ impl Manager {
         result
     }
 
+    /// Runs until `shutdown` completes (any future: a timer, a channel, a
+    /// test's condition), then shuts down gracefully.
+    ///
+    /// ```no_run
+    /// # async fn demo(mgr: controller_runtime::manager::Manager) -> Result<(), controller_runtime::manager::ManagerError> {
+    /// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    /// # drop(stop);
+    /// mgr.run_until(async { let _ = stopped.await; }).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_until(
+        &self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ManagerError> {
+        let token = CancellationToken::new();
+        let trigger = tokio::spawn({
+            let token = token.clone();
+            async move {
+                shutdown.await;
+                token.cancel();
+            }
+        });
+        let result = self.run(token).await;
+        trigger.abort();
+        result
+    }
+
     /// Runs everything until `shutdown` fires, then shuts down gracefully;
     /// see the module documentation for the order of events.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), ManagerError> {
@@ -394,9 +449,16 @@ impl Manager {
 
         let deadline = deadline_for(self.inner.graceful_shutdown_timeout);
         let mut unfinished = Vec::new();
-        // 1. Controllers stop taking work and finish what is in flight.
+        // 1. Controllers stop taking work and finish what is in flight,
+        // unless the lease is lost meanwhile (then they are aborted at once).
         leader_stop.cancel();
-        unfinished.extend(leader_tasks.drain(deadline).await);
+        let leading_now = leading.as_mut().filter(|_| leader_started);
+        let drained = drain::drain_leader_tasks(&mut leader_tasks, deadline, leading_now).await;
+        unfinished.extend(drained.unfinished);
+        let result = match (result, drained.lost) {
+            (Ok(()), Some(lost)) => Err(ManagerError::LeadershipLost(lost)),
+            (result, _) => result,
+        };
         // 2. The other runnables.
         others_stop.cancel();
         unfinished.extend(others.drain(deadline).await);

@@ -59,6 +59,86 @@ enum MyError {
     BadSpec(#[source] TerminalError),
 }
 
+impl Terminal for MyError {}
+
+/// A reconciler error that wraps with `#[error(transparent)]`, twice.
+#[derive(Debug, thiserror::Error)]
+enum Outer {
+    #[error(transparent)]
+    Inner(#[from] InnerError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl Terminal for Outer {}
+
+#[derive(Debug, thiserror::Error)]
+enum InnerError {
+    #[error(transparent)]
+    Invalid(#[from] TerminalError),
+}
+
+/// Decides by variant, without any TerminalError inside.
+#[derive(Debug, thiserror::Error)]
+enum ByVariant {
+    #[error("spec.size {0} is too large")]
+    TooLarge(u32),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl Terminal for ByVariant {
+    fn is_terminal(&self) -> bool {
+        matches!(self, ByVariant::TooLarge(_))
+    }
+}
+
+struct Fails<E>(fn() -> E);
+
+impl<E: Terminal> Reconciler for Fails<E> {
+    type Error = E;
+    async fn reconcile(&self, _: Request, _: Context) -> Result<Action, E> {
+        Err((self.0)())
+    }
+}
+
+async fn outcome_of<E: Terminal>(make: fn() -> E) -> ReconcileOutcome {
+    run_reconcile(
+        &Fails(make),
+        Request::new(Some("ns"), "x"),
+        Context::new("c", 1),
+        None,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn terminal_error_survives_transparent_wrappers() {
+    let make = || Outer::from(InnerError::from(TerminalError::new("replicas < 0")));
+    let wrapped = make();
+    assert!(wrapped.is_terminal());
+    assert!(is_terminal(&wrapped));
+    assert_eq!(wrapped.to_string(), "terminal error: replicas < 0");
+    let out = outcome_of(make).await;
+    assert!(out.is_terminal(), "{out:?}");
+    assert_eq!(out.queue_actions(), vec![QueueAction::Forget]);
+}
+
+#[tokio::test]
+async fn transparent_wrapper_of_an_ordinary_error_is_retried() {
+    let out = outcome_of(|| Outer::from(std::io::Error::other("timeout"))).await;
+    assert!(!out.is_terminal() && out.is_error(), "{out:?}");
+    assert_eq!(out.queue_actions(), vec![QueueAction::AddRateLimited]);
+}
+
+#[tokio::test]
+async fn the_error_type_decides_by_variant() {
+    let out = outcome_of(|| ByVariant::TooLarge(9)).await;
+    assert!(out.is_terminal(), "{out:?}");
+    let out = outcome_of(|| ByVariant::from(std::io::Error::other("timeout"))).await;
+    assert!(!out.is_terminal(), "{out:?}");
+}
+
 struct Scripted {
     calls: AtomicUsize,
     mode: &'static str,

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use controller_runtime::events::{EventRecorder, EventType, RecorderConfig};
+use controller_runtime::events::{EventInfo, EventRecorder, EventType, RecorderConfig};
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event;
@@ -35,7 +35,10 @@ async fn events_are_written_and_repeats_become_a_series() {
         cancel.clone(),
     );
 
-    assert!(recorder.publish_for(&cm, EventType::Normal, "Synced", "Reconcile", "applied"));
+    assert!(recorder.publish(
+        &cm,
+        EventInfo::new(EventType::Normal, "Synced", "Reconcile").note("applied")
+    ));
     let first = eventually(Duration::from_secs(10), "the first event", || async {
         events(&env, "default").await.into_iter().next()
     })
@@ -51,7 +54,10 @@ async fn events_are_written_and_repeats_become_a_series() {
     assert!(first.series.is_none());
 
     for expected in [2, 3] {
-        recorder.publish_for(&cm, EventType::Normal, "Synced", "Reconcile", "applied");
+        recorder.publish(
+            &cm,
+            EventInfo::new(EventType::Normal, "Synced", "Reconcile").note("applied"),
+        );
         eventually(Duration::from_secs(10), "the series count", || async {
             let evs = events(&env, "default").await;
             assert_eq!(evs.len(), 1, "repeats must not create new Events");
@@ -64,12 +70,9 @@ async fn events_are_written_and_repeats_become_a_series() {
     assert!(folded.series.unwrap().last_observed_time.0 >= first.event_time.unwrap().0);
 
     // A different note is a different event.
-    recorder.publish_for(
+    recorder.publish(
         &cm,
-        EventType::Warning,
-        "Synced",
-        "Reconcile",
-        "failed to apply",
+        EventInfo::new(EventType::Warning, "Synced", "Reconcile").note("failed to apply"),
     );
     eventually(Duration::from_secs(10), "a second event", || async {
         (events(&env, "default").await.len() == 2).then_some(())
@@ -92,12 +95,9 @@ async fn cluster_scoped_objects_get_events_in_default() {
     let cancel = CancellationToken::new();
     let recorder =
         EventRecorder::spawn(env.client(), RecorderConfig::new("op", "i"), cancel.clone());
-    recorder.publish_for(
+    recorder.publish(
         &ns,
-        EventType::Normal,
-        "Created",
-        "Provision",
-        "namespace ready",
+        EventInfo::new(EventType::Normal, "Created", "Provision").note("namespace ready"),
     );
     let ev = eventually(Duration::from_secs(10), "the event", || async {
         events(&env, "default").await.into_iter().next()

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use controller_runtime::finalizer::{Event, FinalizerError, finalizer};
+use controller_runtime::finalizer::{FinalizerError, FinalizerEvent, finalizer};
 use controller_runtime::reconcile::Action;
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -30,7 +30,7 @@ async fn run(
 ) -> Result<Action, FinalizerError<std::io::Error>> {
     finalizer(api, F, Arc::new(obj), |event| async move {
         match event {
-            Event::Apply(cm) => {
+            FinalizerEvent::Apply(cm) => {
                 assert!(
                     cm.finalizers().iter().any(|f| f == F),
                     "apply sees the finalizer in place"
@@ -38,7 +38,7 @@ async fn run(
                 counts.applies.fetch_add(1, Ordering::SeqCst);
                 Ok(Action::requeue_after(Duration::from_secs(300)))
             }
-            Event::Cleanup(cm) => {
+            FinalizerEvent::Cleanup(cm) => {
                 assert!(cm.metadata.deletion_timestamp.is_some());
                 counts.cleanups.fetch_add(1, Ordering::SeqCst);
                 if fail_cleanup {
@@ -172,4 +172,83 @@ async fn removing_after_our_entry_moved_does_not_remove_another() {
     let err = run(&api, seen, &counts, false).await.unwrap_err();
     assert!(err.is_conflict(), "{err}");
     assert_eq!(api.get("moved").await.unwrap().finalizers(), [F, "third/y"]);
+}
+
+/// Runs the finalizer flow on `deleting` with a cleanup that first lets
+/// `meddle` change the object on the server (another writer racing us).
+async fn cleanup_with<M, Fut>(
+    api: &Api<ConfigMap>,
+    deleting: ConfigMap,
+    meddle: M,
+) -> Result<Action, FinalizerError<std::io::Error>>
+where
+    M: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    finalizer(api, F, Arc::new(deleting), |event| async move {
+        match event {
+            FinalizerEvent::Apply(_) => panic!("the object is being deleted"),
+            FinalizerEvent::Cleanup(_) => {
+                meddle().await;
+                Ok(Action::done())
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn removal_answered_404_because_the_object_is_gone_is_success() {
+    let env = TestEnv::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let mut cm = config_map("default", "vanishing");
+    cm.metadata.finalizers = Some(vec![F.into()]);
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    api.delete("vanishing", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleting = api.get("vanishing").await.unwrap();
+
+    // While we clean up, someone else clears the finalizers: the object is
+    // deleted before our removal write, which gets 404.
+    let result = cleanup_with(&api, deleting, || async {
+        let mut cleared = api.get("vanishing").await.unwrap();
+        cleared.metadata.finalizers = Some(vec![]);
+        api.replace("vanishing", &PostParams::default(), &cleared)
+            .await
+            .unwrap();
+        assert!(api.get_opt("vanishing").await.unwrap().is_none());
+    })
+    .await;
+    assert_eq!(result.unwrap(), Action::done());
+}
+
+#[tokio::test]
+async fn removal_conflict_with_our_finalizer_already_removed_is_success() {
+    let env = TestEnv::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let mut cm = config_map("default", "raced-removal");
+    cm.metadata.finalizers = Some(vec![F.into(), "other/keep".into()]);
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    api.delete("raced-removal", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleting = api.get("raced-removal").await.unwrap();
+
+    // Another writer removes our finalizer first: our guarded removal fails
+    // its test (the entry at our index is now another), but the finalizer
+    // is gone, which is what we wanted.
+    let result = cleanup_with(&api, deleting, || async {
+        let mut other = api.get("raced-removal").await.unwrap();
+        other.metadata.finalizers = Some(vec!["other/keep".into()]);
+        api.replace("raced-removal", &PostParams::default(), &other)
+            .await
+            .unwrap();
+    })
+    .await;
+    assert_eq!(result.unwrap(), Action::done());
+    assert_eq!(
+        api.get("raced-removal").await.unwrap().finalizers(),
+        ["other/keep"]
+    );
 }

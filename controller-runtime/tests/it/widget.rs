@@ -160,6 +160,8 @@ pub enum WidgetError {
     Api(#[from] kube_client::Error),
 }
 
+impl controller_runtime::reconcile::Terminal for WidgetError {}
+
 /// What the reconciler saw, for assertions.
 #[derive(Default)]
 pub struct Journal {

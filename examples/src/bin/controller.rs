@@ -4,7 +4,8 @@
 //! named `<name>-mirror` in its namespace, owned (as controller) by the
 //! source. The controller is `for` ConfigMaps (filtered by the label) and
 //! `owns` ConfigMaps, so editing or deleting a copy re-triggers its source,
-//! which repairs it; deleting the source removes the copy.
+//! which repairs it (and records a `Repaired` event); deleting the source
+//! removes the copy through the garbage collector, as on a cluster.
 //!
 //! With no cluster configured (no `KUBECONFIG` and no `~/.kube/config`) it
 //! starts an in-process envtest API server, runs a bounded demo against it
@@ -19,14 +20,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use controller_runtime::manager::{Cache, CacheError, Manager};
+use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
+use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use controller_runtime::kube_client;
+use controller_runtime::manager::CacheError;
 use controller_runtime::predicate::from_fn;
-use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
-use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube_client::Client;
-use kube_client::api::{Api, DeleteParams, PostParams};
-use tokio_util::sync::CancellationToken;
+use controller_runtime::prelude::*;
 
 const LABEL: &str = "mirror.example.com/enabled";
 
@@ -51,34 +50,35 @@ enum MirrorError {
     Api(#[from] kube_client::Error),
 }
 
-/// Keeps `<name>-mirror` equal to each labelled ConfigMap.
-struct Mirror {
-    client: Client,
-    cache: Cache,
-}
+/// Neither error is terminal: both are retried with backoff.
+impl Terminal for MirrorError {}
 
-impl Reconciler for Mirror {
+/// Keeps `<name>-mirror` equal to each labelled ConfigMap.
+struct Mirror;
+
+impl ObjectReconciler<ConfigMap> for Mirror {
     type Error = MirrorError;
 
-    async fn reconcile(&self, req: Request, _ctx: Context) -> Result<Action, MirrorError> {
-        let ns = req.namespace.as_deref().unwrap_or("default");
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
-        let name = mirror_name(&req.name);
-        let source = self.cache.get::<ConfigMap>(Some(ns), &req.name).await?;
-        let Some(source) = source.filter(|s| wants_mirror(s)) else {
-            // Gone or no longer labelled: remove the copy (a cluster's garbage
-            // collector would too, but envtest has none).
+    async fn reconcile(
+        &self,
+        source: Arc<ConfigMap>,
+        ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, MirrorError> {
+        let api = ctx.api();
+        let name = mirror_name(&source.name_any());
+        if !wants_mirror(&source) {
+            // No longer labelled: remove the copy.
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => tracing::info!(mirror = %name, "deleted mirror"),
                 Err(kube_client::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => return Err(e.into()),
             }
             return Ok(Action::done());
-        };
+        }
         let owner = OwnerReference {
             api_version: "v1".into(),
             kind: "ConfigMap".into(),
-            name: req.name.clone(),
+            name: source.name_any(),
             uid: source.metadata.uid.clone().unwrap_or_default(),
             controller: Some(true),
             block_owner_deletion: Some(true),
@@ -86,7 +86,7 @@ impl Reconciler for Mirror {
         let desired = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
-                namespace: Some(ns.into()),
+                namespace: source.metadata.namespace.clone(),
                 owner_references: Some(vec![owner]),
                 ..ObjectMeta::default()
             },
@@ -94,7 +94,7 @@ impl Reconciler for Mirror {
             binary_data: source.binary_data.clone(),
             ..ConfigMap::default()
         };
-        match self.cache.get::<ConfigMap>(Some(ns), &name).await? {
+        match ctx.cache().get::<ConfigMap>(ctx.namespace(), &name).await? {
             None => {
                 api.create(&PostParams::default(), &desired).await?;
                 tracing::info!(mirror = %name, "created mirror");
@@ -106,11 +106,19 @@ impl Reconciler for Mirror {
                 updated.metadata.resource_version = current.metadata.resource_version.clone();
                 api.replace(&name, &PostParams::default(), &updated).await?;
                 tracing::info!(mirror = %name, "updated mirror");
+                ctx.recorder().publish(
+                    source.as_ref(),
+                    EventInfo::normal("Repaired", "UpdateMirror")
+                        .note(format!("{name} follows its source again")),
+                );
             }
             Some(_) => {}
         }
         Ok(Action::done())
     }
+
+    // The source is gone: its mirror, owned by it, goes with it through the
+    // garbage collector (envtest runs one, as a cluster does).
 }
 
 async fn build_manager(
@@ -118,7 +126,7 @@ async fn build_manager(
     health: SocketAddr,
     metrics: SocketAddr,
 ) -> anyhow::Result<Manager> {
-    let mgr = Manager::builder(client.clone())
+    let mgr = Manager::builder(client)
         .health_addr(health)
         .metrics_addr(metrics)
         .graceful_shutdown_timeout(Duration::from_secs(10))
@@ -129,10 +137,7 @@ async fn build_manager(
         .with_event_filter(from_fn(wants_mirror))
         .owns::<ConfigMap>()
         .max_concurrent_reconciles(2)
-        .complete(Mirror {
-            client,
-            cache: mgr.cache().clone(),
-        })?;
+        .complete(Mirror)?;
     Ok(mgr)
 }
 
@@ -175,10 +180,15 @@ async fn demo() -> anyhow::Result<()> {
     let health = mgr.health_addr().context("health server enabled")?;
     let metrics = mgr.metrics_addr().context("metrics server enabled")?;
     println!("health on http://{health}/readyz, metrics on http://{metrics}/metrics");
-    let stop = CancellationToken::new();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
+        let mgr = mgr.clone();
+        async move {
+            mgr.run_until(async {
+                let _ = stopped.await;
+            })
+            .await
+        }
     });
 
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
@@ -251,7 +261,7 @@ async fn demo() -> anyhow::Result<()> {
         }
     }
 
-    stop.cancel();
+    let _ = stop.send(());
     run.await??;
     println!("\nshut down cleanly");
     Ok(())

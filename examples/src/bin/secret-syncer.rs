@@ -81,6 +81,9 @@ enum SyncError {
     Selector(#[from] informer_core::selector::SelectorError),
 }
 
+/// Every failure here is worth a retry with backoff.
+impl controller_runtime::reconcile::Terminal for SyncError {}
+
 /// Keeps the copies of one source Secret in step with it.
 struct Syncer {
     client: Client,

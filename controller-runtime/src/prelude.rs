@@ -1,0 +1,30 @@
+//! What a controller program uses, in one import:
+//! `use controller_runtime::prelude::*;`.
+//!
+//! The manager and its controllers, the typed and request-based reconcile,
+//! actions and terminal errors, events, finalizers, handlers and predicates,
+//! the common client types (`Api`, `Client`, patch and list parameters), the
+//! `Resource`/`ResourceExt` traits, and `Arc`.
+//!
+//! ```
+//! use controller_runtime::prelude::*;
+//! let action = Action::requeue_after(std::time::Duration::from_secs(60));
+//! assert!(action.requeue_after.is_some());
+//! ```
+
+pub use std::sync::Arc;
+
+pub use kube_client::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+pub use kube_client::{Api, Client, Resource, ResourceExt};
+
+pub use crate::CancellationToken;
+pub use crate::controller::{Controller, ControllerBuilder};
+pub use crate::events::{EventInfo, EventRecorder, EventType};
+pub use crate::finalizer::{FinalizerError, FinalizerEvent};
+pub use crate::handler::{EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler};
+pub use crate::manager::{Cache, ListOptions, Manager, ManagerError, Object};
+pub use crate::predicate::{GenerationChanged, Predicate};
+pub use crate::reconcile::{
+    Action, Context, ObjectContext, ObjectReconciler, Reconciler, Request, Terminal, TerminalError,
+};
+pub use crate::reconciler::Cleanup;
