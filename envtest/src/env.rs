@@ -18,6 +18,9 @@ pub const DEFAULT_HISTORY_WINDOW: usize = 4096;
 pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(5);
 /// Default largest accepted request body (as a real API server: 3 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// Default time a request may take before it is answered 504 Timeout (as a
+/// real API server's `--request-timeout`: one minute; watches are exempt).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Namespaces that exist from the start.
 pub const DEFAULT_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -65,6 +68,7 @@ pub struct TestEnvBuilder {
     history_window: usize,
     bookmark_interval: Duration,
     max_body_bytes: usize,
+    request_timeout: Duration,
     watch_buffer: usize,
     port: u16,
     bearer_token: Option<String>,
@@ -77,6 +81,7 @@ impl Default for TestEnvBuilder {
             history_window: DEFAULT_HISTORY_WINDOW,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
             watch_buffer: 8192,
             port: 0,
             bearer_token: None,
@@ -101,6 +106,13 @@ impl TestEnvBuilder {
     /// Largest accepted request body (413 beyond).
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
+        self
+    }
+
+    /// How long a request (other than a watch stream) may take, reading its
+    /// body included, before it is answered 504 Timeout.
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.request_timeout = d;
         self
     }
 
@@ -165,6 +177,7 @@ impl TestEnvBuilder {
             config: Config {
                 bookmark_interval: self.bookmark_interval,
                 max_body_bytes: self.max_body_bytes,
+                request_timeout: self.request_timeout,
                 addr: local.to_string(),
                 bearer_token: self.bearer_token.clone(),
             },
@@ -176,6 +189,7 @@ impl TestEnvBuilder {
         let app = router(server.clone());
         let token = shutdown.clone();
         tokio::spawn(async move {
+            let listener = crate::early_errors::StatusListener(listener);
             let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
             if let Err(e) = serve.await {
                 tracing::warn!(error = %e, "envtest server stopped with an error");

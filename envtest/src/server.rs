@@ -1,5 +1,5 @@
 //! The HTTP front of the server: the axum router, the fault/request-log
-//! middleware, request body limits, and URL parsing into a resource target
+//! middleware, request body limits, a per-request deadline, and URL parsing into a resource target
 //! (`/api/v1/...`, `/apis/{group}/{version}/...`, namespaced or not, with an
 //! optional name and subresource) that is dispatched to the read, write,
 //! delete and watch handlers.
@@ -25,6 +25,8 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// Longest a request may take until its answer starts (504 beyond).
+    pub request_timeout: Duration,
     /// `host:port` the server listens on.
     pub addr: String,
     /// When set, every request but health checks must carry
@@ -188,10 +190,24 @@ fn authorized(config: &Config, path: &str, headers: &HeaderMap) -> bool {
 }
 
 async fn handle(State(srv): State<Arc<Server>>, req: Request) -> Response {
-    match handle_inner(srv, req).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
+    let timeout = srv.config.request_timeout;
+    match tokio::time::timeout(timeout, handle_inner(srv, req)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => e.into_response(),
+        Err(_) => deadline_passed(timeout).into_response(),
     }
+}
+
+/// 504 Timeout for a request that did not complete within the deadline
+/// (a watch is answered at once and streams on, so only its start counts).
+fn deadline_passed(timeout: Duration) -> ApiError {
+    let mut e = ApiError::new(
+        504,
+        "Timeout",
+        format!("request did not complete within the allotted timeout of {timeout:?}"),
+    );
+    e.retry_after_seconds = Some(1);
+    e
 }
 
 fn percent_decode(s: &str) -> String {
