@@ -11,6 +11,7 @@ mod events;
 mod finalizer;
 mod leaderelection;
 mod manager;
+mod reconciler;
 mod shutdown;
 mod typed;
 mod widget;
