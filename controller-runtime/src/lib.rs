@@ -9,6 +9,7 @@
 
 pub mod client;
 pub mod controller;
+pub mod crd;
 pub mod events;
 pub mod finalizer;
 pub mod handler;
@@ -19,3 +20,10 @@ pub mod metrics;
 pub mod predicate;
 pub mod reconcile;
 pub mod workqueue;
+
+mod macro_support;
+#[doc(hidden)]
+pub use macro_support::__private;
+
+/// Derives a custom resource from its spec struct: see [`crd`] and `docs/macros.md`.
+pub use informer_macros::CustomResource;
