@@ -257,10 +257,10 @@ impl Rewriter<'_> {
 
         // `const` becomes a one-value enum.
         if let Some(c) = obj.remove("const") {
-            if !obj.contains_key("type") {
-                if let Some(t) = json_type(&c) {
-                    obj.insert("type".into(), t.into());
-                }
+            if !obj.contains_key("type")
+                && let Some(t) = json_type(&c)
+            {
+                obj.insert("type".into(), t.into());
             }
             obj.insert("enum".into(), Value::Array(vec![c]));
         }
@@ -352,15 +352,15 @@ impl Rewriter<'_> {
                 obj.insert("x-kubernetes-list-type".into(), "set".into());
             }
         }
-        if let Some(f) = obj.get("format").and_then(Value::as_str) {
-            if !KNOWN_FORMATS.contains(&f) {
-                obj.remove("format");
-            }
+        if let Some(f) = obj.get("format").and_then(Value::as_str)
+            && !KNOWN_FORMATS.contains(&f)
+        {
+            obj.remove("format");
         }
-        if let Some(Value::Array(req)) = obj.get("required") {
-            if req.is_empty() {
-                obj.remove("required");
-            }
+        if let Some(Value::Array(req)) = obj.get("required")
+            && req.is_empty()
+        {
+            obj.remove("required");
         }
         obj.retain(|k, _| KEPT.contains(&k.as_str()) || k.starts_with("x-kubernetes-"));
 
@@ -621,15 +621,14 @@ fn merge_same_property(a: Value, b: Value, path: &str) -> Result<Value, SchemaEr
     if let (Some(ea), Some(eb)) = (
         a.get("enum").and_then(Value::as_array),
         b.get("enum").and_then(Value::as_array),
-    ) {
-        if strip(&a) == strip(&b) {
-            let mut out = strip(&a);
-            let values = dedup(ea.iter().chain(eb).cloned().collect());
-            if let Some(o) = out.as_object_mut() {
-                o.insert("enum".into(), Value::Array(values));
-            }
-            return Ok(out);
+    ) && strip(&a) == strip(&b)
+    {
+        let mut out = strip(&a);
+        let values = dedup(ea.iter().chain(eb).cloned().collect());
+        if let Some(o) = out.as_object_mut() {
+            o.insert("enum".into(), Value::Array(values));
         }
+        return Ok(out);
     }
     if strip(&a) == strip(&b) {
         return Ok(strip(&a));

@@ -169,20 +169,20 @@ impl RawResource {
         let version = required(self.version, "version", &mut errors);
         let kind = required(self.kind, "kind", &mut errors);
 
-        if let Some(g) = &group {
-            if let Err(e) = names::check_group(g) {
-                errors.push(darling::Error::custom(e).with_span(&g.span()));
-            }
+        if let Some(g) = &group
+            && let Err(e) = names::check_group(g)
+        {
+            errors.push(darling::Error::custom(e).with_span(&g.span()));
         }
-        if let Some(v) = &version {
-            if let Err(e) = names::check_version(v) {
-                errors.push(darling::Error::custom(e).with_span(&v.span()));
-            }
+        if let Some(v) = &version
+            && let Err(e) = names::check_version(v)
+        {
+            errors.push(darling::Error::custom(e).with_span(&v.span()));
         }
-        if let Some(k) = &kind {
-            if let Err(e) = names::check_kind(k) {
-                errors.push(darling::Error::custom(e).with_span(&k.span()));
-            }
+        if let Some(k) = &kind
+            && let Err(e) = names::check_kind(k)
+        {
+            errors.push(darling::Error::custom(e).with_span(&k.span()));
         }
         let kind_str = kind
             .as_ref()

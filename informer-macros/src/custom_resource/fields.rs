@@ -26,14 +26,14 @@ const REASONS: &[&str] = &[
 
 impl CelRule {
     pub fn check(&self) -> darling::Result<()> {
-        if let Some(r) = &self.reason {
-            if !REASONS.contains(&r.as_str()) {
-                return Err(darling::Error::custom(format!(
-                    "reason must be one of {REASONS:?}{}",
-                    super::names::did_you_mean(r, REASONS)
-                ))
-                .with_span(&r.span()));
-            }
+        if let Some(r) = &self.reason
+            && !REASONS.contains(&r.as_str())
+        {
+            return Err(darling::Error::custom(format!(
+                "reason must be one of {REASONS:?}{}",
+                super::names::did_you_mean(r, REASONS)
+            ))
+            .with_span(&r.span()));
         }
         Ok(())
     }
@@ -145,13 +145,13 @@ impl FieldRules {
                 "list_map_key needs list_type = \"map\"",
             ));
         }
-        if let Some(mt) = &self.map_type {
-            if !["atomic", "granular"].contains(&mt.as_str()) {
-                errors.push(
-                    darling::Error::custom("map_type must be `atomic` or `granular`")
-                        .with_span(&mt.span()),
-                );
-            }
+        if let Some(mt) = &self.map_type
+            && !["atomic", "granular"].contains(&mt.as_str())
+        {
+            errors.push(
+                darling::Error::custom("map_type must be `atomic` or `granular`")
+                    .with_span(&mt.span()),
+            );
         }
         if self.exclusive_minimum.is_present() && self.minimum.is_none() {
             errors.push(
@@ -165,15 +165,13 @@ impl FieldRules {
                     .with_span(&self.exclusive_maximum.span()),
             );
         }
-        if let (Some(min), Some(max)) = (&self.minimum, &self.maximum) {
-            if let (Ok(a), Ok(b)) = (number(min), number(max)) {
-                if a.as_f64() > b.as_f64() {
-                    errors.push(
-                        darling::Error::custom("minimum is greater than maximum")
-                            .with_span(&min.span()),
-                    );
-                }
-            }
+        if let (Some(min), Some(max)) = (&self.minimum, &self.maximum)
+            && let (Ok(a), Ok(b)) = (number(min), number(max))
+            && a.as_f64() > b.as_f64()
+        {
+            errors.push(
+                darling::Error::custom("minimum is greater than maximum").with_span(&min.span()),
+            );
         }
         for (lo, hi, what) in [
             (
@@ -192,10 +190,10 @@ impl FieldRules {
                 "min_properties is greater than max_properties",
             ),
         ] {
-            if let (Some(lo), Some(hi)) = (lo, hi) {
-                if lo > hi {
-                    errors.push(darling::Error::custom(what));
-                }
+            if let (Some(lo), Some(hi)) = (lo, hi)
+                && lo > hi
+            {
+                errors.push(darling::Error::custom(what));
             }
         }
         for v in &self.validations {
