@@ -276,7 +276,7 @@ impl LeaderElector {
             let limit = self.inner.config.renew_deadline;
             let attempt = tokio::select! {
                 _ = cancel.cancelled() => return None,
-                r = tokio::time::timeout(limit, self.try_acquire_or_renew(started)) => r,
+                r = tokio::time::timeout(limit, self.try_acquire_or_renew()) => r,
             };
             match attempt {
                 Ok(Ok(Attempt::Held)) => return Some(started),
@@ -311,7 +311,7 @@ impl LeaderElector {
             let started = Instant::now();
             let attempt = tokio::select! {
                 _ = cancel.cancelled() => return Ok(()),
-                r = tokio::time::timeout_at(deadline, self.try_acquire_or_renew(started)) => r,
+                r = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()) => r,
             };
             match attempt {
                 Ok(Ok(Attempt::Held)) => {
@@ -391,16 +391,25 @@ impl LeaderElector {
 
     /// One attempt: read the lease; create it, take it over or renew it when
     /// the rules allow.
-    async fn try_acquire_or_renew(&self, now: Instant) -> Result<Attempt, LeaderElectionError> {
+    ///
+    /// Every observation is stamped with the local time at which the read or
+    /// write that produced it *returned*, never when it was sent: a follower
+    /// whose GET took seconds must count the lease's duration from the
+    /// answer, or a slow read would shorten its wait and let it take over
+    /// while the old leader still leads. (The leader's own renew deadline is
+    /// counted from when the renewal was sent, the safe side for it.)
+    async fn try_acquire_or_renew(&self) -> Result<Attempt, LeaderElectionError> {
         let cfg = &self.inner.config;
         let lock = &self.inner.lock;
         let duration_secs = cfg.lease_duration_seconds();
-        let Some(current) = lock.get().await? else {
+        let read = lock.get().await?;
+        let now = Instant::now();
+        let Some(current) = read else {
             let spec = lock::next_spec(None, &cfg.identity, duration_secs, jiff::Timestamp::now());
             let lease = lock::new_lease(&cfg.lease_namespace, &cfg.lease_name, spec);
             return match lock.create(lease).await {
                 Ok(created) => {
-                    self.observe(created, now);
+                    self.observe(created, Instant::now());
                     Ok(Attempt::Held)
                 }
                 Err(LeaderElectionError::Conflict { .. }) => Ok(Attempt::Raced),
@@ -422,7 +431,7 @@ impl LeaderElector {
         ));
         match lock.update(lease).await {
             Ok(updated) => {
-                self.observe(updated, now);
+                self.observe(updated, Instant::now());
                 Ok(Attempt::Held)
             }
             Err(LeaderElectionError::Conflict { .. }) => Ok(Attempt::Raced),

@@ -65,5 +65,12 @@ pub mod manager;
 pub mod metrics;
 pub mod predicate;
 pub mod prelude;
+pub mod rbac;
 pub mod reconcile;
+pub mod reconciler;
 pub mod workqueue;
+
+/// Derives a reconciler's controller registration, finalizer flow and
+/// least-privilege RBAC role from `#[reconciler(...)]`: see [`reconciler`],
+/// [`rbac`] and `docs/macros.md`.
+pub use informer_macros::Reconciler;

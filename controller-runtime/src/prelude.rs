@@ -27,3 +27,4 @@ pub use crate::predicate::{GenerationChanged, Predicate};
 pub use crate::reconcile::{
     Action, Context, ObjectContext, ObjectReconciler, Reconciler, Request, Terminal, TerminalError,
 };
+pub use crate::reconciler::Cleanup;

@@ -95,6 +95,7 @@ pub fn prepare(obj: &mut Value) -> Result<(), ApiError> {
         ));
     }
     let storage = storage[0].to_string();
+    crate::schema::check_crd_schemas(obj)?;
     for (i, v) in versions.iter().enumerate() {
         let vn = text(v, &["name"]);
         if vn.is_empty() || crate::validation::name_problem(vn, NameRule::Label).is_some() {

@@ -19,6 +19,9 @@ pub const DEFAULT_HISTORY_WINDOW: usize = 4096;
 pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(5);
 /// Default largest accepted request body (as a real API server: 3 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// Default time a request may take before it is answered 504 Timeout (as a
+/// real API server's `--request-timeout`: one minute; watches are exempt).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Namespaces that exist from the start.
 pub const DEFAULT_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -66,6 +69,7 @@ pub struct TestEnvBuilder {
     history_window: usize,
     bookmark_interval: Duration,
     max_body_bytes: usize,
+    request_timeout: Duration,
     watch_buffer: usize,
     port: u16,
     bearer_token: Option<String>,
@@ -80,6 +84,7 @@ impl Default for TestEnvBuilder {
             history_window: DEFAULT_HISTORY_WINDOW,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
             watch_buffer: 8192,
             port: 0,
             bearer_token: None,
@@ -106,6 +111,13 @@ impl TestEnvBuilder {
     /// Largest accepted request body (413 beyond).
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
+        self
+    }
+
+    /// How long a request (other than a watch stream) may take, reading its
+    /// body included, before it is answered 504 Timeout.
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.request_timeout = d;
         self
     }
 
@@ -194,9 +206,11 @@ impl TestEnvBuilder {
             store,
             registry: Registry::with_builtins(),
             ips: Default::default(),
+            authz: Default::default(),
             config: Config {
                 bookmark_interval: self.bookmark_interval,
                 max_body_bytes: self.max_body_bytes,
+                request_timeout: self.request_timeout,
                 addr: local.to_string(),
                 bearer_token: self.bearer_token.clone(),
             },
@@ -208,6 +222,7 @@ impl TestEnvBuilder {
         let app = router(server.clone());
         let token = shutdown.clone();
         tokio::spawn(async move {
+            let listener = crate::early_errors::StatusListener(listener);
             let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
             if let Err(e) = serve.await {
                 tracing::warn!(error = %e, "envtest server stopped with an error");
@@ -395,6 +410,40 @@ impl TestEnv {
             self.base_url.parse().unwrap_or_default(),
             self.server.config.bearer_token.as_deref(),
         )
+    }
+
+    /// A client acting as service account `namespace/name`: its requests
+    /// are authorized by the Roles, ClusterRoles and bindings stored in this
+    /// server (403 Forbidden for anything no binding grants), while
+    /// [`TestEnv::client`] stays unrestricted. See
+    /// [`TestEnv::client_with_cluster_role`] to create the role and binding
+    /// in one step.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use k8s_openapi::api::core::v1::Secret;
+    /// let env = envtest::TestEnv::start().await?;
+    /// let client = env.service_account_client("default", "reader")?;
+    /// let secrets: kube_client::Api<Secret> = kube_client::Api::default_namespaced(client);
+    /// let denied = secrets.list(&Default::default()).await.unwrap_err();
+    /// assert!(matches!(denied, kube_client::Error::Api(s) if s.code == 403));
+    /// # Ok(()) }
+    /// ```
+    pub fn service_account_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<kube_client::Client, Error> {
+        let token = format!("sa-{}", uuid::Uuid::new_v4());
+        self.server.authz.add_token(
+            token.clone(),
+            crate::authz::UserInfo::service_account(namespace, name),
+        );
+        let config = client_config(self.base_url.parse().unwrap_or_default(), Some(&token));
+        kube_client::Client::try_from(config).map_err(|e| Error::Client {
+            url: self.base_url.clone(),
+            message: e.to_string(),
+        })
     }
 
     /// `http://127.0.0.1:PORT`.

@@ -27,6 +27,15 @@ pub enum Error {
         /// What kube-client said.
         message: String,
     },
+    /// Setting up test fixtures through the API (such as a role and its
+    /// binding) failed.
+    #[error("could not {what}: {source}")]
+    Setup {
+        /// What was being set up.
+        what: String,
+        /// The client error, with the API `Status` when there was one.
+        source: kube_client::Error,
+    },
     /// Writing a file (such as a kubeconfig) failed.
     #[error("could not write {path}: {source}")]
     Io {
@@ -177,6 +186,31 @@ impl ApiError {
             kind: kind.to_string(),
         }));
         e
+    }
+
+    /// 422 Invalid listing several field causes (at least one).
+    pub fn invalid_causes(kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let summary: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let message = match summary.as_slice() {
+            [one] => format!("{kind} \"{name}\" is invalid: {one}"),
+            many => format!("{kind} \"{name}\" is invalid: [{}]", many.join(", ")),
+        };
+        let mut e = Self::new(422, "Invalid", message);
+        e.causes = causes;
+        e.details = Some(Box::new(Details {
+            name: name.to_string(),
+            group: String::new(),
+            kind: kind.to_string(),
+        }));
+        e
+    }
+
+    /// 413 RequestEntityTooLarge.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(413, "RequestEntityTooLarge", message)
     }
 
     /// 504 Timeout for a resource version the server has not reached yet.

@@ -24,13 +24,17 @@
 //! # Ok(()) }
 //! ```
 
+mod authz;
 mod crd;
 mod crud;
 mod defaults;
 mod discovery;
+mod early_errors;
 mod env;
+mod env_rbac;
 mod error;
 mod faults;
+mod limits;
 mod objects;
 mod openapi;
 mod owners;
@@ -46,7 +50,7 @@ mod watch;
 
 pub use env::{
     DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_WINDOW, DEFAULT_MAX_BODY_BYTES, DEFAULT_NAMESPACES,
-    TestEnv, TestEnvBuilder, kubeconfig_yaml, kubeconfig_yaml_with_token,
+    DEFAULT_REQUEST_TIMEOUT, TestEnv, TestEnvBuilder, kubeconfig_yaml, kubeconfig_yaml_with_token,
 };
 pub use error::{ApiError, Cause, Details, Error};
 pub use faults::{FailureRule, Faults, RequestRecord};

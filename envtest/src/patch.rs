@@ -50,11 +50,48 @@ pub fn merge_patch(doc: &mut Value, patch: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Apply a JSON patch; a failing operation (including `test`) is 422.
+/// Apply a JSON patch; a failing operation (including `test`) is 422. The
+/// caller passes a copy of the object (a failed patch leaves that copy
+/// half-patched). Operation count and copied bytes are bounded (413, see
+/// [`crate::limits`]).
 pub fn json_patch(doc: &mut Value, patch: &Value, kind: &str, name: &str) -> Result<(), ApiError> {
+    if let Some(ops) = patch.as_array() {
+        crate::limits::check_patch_operations(ops.len())?;
+    }
     let ops: json_patch::Patch = serde_json::from_value(patch.clone())
         .map_err(|e| ApiError::bad_request(format!("the JSON patch is malformed: {e}")))?;
-    json_patch::patch(doc, &ops).map_err(|e| {
+    let mut budget = crate::limits::CopyBudget::default();
+    let applied = ops.0.iter().enumerate().try_for_each(|(i, op)| {
+        if let json_patch::PatchOperation::Copy(c) = op
+            && let Some(v) = doc.pointer(c.from.as_str())
+        {
+            budget.spend(v, c.path.count())?;
+        }
+        json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|mut e| {
+            e.operation = i;
+            PatchFailure::Op(e)
+        })?;
+        Ok::<(), PatchFailure>(())
+    });
+    applied.map_err(|f| match f {
+        PatchFailure::Limit(e) => e,
+        PatchFailure::Op(e) => op_failed(e, kind, name),
+    })
+}
+
+enum PatchFailure {
+    Limit(ApiError),
+    Op(json_patch::PatchError),
+}
+
+impl From<ApiError> for PatchFailure {
+    fn from(e: ApiError) -> Self {
+        PatchFailure::Limit(e)
+    }
+}
+
+fn op_failed(e: json_patch::PatchError, kind: &str, name: &str) -> ApiError {
+    {
         let mut err = ApiError::new(
             422,
             "Invalid",
@@ -66,7 +103,7 @@ pub fn json_patch(doc: &mut Value, patch: &Value, kind: &str, name: &str) -> Res
             field: e.path.to_string(),
         });
         err
-    })
+    }
 }
 
 fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {

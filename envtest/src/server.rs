@@ -1,5 +1,5 @@
 //! The HTTP front of the server: the axum router, the fault/request-log
-//! middleware, request body limits, and URL parsing into a resource target
+//! middleware, request body limits, a per-request deadline, and URL parsing into a resource target
 //! (`/api/v1/...`, `/apis/{group}/{version}/...`, namespaced or not, with an
 //! optional name and subresource) that is dispatched to the read, write,
 //! delete and watch handlers.
@@ -25,6 +25,8 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// Longest a request may take until its answer starts (504 beyond).
+    pub request_timeout: Duration,
     /// `host:port` the server listens on.
     pub addr: String,
     /// When set, every request but health checks must carry
@@ -44,6 +46,8 @@ pub struct Server {
     pub config: Config,
     /// ClusterIPs handed to Services.
     pub ips: crate::defaults::IpAllocator,
+    /// Service-account tokens, authorized by the stored RBAC objects.
+    pub authz: crate::authz::Authz,
 }
 
 /// Decoded query parameters.
@@ -143,18 +147,24 @@ async fn fault_layer(State(srv): State<Arc<Server>>, req: Request, next: Next) -
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
-    let resp = if !authorized(&srv.config, &path, req.headers()) {
-        ApiError::new(
+    let denied = match srv.authz.identify(req.headers()) {
+        Some(user) => srv
+            .authz
+            .authorize(&srv.store, &user, &method, &path, &query)
+            .err(),
+        None if !authorized(&srv.config, &path, req.headers()) => Some(ApiError::new(
             401,
             "Unauthorized",
             "Unauthorized: a valid bearer token is required",
-        )
-        .into_response()
-    } else {
-        match srv.faults.before(&method, &path, &query).await {
+        )),
+        None => None,
+    };
+    let resp = match denied {
+        Some(e) => e.into_response(),
+        None => match srv.faults.before(&method, &path, &query).await {
             Some(e) => e.into_response(),
             None => next.run(req).await,
-        }
+        },
     };
     srv.faults.record(RequestRecord {
         method,
@@ -180,10 +190,24 @@ fn authorized(config: &Config, path: &str, headers: &HeaderMap) -> bool {
 }
 
 async fn handle(State(srv): State<Arc<Server>>, req: Request) -> Response {
-    match handle_inner(srv, req).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
+    let timeout = srv.config.request_timeout;
+    match tokio::time::timeout(timeout, handle_inner(srv, req)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => e.into_response(),
+        Err(_) => deadline_passed(timeout).into_response(),
     }
+}
+
+/// 504 Timeout for a request that did not complete within the deadline
+/// (a watch is answered at once and streams on, so only its start counts).
+fn deadline_passed(timeout: Duration) -> ApiError {
+    let mut e = ApiError::new(
+        504,
+        "Timeout",
+        format!("request did not complete within the allotted timeout of {timeout:?}"),
+    );
+    e.retry_after_seconds = Some(1);
+    e
 }
 
 fn percent_decode(s: &str) -> String {

@@ -1,6 +1,8 @@
 //! Server-side table output (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`),
-//! which `kubectl get` asks for: a Name and Age column, plus a custom
-//! resource's `additionalPrinterColumns`. Each row carries the object's
+//! which `kubectl get` asks for: a Name column, then a custom resource's
+//! `additionalPrinterColumns` or, when it declares none (and for built-in
+//! kinds), an Age column — as the API server does, so a CRD that declares
+//! its own Age column shows it once. Each row carries the object's
 //! metadata so kubectl can show namespaces and labels.
 
 use crate::objects::{json_response, value_response};
@@ -40,7 +42,9 @@ fn columns(info: &ResourceInfo) -> Value {
             json!({"name": name, "type": ty, "format": "", "description": "", "priority": 0}),
         );
     }
-    cols.push(json!({"name": "Age", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}));
+    if info.printer_columns.is_empty() {
+        cols.push(json!({"name": "Age", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}));
+    }
     Value::Array(cols)
 }
 
@@ -59,9 +63,11 @@ fn row(info: &ResourceInfo, v: &Value) -> Value {
         };
         cells.push(cell);
     }
-    cells.push(Value::String(age(meta["creationTimestamp"]
-        .as_str()
-        .unwrap_or(""))));
+    if info.printer_columns.is_empty() {
+        cells.push(Value::String(age(meta["creationTimestamp"]
+            .as_str()
+            .unwrap_or(""))));
+    }
     json!({
         "cells": cells,
         "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta},

@@ -185,6 +185,7 @@ spec:
     subresources: {status: {}}
     additionalPrinterColumns:
     - {name: Color, type: string, jsonPath: .spec.color}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
 YAML
 cat >"$WORK/widgets.yaml" <<'YAML'
 apiVersion: example.com/v1
@@ -205,6 +206,9 @@ expect_contains "custom resources are created" "widget.example.com/sprocket crea
 out=$(kubectl get widgets)
 expect_contains "get widgets shows printer columns" "COLOR" "$out"
 expect_contains "get widgets shows the color" "red" "$out"
+[ "$(kubectl get widgets | head -1 | grep -o AGE | wc -l)" -eq 1 ] || fail "AGE column shown more than once:
+$(kubectl get widgets)"
+pass "a CRD's own Age column is shown once"
 out=$(kubectl get wd -l size=small -o name)
 [ "$out" = "widget.example.com/gear" ] || fail "short name + label selector gave [$out]"
 pass "short name and label selector for custom resources"
@@ -221,6 +225,74 @@ pass "custom resource delete"
 kubectl delete crd widgets.example.com >/dev/null
 if kubectl get widgets >"$WORK/nocrd.out" 2>&1; then fail "widgets still served after CRD deletion"; fi
 pass "deleting the CRD stops serving its resource"
+
+# What a real API server refuses, envtest refuses.
+cat >"$WORK/typo.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: typo}
+dta: {color: red}
+YAML
+if kubectl create -f "$WORK/typo.yaml" >"$WORK/typo.out" 2>&1; then fail "a ConfigMap with an unknown field was created"; fi
+expect_contains "create refuses unknown fields (fieldValidation=Strict)" 'unknown field "dta"' "$(cat "$WORK/typo.out")"
+cat >"$WORK/mistyped.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: mistyped}
+data: {count: 5}
+YAML
+if kubectl create -f "$WORK/mistyped.yaml" >"$WORK/mistyped.out" 2>&1; then fail "a ConfigMap with a number in data was created"; fi
+expect_contains "create refuses a mistyped field with its path" "data.count" "$(cat "$WORK/mistyped.out")"
+if kubectl patch configmap web-config --type merge -p '{"metadata":{"uid":"changed"}}' >"$WORK/uid.out" 2>&1; then fail "uid was changed"; fi
+expect_contains "uid is immutable" "field is immutable" "$(cat "$WORK/uid.out")"
+if kubectl patch configmap web-config --type merge -p '{"metadata":{"labels":{"-bad/key/x":"v"}}}' >"$WORK/label.out" 2>&1; then fail "a malformed label key was accepted"; fi
+expect_contains "malformed label keys are refused" "metadata.labels" "$(cat "$WORK/label.out")"
+cat >"$WORK/gadgets.yaml" <<'YAML'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              name: {type: string, pattern: '^[a-z]+$'}
+              replicas: {type: integer, default: 1}
+YAML
+kubectl create -f "$WORK/gadgets.yaml" >/dev/null
+kubectl wait --for condition=established --timeout=10s crd/gadgets.example.com >/dev/null
+if kubectl create -f - >"$WORK/pattern.out" 2>&1 <<'YAML'
+apiVersion: example.com/v1
+kind: Gadget
+metadata: {name: upper}
+spec: {name: UPPER-123}
+YAML
+then fail "a value not matching the schema pattern was accepted"; fi
+expect_contains "schema pattern is enforced" "spec.name" "$(cat "$WORK/pattern.out")"
+kubectl create -f - >/dev/null <<'YAML'
+apiVersion: example.com/v1
+kind: Gadget
+metadata: {name: lower}
+spec: {name: lower}
+YAML
+out=$(kubectl get gadget lower -o jsonpath='{.spec.replicas}')
+[ "$out" = "1" ] || fail "schema default not applied: [$out]"
+pass "schema defaults are applied"
+sed 's/name: gadgets.example.com/name: cels.example.com/; s/plural: gadgets, singular: gadget, kind: Gadget/plural: cels, singular: cel, kind: Cel/; s/            type: object$/            type: object\n            x-kubernetes-validations: [{rule: "self.replicas < 10"}]/' \
+  "$WORK/gadgets.yaml" >"$WORK/cel.yaml"
+if kubectl create -f "$WORK/cel.yaml" >"$WORK/cel.out" 2>&1; then fail "a CRD with CEL rules envtest cannot enforce was accepted"; fi
+expect_contains "CEL rules are refused, not ignored" "x-kubernetes-validations" "$(cat "$WORK/cel.out")"
 
 # Deleting a namespace deletes its contents.
 kubectl delete namespace team-a >/dev/null

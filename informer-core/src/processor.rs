@@ -201,7 +201,10 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
     /// `on_add(obj, true)` (the cache replay for a late handler), before any
     /// notification distributed after this call. Its first resync is due one
     /// `resync_period` from now. If the processor runs, the listener's task
-    /// starts at once; otherwise when [`run`](Self::run) is called.
+    /// starts at once; otherwise when [`run`](Self::run) is called. On a
+    /// stopped processor nothing is added: the returned stats already say
+    /// the listener is removed, so a sync wait on it ends instead of waiting
+    /// for a replay nobody will deliver.
     pub fn add_listener(
         &self,
         handler: Arc<dyn ResourceEventHandler<K>>,
@@ -213,6 +216,10 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
         let mut state = self.state.lock();
         let id = state.next_id;
         state.next_id += 1;
+        if state.stopped {
+            stats.removed.store(true, Ordering::Release);
+            return (id, stats);
+        }
         let mut queued = 0;
         for obj in initial {
             stats.initial_pending.fetch_add(1, Ordering::AcqRel);

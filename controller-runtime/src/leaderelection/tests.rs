@@ -22,12 +22,15 @@ struct Store {
 }
 
 /// One candidate's view of the shared store; `down` makes its calls fail,
-/// `hang` makes them never answer.
+/// `hang` makes them never answer, `slow_gets` holds delays for its next
+/// reads (each read waits its delay, then reads the store: the server
+/// answers late with the state at answer time).
 #[derive(Clone)]
 struct FakeLock {
     store: Arc<Store>,
     down: Arc<AtomicBool>,
     hang: Arc<AtomicBool>,
+    slow_gets: Arc<Mutex<std::collections::VecDeque<Duration>>>,
 }
 
 impl FakeLock {
@@ -36,6 +39,7 @@ impl FakeLock {
             store: store.clone(),
             down: Arc::default(),
             hang: Arc::default(),
+            slow_gets: Arc::default(),
         }
     }
     async fn gate(&self, op: &'static str) -> Result<(), LeaderElectionError> {
@@ -63,6 +67,10 @@ impl LeaseLock for FakeLock {
     fn get(&self) -> BoxFuture<'_, Result<Option<Lease>, LeaderElectionError>> {
         Box::pin(async move {
             self.gate("get").await?;
+            let delay = self.slow_gets.lock().pop_front();
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
             Ok(self.store.lease.lock().clone())
         })
     }
@@ -552,3 +560,5 @@ async fn a_hung_acquire_attempt_is_abandoned_and_retried() {
     ca.cancel();
     ra.await.unwrap().unwrap();
 }
+
+mod slow_reads;

@@ -17,7 +17,9 @@
 //! 4. on shutdown (the token, or SIGTERM/SIGINT with
 //!    [`Manager::run_until_signal`]) stops taking work, lets in-flight
 //!    reconciles finish within the graceful-shutdown timeout, releases the
-//!    lease, then stops the informers and servers.
+//!    lease, then stops the informers and servers. Leadership is still
+//!    watched while draining: a lease lost then aborts the in-flight
+//!    reconciles at once and `run` returns [`ManagerError::LeadershipLost`].
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -48,6 +50,7 @@
 
 mod builder;
 mod cache;
+mod drain;
 mod recorder;
 mod runnable;
 mod server;
@@ -446,9 +449,16 @@ impl Manager {
 
         let deadline = deadline_for(self.inner.graceful_shutdown_timeout);
         let mut unfinished = Vec::new();
-        // 1. Controllers stop taking work and finish what is in flight.
+        // 1. Controllers stop taking work and finish what is in flight,
+        // unless the lease is lost meanwhile (then they are aborted at once).
         leader_stop.cancel();
-        unfinished.extend(leader_tasks.drain(deadline).await);
+        let leading_now = leading.as_mut().filter(|_| leader_started);
+        let drained = drain::drain_leader_tasks(&mut leader_tasks, deadline, leading_now).await;
+        unfinished.extend(drained.unfinished);
+        let result = match (result, drained.lost) {
+            (Ok(()), Some(lost)) => Err(ManagerError::LeadershipLost(lost)),
+            (result, _) => result,
+        };
         // 2. The other runnables.
         others_stop.cancel();
         unfinished.extend(others.drain(deadline).await);

@@ -20,6 +20,8 @@ use super::queue::Queue;
 impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
     /// Adds `item` once `delay` has passed; `Duration::ZERO` adds now. If the
     /// item is already pending, the earlier of its ready times is kept.
+    /// Every call counts one retry in `workqueue_retries_total`, as in
+    /// client-go.
     ///
     /// ```
     /// use std::time::Duration;
@@ -35,6 +37,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
     /// # }
     /// ```
     pub fn add_after(&self, item: T, delay: Duration) {
+        self.count_retry();
         self.insert(item, Priority::NORMAL, delay);
     }
 }

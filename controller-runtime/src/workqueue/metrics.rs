@@ -32,7 +32,8 @@ pub const UNFINISHED_WORK_SECONDS: &str = "workqueue_unfinished_work_seconds";
 /// `workqueue_longest_running_processor_seconds`: age of the oldest work in
 /// progress.
 pub const LONGEST_RUNNING_PROCESSOR_SECONDS: &str = "workqueue_longest_running_processor_seconds";
-/// `workqueue_retries_total`: rate-limited adds.
+/// `workqueue_retries_total`: delayed re-adds (every `add_after`, every
+/// rate-limited add), as client-go counts them.
 pub const RETRIES_TOTAL: &str = "workqueue_retries_total";
 
 /// The label names of every workqueue metric.
@@ -60,7 +61,7 @@ pub trait QueueMetrics: Send + Sync {
     fn set_unfinished_work(&self, _seconds: f64) {}
     /// Seconds the longest-running item being processed has run.
     fn set_longest_running_processor(&self, _seconds: f64) {}
-    /// A rate-limited add.
+    /// A delayed or rate-limited re-add.
     fn inc_retries(&self) {}
 }
 

@@ -8,8 +8,8 @@ use prometheus::{Encoder, Registry, TextEncoder};
 use tokio::time::advance;
 
 use super::*;
-use crate::workqueue::Queue;
 use crate::workqueue::test_support::soon;
+use crate::workqueue::{AddOptions, Queue};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -191,4 +191,35 @@ async fn noop_provider_reports_nothing_and_the_queue_still_works() {
     let m = NoopMetricsProvider.queue_metrics("x");
     m.inc_adds();
     m.set_depth(3);
+}
+
+/// client-go counts a retry on every `AddAfter` (zero delay included) and on
+/// every rate-limited add, once; a delayed add to a shut-down queue is
+/// dropped and not counted.
+#[tokio::test(start_paused = true)]
+async fn retries_count_every_delayed_add_not_only_rate_limited_ones() {
+    let registry = Registry::new();
+    let provider = Arc::new(PrometheusMetricsProvider::new(&registry).unwrap());
+    let q: Queue<&str> = Queue::builder().name("r").metrics(provider).build();
+    let retries = || value(&scrape(&registry), RETRIES_TOTAL, "r");
+    q.add("plain");
+    assert_eq!(retries(), Some(0.0), "a plain add is not a retry");
+    q.add_after("later", 5 * SEC);
+    assert_eq!(retries(), Some(1.0), "add_after counts");
+    q.add_after("now", Duration::ZERO);
+    assert_eq!(retries(), Some(2.0), "a zero-delay add_after counts too");
+    q.add_rate_limited("failed");
+    assert_eq!(retries(), Some(3.0), "a rate-limited add counts once");
+    q.add_with("opt", AddOptions::new().after(SEC));
+    q.add_with("opt-rl", AddOptions::new().rate_limited());
+    assert_eq!(
+        retries(),
+        Some(5.0),
+        "delayed and rate-limited add_with count"
+    );
+    q.add_with("opt-now", AddOptions::new());
+    assert_eq!(retries(), Some(5.0), "an immediate add_with does not");
+    q.shut_down();
+    q.add_after("dropped", SEC);
+    assert_eq!(retries(), Some(5.0), "adds after shut down are dropped");
 }

@@ -126,6 +126,10 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
         if opts.rate_limited {
             delay = delay.max(self.rate_limited_delay(&item));
         }
+        if opts.rate_limited || !opts.after.is_zero() {
+            // A delayed or rate-limited add is a retry, as `add_after` is.
+            self.count_retry();
+        }
         self.insert(item, opts.priority, delay);
     }
 }

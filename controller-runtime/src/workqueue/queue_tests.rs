@@ -178,6 +178,22 @@ async fn get_is_cancel_safe() {
     assert_eq!(soon(q.get()).await, Some(1));
 }
 
+/// A `get` that was woken for an item and then cancelled before it took the
+/// item must not swallow the wake-up: another waiting `get` gets the item.
+#[tokio::test(start_paused = true)]
+async fn a_woken_get_cancelled_before_taking_passes_the_item_on() {
+    use std::task::Poll;
+    let q = Queue::new();
+    let mut first = Box::pin(q.get());
+    let mut second = Box::pin(q.get());
+    assert_eq!(futures::poll!(first.as_mut()), Poll::Pending);
+    assert_eq!(futures::poll!(second.as_mut()), Poll::Pending);
+    q.add(1); // wakes one waiter: the first
+    drop(first); // cancelled after its wake-up, before it ran
+    assert_eq!(soon(second).await, Some(1));
+    assert_eq!(q.processing(), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn ready_items_are_served_by_priority_then_fifo() {
     let q = Queue::new();

@@ -16,7 +16,8 @@ use super::queue::Queue;
 
 impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
     /// Adds `item` after the delay the rate limiter gives it (which also
-    /// counts a failure for it) and counts a retry in the metrics.
+    /// counts a failure for it) and counts one retry in the metrics, as
+    /// [`Queue::add_after`] does.
     ///
     /// ```
     /// use std::time::Duration;
@@ -39,16 +40,25 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
     /// ```
     pub fn add_rate_limited(&self, item: T) {
         let delay = self.rate_limited_delay(&item);
+        self.count_retry();
         self.insert(item, Priority::NORMAL, delay);
     }
 
-    /// The limiter's delay for `item`; counts a retry in the metrics.
+    /// The limiter's delay for `item` (the limiter counts a failure).
     pub(super) fn rate_limited_delay(&self, item: &T) -> Duration {
-        let delay = self.shared().limiter.when(item);
-        if let Some(metrics) = &self.shared().metrics {
+        self.shared().limiter.when(item)
+    }
+
+    /// Counts a delayed re-add in `workqueue_retries_total`, as client-go's
+    /// delaying queue does on every `AddAfter` (not only rate-limited ones);
+    /// nothing is counted once the queue is shutting down, because the add
+    /// is dropped.
+    pub(super) fn count_retry(&self) {
+        if let Some(metrics) = &self.shared().metrics
+            && !self.is_shutting_down()
+        {
             metrics.inc_retries();
         }
-        delay
     }
 
     /// Clears the limiter's failure history for `item` (it succeeded). It

@@ -4,12 +4,14 @@
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod chaos;
 mod client;
 mod controller;
 mod events;
 mod finalizer;
 mod leaderelection;
 mod manager;
+mod shutdown;
 mod typed;
 mod widget;
 

@@ -131,6 +131,10 @@ async fn replica(
     mgr
 }
 
+fn reconciles_of(cluster: &Cluster, id: &str) -> usize {
+    cluster.reconciles.lock().get(id).copied().unwrap_or(0)
+}
+
 /// Touches every widget every 50 ms so both replicas have work on offer.
 fn churn(env: &TestEnv, names: Vec<String>) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let stop = CancellationToken::new();
@@ -175,8 +179,26 @@ async fn leader_election_hands_over(release: bool) {
         cm_data(&client, "le3").await.is_some()
     })
     .await;
+    let a_before = reconciles_of(&cluster, "replica-a");
     let (stop_churn, churn_task) = churn(&env, names);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The follower had every chance to reconcile: its own cache has seen
+    // several rounds of changes while the leader reconciled them.
+    wait_until(
+        LONG,
+        "the follower sees the churn the leader reconciles",
+        || async {
+            let round = b
+                .cache()
+                .get::<Widget>(Some(NS), "le0")
+                .await
+                .ok()
+                .flatten()
+                .and_then(|w| w.spec.data.get("round").and_then(|r| r.parse::<u32>().ok()))
+                .unwrap_or(0);
+            round >= 3 && reconciles_of(&cluster, "replica-a") >= a_before + 8
+        },
+    )
+    .await;
     assert_eq!(
         cluster.reconciles.lock().get("replica-b"),
         None,
@@ -207,13 +229,7 @@ async fn leader_election_hands_over(release: bool) {
         "takeover took {takeover:?}, limit {limit:?}"
     );
     wait_until(LONG, "replica-b reconciles", || async {
-        cluster
-            .reconciles
-            .lock()
-            .get("replica-b")
-            .copied()
-            .unwrap_or(0)
-            > 0
+        reconciles_of(&cluster, "replica-b") > 0
     })
     .await;
     assert_eq!(lease_holder(&env).await.as_deref(), Some("replica-b"));

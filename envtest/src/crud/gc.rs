@@ -166,3 +166,70 @@ pub fn collect(srv: &Server, txn: &mut Txn<'_>, value: &Value) {
         finish_foreground(srv, txn, &owner);
     }
 }
+
+/// How long after a write the collector looks for the owners an object
+/// names (kube-controller-manager notices a new dependent about as fast).
+pub const DANGLING_CHECK_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// After `uid` was written at `res`/`key` naming owners: shortly after,
+/// delete it if none of its owners exists (same uid and name, in its
+/// namespace or cluster-scoped), or drop the references to the missing
+/// ones if some exist — what the garbage collector does with dependents
+/// whose owner never existed or is already gone.
+pub fn check_owners_later(srv: &Arc<Server>, res: String, key: ObjKey, uid: String) {
+    let weak = Arc::downgrade(srv);
+    tokio::spawn(async move {
+        tokio::time::sleep(DANGLING_CHECK_DELAY).await;
+        if let Some(srv) = weak.upgrade() {
+            srv.store
+                .txn(|txn| collect_dangling(&srv, txn, &res, &key, &uid));
+        }
+    });
+}
+
+fn owner_exists(txn: &Txn<'_>, owner: &Value, dependent_ns: &str) -> bool {
+    let Some(uid) = owner["uid"].as_str() else {
+        return false;
+    };
+    let Some((res, key)) = txn.locate(uid) else {
+        return false;
+    };
+    let same_name = owner["name"].as_str() == Some(key.1.as_str());
+    let visible = key.0.is_empty() || key.0 == dependent_ns;
+    same_name && visible && txn.get(&res, &key).is_some()
+}
+
+fn collect_dangling(srv: &Server, txn: &mut Txn<'_>, res: &str, key: &ObjKey, uid: &str) {
+    let Some(d) = txn.get(res, key) else {
+        return;
+    };
+    if d.meta()["uid"].as_str() != Some(uid) {
+        return;
+    }
+    let refs = d.meta()["ownerReferences"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let dangling: Vec<String> = refs
+        .iter()
+        .filter(|r| !owner_exists(txn, r, &key.0))
+        .filter_map(|r| r["uid"].as_str().map(str::to_string))
+        .collect();
+    if dangling.is_empty() {
+        return;
+    }
+    if dangling.len() == refs.len() {
+        let pre = Preconditions {
+            uid: Some(uid.to_string()),
+            ..Preconditions::default()
+        };
+        // The dependent may be gone already, or be waiting on finalizers.
+        let _ = delete_one(srv, txn, res, key, &pre, "", res);
+    } else {
+        let mut v = d.value.clone();
+        for owner in &dangling {
+            v = without_owner(&v, owner);
+        }
+        txn.put(res, key.clone(), v);
+    }
+}

@@ -145,6 +145,7 @@ pub fn scale(
         let mode = UpdateMode {
             status_only: false,
             manager: Some(&manager),
+            ..UpdateMode::default()
         };
         apply_update(srv, txn, info, &key, &old, new, mode)
     })?;

@@ -18,8 +18,9 @@ use crate::registry::ResourceInfo;
 use crate::server::{Req, Server, Target};
 use crate::storage::{ObjKey, StoredObject, Txn};
 use crate::validation::{
-    check_metadata, check_name, check_namespace, check_type, media_type, parse_json,
-    parse_yaml_or_json, require_json,
+    FieldCheck, FieldValidation, check_immutable, check_metadata, check_name, check_namespace,
+    check_type, decode_object, media_type, parse_checked, parse_json, parse_yaml_or_json,
+    require_json,
 };
 use axum::response::Response;
 use rand::Rng;
@@ -43,13 +44,17 @@ fn meta_mut(obj: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
 }
 
 /// Validate a new object's body and fill in system fields (outside the lock).
+/// Unknown fields and the body's `duplicate` fields go to `fields`.
 fn prepare_new(
     info: &ResourceInfo,
     mut obj: Value,
     ns: Option<&str>,
+    fields: &FieldCheck,
+    duplicate: &[String],
 ) -> Result<(Value, Option<String>), ApiError> {
     check_type(info, &mut obj)?;
     check_namespace(info, &mut obj, ns)?;
+    let mut unknown = decode_object(info, &mut obj)?;
     let meta = meta_mut(&mut obj)?;
     let name = meta
         .get("name")
@@ -96,8 +101,9 @@ fn prepare_new(
         crd::prepare(&mut obj)?;
     }
     if let Some(schema) = &info.schema {
-        crate::schema::check(schema, &mut obj, &info.kind)?;
+        unknown.extend(crate::schema::check(schema, &mut obj, &info.kind)?);
     }
+    fields.report(&unknown, duplicate)?;
     let generate = if name.is_empty() { generate } else { None };
     Ok((obj, generate))
 }
@@ -151,11 +157,26 @@ fn insert_new(
     if !info.custom {
         crate::defaults::apply(&info.group, &info.plural, &mut obj, true, &srv.ips);
     }
+    crate::limits::check_object_size(&obj)?;
     let stored = txn.put(&res, key, obj);
     if crd::is_crd(info) && !txn.is_dry() {
         crd::register(srv, &stored.value);
     }
     Ok(stored)
+}
+
+/// After a real write of an object naming owners, have the garbage
+/// collector look for them (see [`super::gc::check_owners_later`]).
+fn watch_owners(srv: &Arc<Server>, info: &ResourceInfo, stored: &StoredObject, dry: bool) {
+    if dry || crate::owners::owner_uids(&stored.value).is_empty() {
+        return;
+    }
+    let meta = stored.meta();
+    let (Some(name), Some(uid)) = (meta["name"].as_str(), meta["uid"].as_str()) else {
+        return;
+    };
+    let key = obj_key(info, meta["namespace"].as_str(), name);
+    super::gc::check_owners_later(srv, info.storage_key(), key, uid.to_string());
 }
 
 /// POST a new object.
@@ -168,14 +189,16 @@ pub fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
         ));
     }
     require_json(r.content_type())?;
-    let obj = parse_json(&r.body)?;
-    let (mut obj, generate) = prepare_new(info, obj, t.namespace.as_deref())?;
+    let fields = FieldCheck::from_query(&r.query)?;
+    let (obj, duplicate) = parse_checked(&r.body)?;
+    let (mut obj, generate) = prepare_new(info, obj, t.namespace.as_deref(), &fields, &duplicate)?;
     super::apply::record_update(None, &mut obj, &manager_of(r), &info.api_version());
     let dry = r.query.dry_run()?;
     let stored = srv
         .store
         .txn_mode(dry, |txn| insert_new(srv, txn, info, obj, generate))?;
-    Ok(json_response(201, render(&stored, info)))
+    watch_owners(srv, info, &stored, dry);
+    Ok(fields.add_warnings(json_response(201, render(&stored, info))))
 }
 
 fn finalizers(v: &Value) -> BTreeSet<String> {
@@ -206,6 +229,10 @@ pub(crate) struct UpdateMode<'a> {
     pub status_only: bool,
     /// The field manager to record (None when server-side apply already did).
     pub manager: Option<&'a str>,
+    /// Where unknown fields are reported (None: dropped silently).
+    pub fields: Option<&'a FieldCheck>,
+    /// Fields the request body gave twice.
+    pub duplicate: &'a [String],
 }
 
 /// The field manager of a request: `fieldManager`, else the client's
@@ -272,6 +299,7 @@ pub(crate) fn apply_update(
         }
         r
     } else {
+        check_immutable(info, &old.value, &new)?;
         let old_meta = old.meta();
         let meta = meta_mut(&mut new)?;
         for f in [
@@ -304,6 +332,9 @@ pub(crate) fn apply_update(
         }
         new
     };
+    let ignore = FieldCheck::new(FieldValidation::Ignore);
+    let fields = mode.fields.unwrap_or(&ignore);
+    let mut unknown = decode_object(info, &mut result)?;
     check_metadata(info, &result)?;
     if !info.custom && !status_only {
         // Allocated addresses are immutable; defaults are re-applied.
@@ -317,8 +348,9 @@ pub(crate) fn apply_update(
         crate::defaults::apply(&info.group, &info.plural, &mut result, false, &srv.ips);
     }
     if let Some(schema) = &info.schema {
-        crate::schema::check(schema, &mut result, &info.kind)?;
+        unknown.extend(crate::schema::check(schema, &mut result, &info.kind)?);
     }
+    fields.report(&unknown, mode.duplicate)?;
     let deleting = !old.meta()["deletionTimestamp"].is_null();
     if deleting {
         let added: Vec<String> = finalizers(&result)
@@ -365,6 +397,7 @@ pub(crate) fn apply_update(
         after_removal(srv, txn, &res, &fin.value);
         return Ok(fin);
     }
+    crate::limits::check_object_size(&result)?;
     let stored = txn.put(&res, key.clone(), result);
     if crd::is_crd(info) && !txn.is_dry() {
         crd::register(srv, &stored.value);
@@ -378,7 +411,8 @@ pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
     let name = t.name.as_deref().unwrap_or("");
     let manager = manager_of(r);
     require_json(r.content_type())?;
-    let mut obj = parse_json(&r.body)?;
+    let fields = FieldCheck::from_query(&r.query)?;
+    let (mut obj, duplicate) = parse_checked(&r.body)?;
     check_type(info, &mut obj)?;
     check_namespace(info, &mut obj, t.namespace.as_deref())?;
     let meta = meta_mut(&mut obj)?;
@@ -401,10 +435,13 @@ pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
         let mode = UpdateMode {
             status_only: t.sub.is_some(),
             manager: Some(&manager),
+            fields: Some(&fields),
+            duplicate: &duplicate,
         };
         apply_update(srv, txn, info, &key, &old, obj, mode)
     })?;
-    Ok(json_response(200, render(&stored, info)))
+    watch_owners(srv, info, &stored, dry);
+    Ok(fields.add_warnings(json_response(200, render(&stored, info))))
 }
 
 /// The patch request, decoded.
@@ -413,6 +450,8 @@ struct PatchRequest<'a> {
     body: Value,
     manager: &'a str,
     force: bool,
+    fields: &'a FieldCheck,
+    duplicate: &'a [String],
 }
 
 /// The object `old` with the patch applied.
@@ -460,7 +499,7 @@ fn apply_create(
             "the name of the object does not match the name on the URL ({name})"
         )));
     }
-    let (obj, _) = prepare_new(info, obj, t.namespace.as_deref())?;
+    let (obj, _) = prepare_new(info, obj, t.namespace.as_deref(), p.fields, p.duplicate)?;
     insert_new(srv, txn, info, obj, None)
 }
 
@@ -469,10 +508,11 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
     let info = &t.info;
     let name = t.name.as_deref().unwrap_or("");
     let kind = PatchKind::from_media_type(&media_type(r.content_type()))?;
-    let body = match kind {
+    let (body, duplicate) = match kind {
         PatchKind::Apply => parse_yaml_or_json(&r.body)?,
-        _ => parse_json(&r.body)?,
+        _ => (parse_json(&r.body)?, Vec::new()),
     };
+    let fields = FieldCheck::from_query(&r.query)?;
     let manager = manager_of(r);
     if kind == PatchKind::Apply && r.query.get("fieldManager").is_none_or(str::is_empty) {
         return Err(ApiError::bad_request(
@@ -484,6 +524,8 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
         body,
         manager: &manager,
         force: r.query.flag("force"),
+        fields: &fields,
+        duplicate: &duplicate,
     };
     let key = obj_key(info, t.namespace.as_deref(), name);
     let dry = r.query.dry_run()?;
@@ -503,8 +545,14 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
         }
         check_namespace(info, &mut doc, t.namespace.as_deref())?;
         let manager = (kind != PatchKind::Apply).then_some(manager.as_str());
-        let mode = UpdateMode { status_only: t.sub.is_some(), manager };
+        let mode = UpdateMode {
+            status_only: t.sub.is_some(),
+            manager,
+            fields: Some(&fields),
+            duplicate: &duplicate,
+        };
         apply_update(srv, txn, info, &key, &old, doc, mode).map(|s| (s, 200))
     })?;
-    Ok(json_response(code, render(&stored, info)))
+    watch_owners(srv, info, &stored, dry);
+    Ok(fields.add_warnings(json_response(code, render(&stored, info))))
 }

@@ -198,3 +198,96 @@ async fn not_found_names_the_resource() {
     assert_eq!(e.message, "configmaps \"ghost\" not found");
     assert_eq!(e.details.unwrap().name, "ghost");
 }
+
+#[tokio::test]
+async fn a_url_too_long_for_the_http_layer_is_414_with_a_status() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let env = TestEnv::start().await.unwrap();
+    let addr = env.base_url().trim_start_matches("http://").to_string();
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    // No client library sends this (they refuse URIs over 64 KiB), so speak HTTP.
+    let request = format!(
+        "GET {CMS}?labelSelector={} HTTP/1.1\r\nhost: {addr}\r\n\r\n",
+        "a".repeat(100_000)
+    );
+    conn.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(crate::WAIT, conn.read_to_end(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    let answer = String::from_utf8(answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 414 "), "{head}");
+    let st: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(st["kind"], "Status");
+    assert_eq!(st["code"], 414);
+    assert_eq!(st["reason"], "RequestURITooLong");
+    // The server goes on answering.
+    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+    api.list(&ListParams::default()).await.unwrap();
+}
+
+/// Read one HTTP/1.1 answer with a content-length body: (head, body).
+async fn read_answer(conn: &mut tokio::net::TcpStream) -> (String, String) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    loop {
+        let text = String::from_utf8_lossy(&buf).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(str::to_string)
+                })
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+            if body.len() >= len {
+                return (head.to_string(), body.to_string());
+            }
+        }
+        let mut chunk = [0u8; 4096];
+        let n = tokio::time::timeout(crate::WAIT, conn.read(&mut chunk))
+            .await
+            .expect("no answer in time")
+            .unwrap();
+        assert!(n > 0, "connection closed before a full answer: {text}");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[tokio::test]
+async fn a_request_past_its_deadline_is_504_and_others_are_served() {
+    use tokio::io::AsyncWriteExt;
+    let env = TestEnv::builder()
+        .request_timeout(std::time::Duration::from_millis(300))
+        .start()
+        .await
+        .unwrap();
+    let addr = env.base_url().trim_start_matches("http://").to_string();
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    // A body that never finishes arriving.
+    let head = format!(
+        "POST {CMS} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"metadata\":"
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+    api.create(&PostParams::default(), &cm("meanwhile", &[], "1"))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (head, body) = read_answer(&mut conn).await;
+    assert!(head.starts_with("HTTP/1.1 504 "), "{head}");
+    let st: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (st["code"].as_u64(), st["reason"].as_str()),
+        (Some(504), Some("Timeout"))
+    );
+    assert!(started.elapsed() < crate::WAIT);
+    assert_eq!(
+        api.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+}

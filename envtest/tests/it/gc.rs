@@ -118,3 +118,52 @@ async fn orphan_deletion_keeps_dependents() {
     assert!(child.metadata.owner_references.is_none());
     assert!(api.get_opt("owner").await.unwrap().is_none());
 }
+
+/// Wait (up to [`crate::WAIT`]) until `cond` holds for the object `name`.
+async fn eventually(api: &Api<ConfigMap>, name: &str, cond: impl Fn(Option<&ConfigMap>) -> bool) {
+    let deadline = std::time::Instant::now() + crate::WAIT;
+    loop {
+        let now = api.get_opt(name).await.unwrap();
+        if cond(now.as_ref()) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} never reached the expected state: {now:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn dependents_whose_owner_does_not_exist_are_collected() {
+    let env = TestEnv::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(env.client());
+    let pp = PostParams::default();
+    let owner = api.create(&pp, &cm("owner", &[], "1")).await.unwrap();
+    let mut ghost = cm("ghost", &[], "1");
+    ghost.metadata.uid = Some("00000000-0000-0000-0000-000000000000".into());
+    let mut impostor = owner.clone();
+    impostor.metadata.uid = Some("11111111-1111-1111-1111-111111111111".into());
+
+    api.create(&pp, &owned_by("no-such-owner", &[&ghost]))
+        .await
+        .unwrap();
+    api.create(&pp, &owned_by("wrong-uid", &[&impostor]))
+        .await
+        .unwrap();
+    api.create(&pp, &owned_by("half-real", &[&owner, &ghost]))
+        .await
+        .unwrap();
+    api.create(&pp, &owned_by("real", &[&owner])).await.unwrap();
+
+    eventually(&api, "no-such-owner", |c| c.is_none()).await;
+    eventually(&api, "wrong-uid", |c| c.is_none()).await;
+    eventually(&api, "half-real", |c| {
+        c.and_then(|c| c.metadata.owner_references.as_ref())
+            .is_some_and(|r| r.len() == 1 && r[0].name == "owner")
+    })
+    .await;
+    let real = api.get("real").await.unwrap();
+    assert_eq!(real.metadata.owner_references.unwrap().len(), 1);
+}

@@ -5,15 +5,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apply;
+mod authz;
 mod crd;
 mod crd_install;
 mod crud;
 mod errors;
 mod faults;
 mod gc;
+mod limits;
+mod metadata;
 mod persist;
 mod props;
 mod reads;
+mod schemas;
+mod typed;
+mod typed_props;
 mod watch;
 
 use futures::{Stream, StreamExt};
@@ -100,6 +106,19 @@ pub async fn raw(
     content_type: Option<&str>,
     body: Vec<u8>,
 ) -> (u16, serde_json::Value) {
+    let (code, _, v) = raw_full(client, method, path, content_type, body).await;
+    (code, v)
+}
+
+/// Raw HTTP request through the client, answering (status code, `Warning`
+/// header values, body JSON).
+pub async fn raw_full(
+    client: &Client,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, Vec<String>, serde_json::Value) {
     let mut b = http::Request::builder().method(method).uri(path);
     if let Some(ct) = content_type {
         b = b.header(http::header::CONTENT_TYPE, ct);
@@ -108,6 +127,12 @@ pub async fn raw(
     let req = req.map(kube_client::client::Body::from);
     let resp = client.send(req).await.unwrap();
     let code = resp.status().as_u16();
+    let warnings = resp
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
     let bytes = http_body_util::BodyExt::collect(resp.into_body())
         .await
         .unwrap()
@@ -115,5 +140,5 @@ pub async fn raw(
     let v = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::String(
         String::from_utf8_lossy(&bytes).into_owned(),
     ));
-    (code, v)
+    (code, warnings, v)
 }

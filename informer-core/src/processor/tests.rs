@@ -322,6 +322,21 @@ async fn the_observer_sees_pending_counts_rise_and_fall() {
     );
 }
 
+/// A listener added to a stopped processor (an informer that is shutting
+/// down) must not be left waiting forever: it is reported removed at once
+/// and nothing is queued or kept for it.
+#[tokio::test(start_paused = true)]
+async fn a_listener_added_after_stop_is_removed_at_once() {
+    let processor = SharedProcessor::<ConfigMap>::default();
+    processor.run();
+    processor.stop();
+    let rec = Arc::new(Recorder::default());
+    let (_, stats) = processor.add_listener(rec.clone(), None, [cm("a", "1"), cm("b", "1")]);
+    assert!(stats.is_removed(), "a stopped processor takes no listener");
+    assert_eq!(stats.initial_pending(), 0, "no replay is pending");
+    assert_eq!(processor.len(), 0);
+}
+
 #[test]
 fn panic_messages_are_extracted() {
     assert_eq!(panic_message(&"static"), "static");

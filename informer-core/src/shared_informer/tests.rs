@@ -409,11 +409,15 @@ async fn a_full_run_lists_watches_replays_to_late_handlers_and_stops() {
         inf.add_event_handler(Recorder::default()),
         Err(InformerError::Stopped { .. })
     ));
-    assert!(
-        !inf.wait_for_cache_sync_until(&CancellationToken::new())
-            .await
-            || inf.has_synced()
-    );
+    // A stopped informer that had synced stays synced, and a sync wait on
+    // it answers at once instead of polling forever.
+    assert!(inf.has_synced());
+    let answered = tokio::time::timeout(
+        Duration::from_secs(1),
+        inf.wait_for_cache_sync_until(&CancellationToken::new()),
+    )
+    .await;
+    assert_eq!(answered.ok(), Some(true));
 }
 
 #[tokio::test(start_paused = true)]
@@ -425,6 +429,14 @@ async fn stop_before_run_prevents_running() {
         inf.run(CancellationToken::new()).await,
         Err(InformerError::Stopped { .. })
     ));
+    // It never synced and never will: a sync wait without a cancel token
+    // must give up (false) rather than wait forever.
+    let answered = tokio::time::timeout(
+        Duration::from_secs(1),
+        inf.wait_for_cache_sync_until(&CancellationToken::new()),
+    )
+    .await;
+    assert_eq!(answered.ok(), Some(false));
 }
 
 #[tokio::test(start_paused = true)]
@@ -557,3 +569,5 @@ async fn dropping_the_run_future_stops_the_informer() {
         .await
     );
 }
+
+mod late_handlers;

@@ -3,9 +3,17 @@
 //! (unless `x-kubernetes-preserve-unknown-fields` or `additionalProperties`
 //! allow them), then the object is validated — `type`, `required`, `enum`,
 //! `nullable`, `minimum`/`maximum`, `minLength`/`maxLength`,
-//! `minItems`/`maxItems` — and every violation becomes a cause with its
-//! field path in one 422 Invalid answer. `apiVersion`, `kind` and
-//! `metadata` at the root are never pruned.
+//! `minItems`/`maxItems`, and the constraints of [`constraints`] — and every
+//! violation becomes a cause with its field path in one 422 Invalid answer.
+//! Between pruning and validation, [`defaults`] fill in `default` values.
+//! `apiVersion`, `kind` and `metadata` at the root are never pruned.
+//! [`structural`] checks the schema itself when its CRD is written.
+
+mod constraints;
+mod defaults;
+mod structural;
+
+pub use structural::check_crd_schemas;
 
 use crate::error::{ApiError, Cause};
 use serde_json::{Map, Value};
@@ -30,8 +38,10 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-/// Remove fields the schema does not know (see the module docs).
-pub fn prune(schema: &Value, v: &mut Value, root: bool) {
+/// Remove fields the schema does not know (see the module docs), appending
+/// the path of each removed field to `pruned`.
+pub fn prune(schema: &Value, v: &mut Value, path: &str, pruned: &mut Vec<String>) {
+    let root = path.is_empty();
     if schema["x-kubernetes-preserve-unknown-fields"] == true && schema.get("properties").is_none()
     {
         return;
@@ -49,25 +59,27 @@ pub fn prune(schema: &Value, v: &mut Value, root: bool) {
                 match props.and_then(|p| p.get(&k)) {
                     Some(sub) => {
                         if let Some(child) = map.get_mut(&k) {
-                            prune(sub, child, false);
+                            prune(sub, child, &join(path, &k), pruned);
                         }
                     }
                     None if additional.is_object() => {
                         if let Some(child) = map.get_mut(&k) {
-                            prune(additional, child, false);
+                            prune(additional, child, &join(path, &k), pruned);
                         }
                     }
                     None if keep_unknown || *additional == true => {}
                     None => {
-                        map.remove(&k);
+                        if map.remove(&k).is_some_and(|v| !v.is_null()) {
+                            pruned.push(join(path, &k));
+                        }
                     }
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
-                for i in items {
-                    prune(item_schema, i, false);
+                for (n, i) in items.iter_mut().enumerate() {
+                    prune(item_schema, i, &format!("{path}[{n}]"), pruned);
                 }
             }
         }
@@ -130,6 +142,7 @@ pub fn validate(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) 
     }
     match v {
         Value::Number(n) => {
+            constraints::check_number(schema, n, path, causes);
             let x = n.as_f64().unwrap_or(0.0);
             if let Some(min) = schema["minimum"].as_f64()
                 && x < min
@@ -157,6 +170,7 @@ pub fn validate(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) 
             }
         }
         Value::String(s) => {
+            constraints::check_string(schema, s, path, causes);
             let len = s.chars().count() as u64;
             if let Some(min) = schema["minLength"].as_u64()
                 && len < min
@@ -182,6 +196,7 @@ pub fn validate(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) 
             }
         }
         Value::Array(items) => {
+            constraints::check_list(schema, items, path, causes);
             let n = items.len() as u64;
             if let Some(min) = schema["minItems"].as_u64()
                 && n < min
@@ -215,6 +230,9 @@ pub fn validate(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) 
 }
 
 fn validate_object(schema: &Value, map: &Map<String, Value>, path: &str, causes: &mut Vec<Cause>) {
+    if !path.is_empty() {
+        constraints::check_object(schema, map, path, causes);
+    }
     for r in schema["required"]
         .as_array()
         .map(Vec::as_slice)
@@ -249,13 +267,16 @@ fn validate_object(schema: &Value, map: &Map<String, Value>, path: &str, causes:
     }
 }
 
-/// Prune then validate a custom resource; 422 Invalid listing every violation.
-pub fn check(schema: &Value, obj: &mut Value, kind: &str) -> Result<(), ApiError> {
-    prune(schema, obj, true);
+/// Prune then validate a custom resource; 422 Invalid listing every
+/// violation. Answers the paths of the pruned (unknown) fields.
+pub fn check(schema: &Value, obj: &mut Value, kind: &str) -> Result<Vec<String>, ApiError> {
+    let mut pruned = Vec::new();
+    prune(schema, obj, "", &mut pruned);
+    defaults::apply(schema, obj, true);
     let mut causes = Vec::new();
     validate(schema, obj, "", &mut causes);
     if causes.is_empty() {
-        return Ok(());
+        return Ok(pruned);
     }
     let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
     let summary: Vec<String> = causes
@@ -299,7 +320,8 @@ mod tests {
         let mut obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "a", "anything": 1},
             "spec": {"color": "red", "bogus": 1, "extra": {"free": {"form": true}}, "labels": {"a": "b"}},
             "status": {"ready": true, "unknown": 2}, "top": 1});
-        check(&schema(), &mut obj, "W").unwrap();
+        let pruned = check(&schema(), &mut obj, "W").unwrap();
+        assert_eq!(pruned, vec!["spec.bogus", "status.unknown", "top"]);
         assert!(obj.get("top").is_none());
         assert!(obj["spec"].get("bogus").is_none());
         assert_eq!(obj["spec"]["extra"]["free"]["form"], true);

@@ -1,11 +1,40 @@
 //! Input checks that keep bad requests from reaching storage: object names
 //! (DNS-1123 subdomain or label, DNS-1035 label, path segment), the body's
 //! kind/apiVersion/namespace/name against the URL, body size (413), content
-//! type (415) and JSON well-formedness and nesting depth (400).
+//! type (415) and JSON well-formedness and nesting depth (400). Built-in
+//! kinds are decoded through their types ([`typed`]), unknown and duplicate
+//! fields follow `fieldValidation` ([`field_validation`]), and metadata has
+//! its own rules ([`metadata`]).
+
+mod field_validation;
+mod metadata;
+mod typed;
+
+pub use field_validation::{FieldCheck, FieldValidation, parse_checked};
+pub use metadata::{check_immutable, check_metadata};
 
 use crate::error::ApiError;
 use crate::registry::{NameRule, ResourceInfo};
 use serde_json::Value;
+
+/// Decode an object through its kind's type (built-in kinds) or its
+/// metadata through `ObjectMeta` (custom resources), replacing it with the
+/// decoded value. Answers the paths of the unknown fields it dropped, for
+/// the caller to report to a [`FieldCheck`] with any others it finds.
+pub fn decode_object(info: &ResourceInfo, obj: &mut Value) -> Result<Vec<String>, ApiError> {
+    match typed::decode(info, obj) {
+        Some(decoded) => {
+            let d = decoded?;
+            *obj = d.value;
+            Ok(d.unknown)
+        }
+        None => {
+            let d = typed::decode_metadata(info, obj)?;
+            obj["metadata"] = d.value;
+            Ok(d.unknown)
+        }
+    }
+}
 
 /// Deepest JSON nesting accepted in a request body.
 pub const MAX_DEPTH: usize = 100;
@@ -95,30 +124,34 @@ pub fn json_depth(bytes: &[u8]) -> usize {
     max
 }
 
-/// Parse a JSON body, rejecting excessive nesting and malformed text with 400.
-pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+/// 400 for a body nested deeper than [`MAX_DEPTH`].
+pub fn check_depth(bytes: &[u8]) -> Result<(), ApiError> {
     if json_depth(bytes) > MAX_DEPTH {
         return Err(ApiError::bad_request(format!(
             "the request body is nested more than {MAX_DEPTH} levels deep"
         )));
     }
+    Ok(())
+}
+
+/// Parse a JSON body, rejecting excessive nesting and malformed text with 400.
+pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+    check_depth(bytes)?;
     serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
 }
 
-/// Parse a body that may be JSON or YAML (for apply patches).
-pub fn parse_yaml_or_json(bytes: &[u8]) -> Result<Value, ApiError> {
-    if json_depth(bytes) > MAX_DEPTH {
-        return Err(ApiError::bad_request(format!(
-            "the request body is nested more than {MAX_DEPTH} levels deep"
-        )));
-    }
+/// Parse a body that may be JSON or YAML (for apply patches), with the
+/// paths of duplicate fields (JSON; YAML refuses duplicate keys itself).
+pub fn parse_yaml_or_json(bytes: &[u8]) -> Result<(Value, Vec<String>), ApiError> {
+    check_depth(bytes)?;
     let text = std::str::from_utf8(bytes)
         .map_err(|e| ApiError::bad_request(format!("the request body is not UTF-8: {e}")))?;
     if text.trim_start().starts_with('{') {
-        return parse_json(bytes);
+        return parse_checked(bytes);
     }
     serde_saphyr::from_str::<Value>(text)
+        .map(|v| (v, Vec::new()))
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML: {e}")))
 }
 
@@ -214,72 +247,6 @@ pub fn check_namespace(
         meta.insert("namespace".into(), Value::String(url_ns.to_string()));
     } else {
         meta.remove("namespace");
-    }
-    Ok(())
-}
-
-/// Check that label keys and values in metadata are well formed (422).
-pub fn check_metadata(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
-    let name = obj["metadata"]["name"].as_str().unwrap_or("");
-    for (field, must_be_strings) in [("labels", true), ("annotations", true)] {
-        match &obj["metadata"][field] {
-            Value::Null => {}
-            Value::Object(m) if must_be_strings => {
-                for (k, v) in m {
-                    if !v.is_string() {
-                        return Err(ApiError::invalid(
-                            &info.kind,
-                            name,
-                            &format!("metadata.{field}.{k}"),
-                            "FieldValueInvalid",
-                            "Invalid value: must be a string",
-                        ));
-                    }
-                    if field == "labels" {
-                        let s = v.as_str().unwrap_or("");
-                        let ok = s.is_empty()
-                            || (s.len() <= 63
-                                && s.chars()
-                                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-                                && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-                                && s.ends_with(|c: char| c.is_ascii_alphanumeric()));
-                        if !ok {
-                            return Err(ApiError::invalid(
-                                &info.kind,
-                                name,
-                                &format!("metadata.labels.{k}"),
-                                "FieldValueInvalid",
-                                &format!(
-                                    "Invalid value: {s:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, at most 63 characters"
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-            _ => {
-                return Err(ApiError::invalid(
-                    &info.kind,
-                    name,
-                    &format!("metadata.{field}"),
-                    "FieldValueInvalid",
-                    "Invalid value: must be a map of strings",
-                ));
-            }
-        }
-    }
-    match &obj["metadata"]["finalizers"] {
-        Value::Null => {}
-        Value::Array(a) if a.iter().all(Value::is_string) => {}
-        _ => {
-            return Err(ApiError::invalid(
-                &info.kind,
-                name,
-                "metadata.finalizers",
-                "FieldValueInvalid",
-                "Invalid value: must be a list of strings",
-            ));
-        }
     }
     Ok(())
 }

@@ -1,0 +1,189 @@
+//! `informer-bench`: every performance scenario of informer-rs next to
+//! kube-runtime (and a floor where one exists), against one running
+//! `envtest-server`. Writes one JSON record per measured quantity with the
+//! value of every run; `cargo xtask bench` starts the server, runs this
+//! program and turns the records into `docs/performance.md`.
+//!
+//! The two sides alternate within each scenario (A B, then B A) so load from
+//! other work on the machine falls on both alike. Nothing here asserts on
+//! timing: the program fails only if a scenario cannot run at all.
+
+mod controller;
+mod fixtures;
+mod heap;
+mod indexer;
+mod record;
+mod sync;
+mod watch;
+mod workqueue;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Parser;
+use kube_client::{Client, Config};
+
+/// Command line.
+#[derive(Debug, Parser)]
+#[command(name = "informer-bench", about)]
+struct Args {
+    /// Base URL of the envtest-server to measure against.
+    #[arg(long)]
+    server: String,
+    /// Small sizes and two runs: proves every scenario still works.
+    #[arg(long)]
+    quick: bool,
+    /// Runs per measurement (default: 2 with --quick, 5 otherwise).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Only these scenarios (comma-separated: workqueue, indexer,
+    /// controller, watch, fanout, sync).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Write the JSON records here.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// A scenario could not run.
+#[derive(Debug)]
+pub struct BenchError(pub String);
+
+impl std::fmt::Display for BenchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BenchError {}
+
+impl BenchError {
+    /// Wraps any displayable error.
+    pub fn msg(err: impl std::fmt::Display) -> Self {
+        BenchError(err.to_string())
+    }
+
+    /// Fails unless a cache holds exactly the expected number of objects.
+    pub fn expect_len(what: &str, got: usize, want: usize) -> Result<(), BenchError> {
+        if got == want {
+            Ok(())
+        } else {
+            Err(BenchError(format!(
+                "{what} holds {got} objects, expected {want}"
+            )))
+        }
+    }
+}
+
+/// The sizes of one session.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Runs per measurement.
+    pub runs: usize,
+    /// Initial-sync sizes.
+    pub sync_sizes: Vec<usize>,
+    /// Objects updated in the watch scenario, and the writes made to them.
+    pub watch_objects: usize,
+    /// Writes in the watch-throughput scenario.
+    pub watch_writes: usize,
+    /// Writes per fan-out run.
+    pub fanout_writes: usize,
+    /// Handler counts for fan-out.
+    pub fanout_handlers: Vec<usize>,
+    /// Objects in the indexer scenario.
+    pub indexer_objects: usize,
+    /// Items per workqueue run.
+    pub queue_items: usize,
+    /// Objects in the controller scenario.
+    pub controller_objects: usize,
+}
+
+impl Plan {
+    fn new(quick: bool, runs: Option<usize>) -> Self {
+        if quick {
+            Plan {
+                runs: runs.unwrap_or(2),
+                sync_sizes: vec![500],
+                watch_objects: 100,
+                watch_writes: 1_000,
+                fanout_writes: 200,
+                fanout_handlers: vec![1, 10, 100],
+                indexer_objects: 5_000,
+                queue_items: 20_000,
+                controller_objects: 200,
+            }
+        } else {
+            Plan {
+                runs: runs.unwrap_or(5),
+                sync_sizes: vec![1_000, 10_000, 50_000],
+                watch_objects: 1_000,
+                watch_writes: 50_000,
+                fanout_writes: 5_000,
+                fanout_handlers: vec![1, 10, 100],
+                indexer_objects: 100_000,
+                queue_items: 200_000,
+                controller_objects: 10_000,
+            }
+        }
+    }
+}
+
+/// What the JSON file holds.
+#[derive(Debug, serde::Serialize)]
+struct Output<'a> {
+    quick: bool,
+    runs: usize,
+    cpus: usize,
+    load_average: String,
+    records: &'a [record::Record],
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let plan = Plan::new(args.quick, args.runs);
+    let wanted = |s: &str| args.only.is_empty() || args.only.iter().any(|o| o == s);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()?;
+    let records = runtime.block_on(async {
+        let config = Config::new(args.server.parse()?);
+        let client = Client::try_from(config)?;
+        let mut out = record::Records::default();
+        // In-memory scenarios first, then the controller (which watches every
+        // namespace, so it runs before the other scenarios seed theirs).
+        let started = Instant::now();
+        if wanted("workqueue") {
+            workqueue::run(&plan, &mut out).await?;
+        }
+        if wanted("indexer") {
+            indexer::run(&plan, &mut out)?;
+        }
+        if wanted("controller") {
+            controller::run(&client, &plan, &mut out).await?;
+        }
+        if wanted("watch") || wanted("fanout") {
+            watch::run(&client, &plan, wanted("watch"), wanted("fanout"), &mut out).await?;
+        }
+        if wanted("sync") {
+            sync::run(&client, &plan, &mut out).await?;
+        }
+        eprintln!(
+            "all scenarios done in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        Ok::<_, Box<dyn std::error::Error>>(out.0)
+    })?;
+    let output = Output {
+        quick: args.quick,
+        runs: plan.runs,
+        cpus: std::thread::available_parallelism().map_or(0, usize::from),
+        load_average: std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+        records: &records,
+    };
+    std::fs::write(&args.out, serde_json::to_string_pretty(&output)?)?;
+    Ok(())
+}

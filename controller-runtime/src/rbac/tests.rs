@@ -1,0 +1,174 @@
+use super::*;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+
+fn rule<'a>(rules: &'a [PolicyRule], group: &str, resource: &str) -> &'a PolicyRule {
+    rules
+        .iter()
+        .find(|r| {
+            r.api_groups.as_deref() == Some(&[group.to_string()][..])
+                && r.resources.iter().flatten().any(|x| x == resource)
+        })
+        .unwrap_or_else(|| panic!("no rule for {group}/{resource} in {rules:#?}"))
+}
+
+#[test]
+fn primary_gets_read_write_status_and_finalizers() {
+    let rules = Permissions::new().primary::<ConfigMap>().policy_rules();
+    assert_eq!(
+        rule(&rules, "", "configmaps").verbs,
+        ["get", "list", "watch", "update", "patch"]
+    );
+    assert_eq!(
+        rule(&rules, "", "configmaps/status").verbs,
+        ["get", "update", "patch"]
+    );
+    assert_eq!(rule(&rules, "", "configmaps/finalizers").verbs, ["update"]);
+    assert_eq!(rules.len(), 3);
+}
+
+#[test]
+fn owned_and_watched_kinds_get_their_verbs_and_nothing_more() {
+    let perms = Permissions::new().owns::<Deployment>().watches::<Secret>();
+    let rules = perms.policy_rules();
+    assert_eq!(
+        rule(&rules, "apps", "deployments").verbs,
+        [
+            "get", "list", "watch", "create", "update", "patch", "delete"
+        ]
+    );
+    assert_eq!(rule(&rules, "", "secrets").verbs, ["list", "watch"]);
+    assert!(!perms.allows("", "secrets", "get"));
+    assert!(!perms.allows("apps", "deployments", "deletecollection"));
+}
+
+#[test]
+fn verbs_merge_per_group_and_resource() {
+    // Watched and owned: the owned verbs win (a union, not a second rule).
+    let rules = Permissions::new()
+        .watches::<Deployment>()
+        .owns::<Deployment>()
+        .policy_rules();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0].verbs.len(), OWNED_VERBS.len());
+}
+
+#[test]
+fn resources_with_equal_verbs_in_one_group_share_a_rule() {
+    let rules = Permissions::new()
+        .watches::<Secret>()
+        .watches::<ConfigMap>()
+        .policy_rules();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        rules[0].resources.as_deref(),
+        Some(&["configmaps".to_string(), "secrets".to_string()][..])
+    );
+    // Different groups never share a rule even with equal verbs.
+    let rules = Permissions::new()
+        .watches::<Secret>()
+        .watches::<Deployment>()
+        .policy_rules();
+    assert_eq!(rules.len(), 2);
+}
+
+#[test]
+fn named_rules_stay_apart_from_unnamed_ones() {
+    let perms = Permissions::new()
+        .rule("", "configmaps", ["list"])
+        .named_rule("", "configmaps", ["settings"], ["get", "update"]);
+    let rules = perms.policy_rules();
+    assert_eq!(rules.len(), 2);
+    let named = rules
+        .iter()
+        .find(|r| r.resource_names.is_some())
+        .expect("a named rule");
+    assert_eq!(
+        named.resource_names.as_deref(),
+        Some(&["settings".to_string()][..])
+    );
+    assert_eq!(named.verbs, ["get", "update"]);
+}
+
+#[test]
+fn events_and_leases() {
+    let perms = Permissions::new().events().leases();
+    assert!(perms.allows("events.k8s.io", "events", "create"));
+    assert!(perms.allows("events.k8s.io", "events", "patch"));
+    assert!(!perms.allows("", "events", "create"));
+    let lease_group = Lease::group(&()).into_owned();
+    assert_eq!(lease_group, "coordination.k8s.io");
+    for v in ["get", "create", "update"] {
+        assert!(perms.allows(&lease_group, "leases", v), "{v}");
+    }
+    assert!(!perms.allows(&lease_group, "leases", "delete"));
+}
+
+#[test]
+fn output_does_not_depend_on_declaration_order() {
+    let a = Permissions::new()
+        .primary::<ConfigMap>()
+        .owns::<Deployment>()
+        .watches::<Secret>()
+        .events()
+        .leases()
+        .rule("", "pods", ["get"]);
+    let b = Permissions::new()
+        .rule("", "pods", ["get"])
+        .leases()
+        .events()
+        .watches::<Secret>()
+        .owns::<Deployment>()
+        .primary::<ConfigMap>();
+    assert_eq!(a, b);
+    assert_eq!(
+        to_yaml(&a.cluster_role("x")).unwrap(),
+        to_yaml(&b.cluster_role("x")).unwrap()
+    );
+    let merged = Permissions::new()
+        .primary::<ConfigMap>()
+        .merge(Permissions::new().owns::<Deployment>());
+    assert!(merged.allows("apps", "deployments", "delete"));
+}
+
+#[test]
+fn role_is_namespaced_and_json_round_trips() {
+    let role = Permissions::new().watches::<Secret>().role("r", "team-a");
+    assert_eq!(role.metadata.namespace.as_deref(), Some("team-a"));
+    let json = to_json(&role).unwrap();
+    let back: Role = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, role);
+    assert!(json.contains("\"kind\": \"Role\""));
+}
+
+#[test]
+fn wildcard_verb_allows_everything() {
+    let perms = Permissions::new().rule("", "pods", ["*"]);
+    assert!(perms.allows("", "pods", "delete"));
+    assert!(Permissions::new().is_empty());
+}
+
+/// The manifest for a typical controller, checked in. Regenerate with
+/// `UPDATE_GOLDEN=1 cargo test -p controller-runtime --lib rbac::`.
+#[test]
+fn golden_cluster_role() {
+    let role = Permissions::new()
+        .primary::<ConfigMap>()
+        .owns::<Deployment>()
+        .watches::<Secret>()
+        .events()
+        .leases()
+        .rule("", "pods", ["get", "list"])
+        .cluster_role("configmap-controller");
+    let yaml = to_yaml(&role).unwrap();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/rbac/testdata/cluster_role.yaml"
+    );
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(path, &yaml).unwrap();
+    }
+    let golden = std::fs::read_to_string(path).unwrap();
+    assert_eq!(yaml, golden, "regenerate with UPDATE_GOLDEN=1");
+}

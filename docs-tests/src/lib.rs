@@ -1,0 +1,27 @@
+//! The pages of `docs/` and the README as doc tests: every Rust code block in
+//! them is compiled by `cargo test --doc` (CI runs it with the rest of the
+//! workspace), and run unless it is marked `no_run` (blocks that need a
+//! cluster). Blocks in other languages (`sh`, `yaml`, `text`) are skipped by
+//! rustdoc.
+//!
+//! To add a page, add one item below.
+
+/// `README.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct Readme;
+
+/// `docs/operations.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/operations.md")]
+pub struct Operations;
+
+/// `docs/comparison.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/comparison.md")]
+pub struct Comparison;
+
+/// `docs/testing.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/testing.md")]
+pub struct Testing;

@@ -1,0 +1,99 @@
+//! Runs each example binary with no cluster configured.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A fresh, empty home directory, so `~/.kube/config` does not exist.
+fn empty_home(program: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "informer-examples-{program}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    dir
+}
+
+/// Runs `exe` with no cluster configured and returns its standard output,
+/// failing the test (with both outputs) when it does not exit successfully.
+fn run_demo(program: &str, exe: &str) -> String {
+    let home = empty_home(program);
+    let output = Command::new(exe)
+        .env_remove("KUBECONFIG")
+        .env("HOME", &home)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap_or_else(|e| panic!("starting {exe}: {e}"));
+    let _ = std::fs::remove_dir_all(&home);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{program} failed with {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        output.status
+    );
+    assert!(
+        stdout.starts_with("no cluster configured: started envtest at http"),
+        "{program} must say first which server it uses:\n{stdout}"
+    );
+    stdout
+}
+
+fn assert_lines(program: &str, stdout: &str, expected: &[&str]) {
+    for line in expected {
+        assert!(
+            stdout.contains(line),
+            "{program}: missing {line:?} in\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn configmap_indexer_answers_from_the_index_as_objects_change() {
+    let out = run_demo("configmap-indexer", env!("CARGO_BIN_EXE_configmap-indexer"));
+    assert_lines(
+        "configmap-indexer",
+        &out,
+        &[
+            "    payments   search/refunds, shop/checkout",
+            "  payments in namespace shop only: shop/checkout",
+            "    payments   search/ranking, search/refunds, shop/checkout",
+            "    catalog    shop/cart",
+            "index followed every change",
+        ],
+    );
+}
+
+#[test]
+fn leader_election_moves_leadership_when_the_leader_stops() {
+    let out = run_demo("leader-election", env!("CARGO_BIN_EXE_leader-election"));
+    assert_lines(
+        "leader-election",
+        &out,
+        &[
+            "   replica-a leads",
+            "   job-1 handled by replica-a",
+            "lease default/leader-election-demo: holder=replica-a transitions=0",
+            "   job-2 handled by replica-b",
+            "lease default/leader-election-demo: holder=replica-b transitions=1",
+            "leadership moved from replica-a to replica-b",
+        ],
+    );
+}
+
+#[test]
+fn secret_syncer_copies_repairs_and_removes_copies() {
+    let out = run_demo("secret-syncer", env!("CARGO_BIN_EXE_secret-syncer"));
+    assert_lines(
+        "secret-syncer",
+        &out,
+        &[
+            "   ok: copies in team-a and team-b",
+            "   ok: team-c gets a copy",
+            "   ok: the copy is repaired",
+            "   ok: team-b's copy is removed",
+            "   ok: every copy is removed",
+            "secrets synced; shut down cleanly",
+        ],
+    );
+}

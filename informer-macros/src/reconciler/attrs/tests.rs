@@ -1,0 +1,140 @@
+use super::*;
+use syn::parse_quote;
+
+fn parse(input: DeriveInput) -> syn::Result<ReconcilerArgs> {
+    ReconcilerArgs::from_input(&input)
+}
+
+fn error(input: DeriveInput) -> String {
+    match parse(input) {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_full_option_set_parses() {
+    let args = parse(parse_quote! {
+        #[reconciler(for = Foo, owns(Deployment, ConfigMap), watches(Secret, map = Self::secret_to_foos),
+                     max_concurrent = 4, finalizer = "samplecontroller.k8s.io/cleanup",
+                     predicate = generation_changed, name = "foo-controller", leader_election)]
+        #[rbac(group = "", resources(pods, "pods/log"), verbs(get, list))]
+        #[rbac(group = "", resources(configmaps), verbs(get), names("settings"))]
+        struct FooReconciler;
+    })
+    .unwrap();
+    assert_eq!(args.owns.len(), 2);
+    assert_eq!(args.watches.len(), 1);
+    assert_eq!(
+        args.max_concurrent
+            .unwrap()
+            .base10_parse::<usize>()
+            .unwrap(),
+        4
+    );
+    assert_eq!(
+        args.finalizer.unwrap().value(),
+        "samplecontroller.k8s.io/cleanup"
+    );
+    assert!(matches!(args.predicate, Some(PredicateArg::Known(ref i)) if i == "GenerationChanged"));
+    assert_eq!(args.name.unwrap().value(), "foo-controller");
+    assert!(args.leader_election);
+    assert_eq!(args.rbac.len(), 2);
+    assert_eq!(args.rbac[0].resources[1].value(), "pods/log");
+    assert_eq!(args.rbac[1].names[0].value(), "settings");
+}
+
+#[test]
+fn options_may_be_split_over_attributes() {
+    let args = parse(parse_quote! {
+        #[reconciler(for = Foo)]
+        #[reconciler(owns(Deployment))]
+        #[reconciler(owns(Service), predicate = my_filter())]
+        struct R;
+    })
+    .unwrap();
+    assert_eq!(args.owns.len(), 2);
+    assert!(matches!(args.predicate, Some(PredicateArg::Expr(_))));
+    assert!(!args.leader_election);
+}
+
+#[test]
+fn missing_for_is_an_error() {
+    assert!(
+        error(parse_quote! { #[reconciler(owns(Deployment))] struct R; })
+            .contains("missing `for = Kind`")
+    );
+    assert!(error(parse_quote! { struct R; }).contains("missing `for = Kind`"));
+}
+
+#[test]
+fn unknown_options_suggest_the_closest() {
+    assert_eq!(
+        error(parse_quote! { #[reconciler(for = Foo, onws(Deployment))] struct R; }),
+        "unknown reconciler option `onws`; did you mean `owns`?"
+    );
+    assert_eq!(
+        error(parse_quote! { #[reconciler(for = Foo, max_concurrency = 2)] struct R; }),
+        "unknown reconciler option `max_concurrency`; did you mean `max_concurrent`?"
+    );
+    assert!(
+        error(parse_quote! { #[reconciler(for = Foo, predicate = generaton_changed)] struct R; })
+            .starts_with(
+                "unknown predicate `generaton_changed`; did you mean `generation_changed`?"
+            )
+    );
+    assert_eq!(
+        error(
+            parse_quote! { #[reconciler(for = Foo)] #[rbac(group = "", resource(pods), verbs(get))] struct R; }
+        ),
+        "unknown rbac option `resource`; did you mean `resources`?"
+    );
+    assert_eq!(
+        error(
+            parse_quote! { #[reconciler(for = Foo)] #[rbac(group = "", resources(pods), verbs(gte))] struct R; }
+        ),
+        "unknown verb `gte`; did you mean `get`?"
+    );
+    assert_eq!(
+        error(parse_quote! { #[reconciler(for = Foo, watches(Secret, mpa = f))] struct R; }),
+        "unknown `watches` option `mpa`; did you mean `map`?"
+    );
+}
+
+#[test]
+fn duplicates_are_errors() {
+    assert_eq!(
+        error(
+            parse_quote! { #[reconciler(for = Foo, owns(Deployment), owns(Deployment))] struct R; }
+        ),
+        "duplicate `owns` kind `Deployment`"
+    );
+    assert_eq!(
+        error(parse_quote! { #[reconciler(for = Foo, name = "a", name = "b")] struct R; }),
+        "duplicate option `name`"
+    );
+    assert_eq!(
+        error(parse_quote! { #[reconciler(for = Foo, owns(Foo))] struct R; }),
+        "the reconciled kind cannot also be an owned kind"
+    );
+}
+
+#[test]
+fn values_are_checked() {
+    assert!(
+        error(parse_quote! { #[reconciler(for = Foo, watches(Secret))] struct R; })
+            .starts_with("`watches` needs a map function")
+    );
+    assert_eq!(
+        error(parse_quote! { #[reconciler(for = Foo, max_concurrent = 0)] struct R; }),
+        "`max_concurrent` must be at least 1"
+    );
+    assert!(
+        error(parse_quote! { #[reconciler(for = Foo, finalizer = "cleanup")] struct R; })
+            .contains("must be a domain-qualified name")
+    );
+    assert!(
+        error(parse_quote! { #[reconciler(for = Foo)] #[rbac(group = "")] struct R; })
+            .starts_with("`#[rbac]` needs `resources`")
+    );
+}

@@ -1,0 +1,240 @@
+//! Code generation for `#[derive(Reconciler)]` from parsed
+//! [`ReconcilerArgs`](super::attrs::ReconcilerArgs).
+
+use super::attrs::{PredicateArg, ReconcilerArgs};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::DeriveInput;
+use syn::spanned::Spanned;
+
+/// `FooReconciler` -> `foo-reconciler`.
+pub fn kebab(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('-');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The `permissions()` body: one builder call per wired kind, each spanned
+/// on the kind so a type that is not a `Resource` is reported where it was
+/// written.
+fn permissions(args: &ReconcilerArgs) -> TokenStream {
+    let cr = quote!(::controller_runtime);
+    let for_ = &args.for_;
+    let mut calls = vec![quote_spanned!(for_.span()=> .primary::<#for_>())];
+    for kind in &args.owns {
+        calls.push(quote_spanned!(kind.span()=> .owns::<#kind>()));
+    }
+    for w in &args.watches {
+        let kind = &w.kind;
+        calls.push(quote_spanned!(kind.span()=> .watches::<#kind>()));
+    }
+    calls.push(quote!(.events()));
+    if args.leader_election {
+        calls.push(quote!(.leases()));
+    }
+    for rule in &args.rbac {
+        let group = &rule.group;
+        let resources = &rule.resources;
+        let verbs = &rule.verbs;
+        let names = &rule.names;
+        let names = if names.is_empty() {
+            quote!(::core::iter::empty::<&str>())
+        } else {
+            quote!([#(#names),*])
+        };
+        for resource in resources {
+            calls.push(quote!(.named_rule(#group, #resource, #names, [#(#verbs),*])));
+        }
+    }
+    quote!(#cr::rbac::Permissions::new() #(#calls)*)
+}
+
+/// The predicate given to `with_event_filter`, if any.
+fn predicate(args: &ReconcilerArgs) -> Option<TokenStream> {
+    let cr = quote!(::controller_runtime);
+    args.predicate.as_ref().map(|p| match p {
+        PredicateArg::Known(ty) => quote_spanned!(ty.span()=> #cr::predicate::#ty),
+        PredicateArg::Expr(e) => quote!(#e),
+    })
+}
+
+/// `FooReconciler::setup`: the controller registration with the manager.
+fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
+    let cr = quote!(::controller_runtime);
+    let for_ = &args.for_;
+    let mut calls = Vec::new();
+    for kind in &args.owns {
+        calls.push(quote_spanned!(kind.span()=> .owns::<#kind>()));
+    }
+    for w in &args.watches {
+        let (kind, map) = (&w.kind, &w.map);
+        calls.push(quote_spanned!(map.span()=> .watches_map::<#kind>(#map)));
+    }
+    if let Some(n) = &args.max_concurrent {
+        calls.push(quote!(.max_concurrent_reconciles(#n)));
+    }
+    if let Some(p) = predicate(args) {
+        calls.push(quote!(.with_event_filter(#p)));
+    }
+    let reconciler = if args.finalizer.is_some() {
+        quote!(#wrapper(::std::sync::Arc::new(self)))
+    } else {
+        quote!(self)
+    };
+    quote! {
+        /// Registers this reconciler's controller with `mgr`: the kinds
+        /// it is for, owns and watches, its event filter and workers, as
+        /// declared in `#[reconciler(...)]`. The manager starts it when it
+        /// runs (and leads).
+        pub fn setup(
+            self,
+            mgr: &#cr::manager::Manager,
+        ) -> ::core::result::Result<#cr::controller::Controller, #cr::manager::ManagerError> {
+            mgr.controller::<#for_>()
+                .named(Self::CONTROLLER_NAME)
+                #(#calls)*
+                .complete(#reconciler)
+        }
+    }
+}
+
+/// The finalizer flow: a local wrapper running `reconcile` or `cleanup`
+/// inside `ObjectContext::finalizer`.
+fn finalizer_flow(input: &DeriveInput, wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
+    let ident = &input.ident;
+    let vis = &input.vis;
+    let cr = quote!(::controller_runtime);
+    let for_ = &args.for_;
+    let Some(fin) = &args.finalizer else {
+        return TokenStream::new();
+    };
+    let vis_doc = format!("Runs [`{ident}`] inside its finalizer flow (generated).");
+    let cleanup_check = quote_spanned! {fin.span()=>
+        #cr::reconciler::assert_cleanup::<#for_, #ident>();
+    };
+    quote! {
+        #[doc = #vis_doc]
+        #[doc(hidden)]
+        #vis struct #wrapper(::std::sync::Arc<#ident>);
+
+        #[automatically_derived]
+        impl #cr::reconcile::ObjectReconciler<#for_> for #wrapper {
+            type Error = #cr::finalizer::FinalizerError<
+                <#ident as #cr::reconcile::ObjectReconciler<#for_>>::Error,
+            >;
+
+            async fn reconcile(
+                &self,
+                obj: ::std::sync::Arc<#for_>,
+                ctx: &#cr::reconcile::ObjectContext<#for_>,
+            ) -> ::core::result::Result<#cr::reconcile::Action, Self::Error> {
+                let inner = &*self.0;
+                ctx.finalizer(#fin, obj, |event| async move {
+                    match event {
+                        #cr::finalizer::FinalizerEvent::Apply(obj) => {
+                            #cr::reconcile::ObjectReconciler::<#for_>::reconcile(inner, obj, ctx).await
+                        }
+                        #cr::finalizer::FinalizerEvent::Cleanup(obj) => {
+                            #cr::reconciler::Cleanup::<#for_>::cleanup(inner, obj, ctx).await
+                        }
+                    }
+                })
+                .await
+            }
+
+            async fn deleted(
+                &self,
+                req: &#cr::reconcile::Request,
+                ctx: &#cr::reconcile::ObjectContext<#for_>,
+            ) -> ::core::result::Result<#cr::reconcile::Action, Self::Error> {
+                #cr::reconcile::ObjectReconciler::<#for_>::deleted(&*self.0, req, ctx)
+                    .await
+                    .map_err(#cr::finalizer::FinalizerError::Apply)
+            }
+        }
+
+        #[allow(dead_code)]
+        const _: () = {
+            fn check() {
+                #cleanup_check
+            }
+        };
+    }
+}
+
+/// The code generated for one reconciler.
+pub fn expand(input: &DeriveInput, args: &ReconcilerArgs) -> TokenStream {
+    let cr = quote!(::controller_runtime);
+    let ident = &input.ident;
+    let wrapper = format_ident!("__{}Finalizing", ident);
+    let for_ = &args.for_;
+    let name = args
+        .name
+        .as_ref()
+        .map(syn::LitStr::value)
+        .unwrap_or_else(|| kebab(&ident.to_string()));
+    let finalizer = match &args.finalizer {
+        Some(f) => quote!(::core::option::Option::Some(#f)),
+        None => quote!(::core::option::Option::None),
+    };
+    let perms = permissions(args);
+    let map_checks = args.watches.iter().map(|w| {
+        let kind = &w.kind;
+        let map = &w.map;
+        quote_spanned! {map.span()=>
+            let _: fn(&#kind) -> ::std::vec::Vec<#cr::reconcile::Request> = #map;
+        }
+    });
+    let reconciler_check = quote_spanned! {ident.span()=>
+        #cr::reconciler::assert_reconciler::<#for_, #ident>();
+    };
+    let setup = setup(&wrapper, args);
+    let flow = finalizer_flow(input, &wrapper, args);
+    quote! {
+        #[automatically_derived]
+        impl #ident {
+            /// The controller's name (metrics, logs, events, the RBAC role).
+            pub const CONTROLLER_NAME: &'static str = #name;
+            /// The finalizer this reconciler manages, if it declared one.
+            pub const FINALIZER: ::core::option::Option<&'static str> = #finalizer;
+
+            /// The permissions the wiring needs: what
+            /// [`Self::rbac`] and [`Self::rbac_role`] render.
+            pub fn permissions() -> #cr::rbac::Permissions {
+                #perms
+            }
+
+            /// The least-privilege `ClusterRole` for this controller, named
+            /// after it (for a manager watching every namespace).
+            pub fn rbac() -> #cr::rbac::ClusterRole {
+                Self::permissions().cluster_role(Self::CONTROLLER_NAME)
+            }
+
+            /// The same rules as a `Role` in `namespace` (for a manager
+            /// confined to one namespace).
+            pub fn rbac_role(namespace: &str) -> #cr::rbac::Role {
+                Self::permissions().role(Self::CONTROLLER_NAME, namespace)
+            }
+
+            #setup
+
+            #[doc(hidden)]
+            #[allow(dead_code)]
+            fn __reconciler_signature_checks() {
+                #reconciler_check
+                #(#map_checks)*
+            }
+        }
+
+        #flow
+    }
+}

@@ -1,0 +1,153 @@
+//! `cargo xtask bench [--quick]`: builds `envtest-server` and the
+//! `informer-bench` program, starts one server process, runs every scenario
+//! against it (informer-rs and kube-runtime alternating), then writes the
+//! report: `docs/performance.md` and one SVG plot per scenario.
+//!
+//! `--quick` uses small sizes and two runs, builds with the dev profile
+//! (CI has those artifacts already) and writes its report under
+//! `target/bench-quick/` instead of `docs/`: it proves the harness and every
+//! scenario still work, and fails only if something crashes, never on timing.
+
+mod plot;
+mod report;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// Options of `cargo xtask bench`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Small sizes, two runs, dev build, report under target/bench-quick.
+    #[arg(long)]
+    quick: bool,
+    /// Runs per measurement (default 5; 2 with --quick).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Only these scenarios (comma-separated: workqueue, indexer,
+    /// controller, watch, fanout, sync).
+    #[arg(long)]
+    only: Option<String>,
+    /// Build with the release profile even with --quick.
+    #[arg(long)]
+    release: bool,
+    /// Where to write the report (default docs/, or target/bench-quick with --quick).
+    #[arg(long)]
+    out_dir: Option<PathBuf>,
+}
+
+/// Kills the server process when dropped, so no exit path leaves it running.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs the task.
+pub fn run(args: &Args) -> Result<(), String> {
+    let root = workspace_root()?;
+    let release = args.release || !args.quick;
+    let profile_dir = if release { "release" } else { "debug" };
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let out_dir = args.out_dir.clone().unwrap_or_else(|| {
+        if args.quick {
+            target.join("bench-quick")
+        } else {
+            root.join("docs")
+        }
+    });
+
+    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    build.current_dir(&root).args([
+        "build",
+        "-p",
+        "envtest",
+        "--bin",
+        "envtest-server",
+        "-p",
+        "informer-bench",
+        "--bin",
+        "informer-bench",
+    ]);
+    if release {
+        build.arg("--release");
+    }
+    status(build, "building the bench")?;
+    let bin = target.join(profile_dir);
+
+    let mut server = Server(
+        Command::new(bin.join("envtest-server"))
+            .args(["--port", "0", "--history-window", "200000"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start envtest-server: {e}"))?,
+    );
+    let url = server_url(&mut server.0)?;
+    eprintln!("xtask bench: envtest-server at {url}");
+
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let json = out_dir.join("performance.json");
+    let mut bench = Command::new(bin.join("informer-bench"));
+    bench.args(["--server", &url, "--out"]).arg(&json);
+    if args.quick {
+        bench.arg("--quick");
+    }
+    if let Some(runs) = args.runs {
+        bench.args(["--runs", &runs.to_string()]);
+    }
+    if let Some(only) = &args.only {
+        bench.args(["--only", only]);
+    }
+    status(bench, "the bench")?;
+    drop(server);
+
+    let text = std::fs::read_to_string(&json)
+        .map_err(|e| format!("cannot read {}: {e}", json.display()))?;
+    let session: report::Session = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a bench result: {e}", json.display()))?;
+    let written = report::write(&session, &out_dir, release)?;
+    eprintln!("xtask bench: wrote {}", written.display());
+    Ok(())
+}
+
+/// Runs `cmd`, failing with `what` unless it exits successfully.
+fn status(mut cmd: Command, what: &str) -> Result<(), String> {
+    let st = cmd
+        .status()
+        .map_err(|e| format!("{what}: cannot start: {e}"))?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed: {st}"))
+    }
+}
+
+/// Reads the server's stdout until it names its URL; a thread drains the rest.
+fn server_url(child: &mut Child) -> Result<String, String> {
+    let stdout = child.stdout.take().ok_or("envtest-server has no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    for line in lines.by_ref() {
+        let line = line.map_err(|e| format!("reading envtest-server output: {e}"))?;
+        if let Some(url) = line.strip_prefix("envtest-server listening on ") {
+            let url = url.trim().to_owned();
+            std::thread::spawn(move || lines.for_each(drop));
+            return Ok(url);
+        }
+    }
+    Err("envtest-server exited before it was listening".into())
+}
+
+/// The workspace root: the parent of this crate's directory.
+fn workspace_root() -> Result<PathBuf, String> {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| "xtask has no parent directory".into())
+}

@@ -1,0 +1,428 @@
+//! Turns the bench's JSON records into `performance.md`: the fixed prose
+//! from `xtask/templates/performance/`, the targets with whether each is
+//! met, and per scenario a table (median and min-max of every run, ratios to
+//! kube-runtime and to the floor) and a plot.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The sides, in column order.
+pub const SIDES: [&str; 3] = ["informer-rs", "kube-runtime", "floor"];
+
+/// Scenario ids, titles and their prose, in report order.
+const SCENARIOS: [(&str, &str, &str); 6] = [
+    (
+        "sync",
+        "1. Initial sync",
+        include_str!("../../templates/performance/sync.md"),
+    ),
+    (
+        "watch",
+        "3. Watch throughput",
+        include_str!("../../templates/performance/watch.md"),
+    ),
+    (
+        "fanout",
+        "4. Fan-out",
+        include_str!("../../templates/performance/fanout.md"),
+    ),
+    (
+        "indexer",
+        "5. Indexer",
+        include_str!("../../templates/performance/indexer.md"),
+    ),
+    (
+        "workqueue",
+        "6. Workqueue",
+        include_str!("../../templates/performance/workqueue.md"),
+    ),
+    (
+        "controller",
+        "7. Controller end to end",
+        include_str!("../../templates/performance/controller.md"),
+    ),
+];
+const INTRO: &str = include_str!("../../templates/performance/intro.md");
+const OUTRO: &str = include_str!("../../templates/performance/outro.md");
+
+/// The bench program's output.
+#[derive(Debug, Deserialize)]
+pub struct Session {
+    quick: bool,
+    runs: usize,
+    cpus: usize,
+    load_average: String,
+    records: Vec<Record>,
+}
+
+/// One measured quantity for one side.
+#[derive(Debug, Deserialize)]
+struct Record {
+    scenario: String,
+    case: String,
+    metric: String,
+    unit: String,
+    higher_is_better: bool,
+    side: String,
+    values: Vec<f64>,
+}
+
+/// One table row: a case and quantity with the values of every side.
+#[derive(Debug)]
+pub struct Row<'a> {
+    /// The case.
+    pub case: &'a str,
+    /// The quantity.
+    pub metric: &'a str,
+    /// Its unit.
+    pub unit: &'a str,
+    higher_is_better: bool,
+    /// Values per side, in [`SIDES`] order.
+    pub sides: [Option<Vec<f64>>; 3],
+}
+
+impl<'a> Row<'a> {
+    /// The rows of `scenario`, in the order the bench produced them.
+    pub fn of(session: &'a Session, scenario: &str) -> Vec<Row<'a>> {
+        let mut rows: Vec<Row<'a>> = Vec::new();
+        for r in session.records.iter().filter(|r| r.scenario == scenario) {
+            let Some(side) = SIDES.iter().position(|s| *s == r.side) else {
+                continue;
+            };
+            let at = rows
+                .iter()
+                .position(|x| x.case == r.case && x.metric == r.metric);
+            let row = match at {
+                Some(i) => &mut rows[i],
+                None => {
+                    rows.push(Row {
+                        case: &r.case,
+                        metric: &r.metric,
+                        unit: &r.unit,
+                        higher_is_better: r.higher_is_better,
+                        sides: [None, None, None],
+                    });
+                    let last = rows.len() - 1;
+                    &mut rows[last]
+                }
+            };
+            row.sides[side] = Some(r.values.clone());
+        }
+        rows
+    }
+
+    fn median(&self, side: usize) -> Option<f64> {
+        self.sides[side].as_deref().map(median)
+    }
+
+    fn range(&self, side: usize) -> Option<(f64, f64)> {
+        let v = self.sides[side].as_deref()?;
+        Some((
+            v.iter().copied().fold(f64::INFINITY, f64::min),
+            v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        ))
+    }
+
+    /// `ours / other` with a word saying who is ahead (and whether the
+    /// ranges of the runs overlap).
+    fn ratio(&self, other: usize) -> String {
+        let (Some(a), Some(b)) = (self.median(0), self.median(other)) else {
+            return "-".into();
+        };
+        if b == 0.0 || !a.is_finite() || !b.is_finite() {
+            return "-".into();
+        }
+        let r = a / b;
+        let better = if self.higher_is_better {
+            r > 1.0
+        } else {
+            r < 1.0
+        };
+        let overlap = match (self.range(0), self.range(other)) {
+            (Some((a0, a1)), Some((b0, b1))) => a0 <= b1 && b0 <= a1,
+            _ => false,
+        };
+        let word = match (overlap, better) {
+            (true, _) => "runs overlap",
+            (false, true) => "ahead",
+            (false, false) => "**behind**",
+        };
+        if other == 2 {
+            format!("{r:.2}")
+        } else {
+            format!("{r:.2} ({word})")
+        }
+    }
+}
+
+/// The median of `xs` (NaN when empty).
+pub fn median(xs: &[f64]) -> f64 {
+    let mut v: Vec<f64> = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// A number with thousands separators and precision fitting its size.
+pub fn number(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let a = v.abs();
+    if a >= 1e6 {
+        return format!("{:.2} M", v / 1e6);
+    }
+    if a >= 100.0 {
+        let n = v.round() as i64;
+        let digits = n.unsigned_abs().to_string();
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        return if n < 0 { format!("-{out}") } else { out };
+    }
+    if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn cell(row: &Row<'_>, side: usize) -> String {
+    match (row.median(side), row.range(side)) {
+        (Some(m), Some((lo, hi))) => format!("{} ({}–{})", number(m), number(lo), number(hi)),
+        _ => "-".into(),
+    }
+}
+
+/// Today's date (UTC) as YYYY-MM-DD.
+fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // Days to civil date (Howard Hinnant's algorithm).
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The median of `metric` in `case` of `scenario` for `side`.
+fn find(session: &Session, scenario: &str, case: &str, metric: &str, side: usize) -> Option<f64> {
+    session
+        .records
+        .iter()
+        .find(|r| {
+            r.scenario == scenario && r.case == case && r.metric == metric && r.side == SIDES[side]
+        })
+        .map(|r| median(&r.values))
+}
+
+/// The targets, each with the measured value and whether it is met.
+fn targets(session: &Session) -> String {
+    let mut out = String::from("| target | measured | met |\n|---|---|---|\n");
+    let mut line = |target: &str, measured: String, met: Option<bool>| {
+        let met = match met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "not measured",
+        };
+        let _ = writeln!(out, "| {target} | {measured} | {met} |");
+    };
+    let largest = session
+        .records
+        .iter()
+        .filter(|r| r.scenario == "sync")
+        .filter_map(|r| r.case.split(' ').next()?.parse::<usize>().ok())
+        .max();
+    if let Some(n) = largest {
+        for strip in ["kept", "stripped"] {
+            let case = format!("{n} objects, managedFields {strip}");
+            let heap = |side| find(session, "sync", &case, "retained heap once synced", side);
+            if let (Some(a), Some(b), Some(f)) = (heap(0), heap(1), heap(2)) {
+                line(
+                    &format!(
+                        "retained heap per object ≤ kube-runtime's and ≤ 1.05 × the object's own size ({case})"
+                    ),
+                    format!(
+                        "{} B vs kube-runtime {} B; object {} B: {:.2} ×",
+                        number(a),
+                        number(b),
+                        number(f),
+                        a / f
+                    ),
+                    Some(a <= b && a <= 1.05 * f),
+                );
+            }
+            let time = |side| find(session, "sync", &case, "time to synced", side);
+            if let (Some(a), Some(f)) = (time(0), time(2)) {
+                line(
+                    &format!("sync time ≤ 1.3 × the decode floor ({case})"),
+                    format!("{} ms vs floor {} ms: {:.2} ×", number(a), number(f), a / f),
+                    Some(a <= 1.3 * f),
+                );
+            }
+        }
+    }
+    let update = session
+        .records
+        .iter()
+        .filter(|r| {
+            r.scenario == "controller"
+                && r.metric == "update reconciles/s"
+                && r.case.ends_with("8 workers")
+        })
+        .map(|r| r.case.as_str())
+        .next();
+    if let Some(case) = update {
+        let rate = |side| find(session, "controller", case, "update reconciles/s", side);
+        if let (Some(a), Some(b)) = (rate(0), rate(1)) {
+            line(
+                &format!("update reconciles/s ≥ 1.2 × kube-runtime's ({case})"),
+                format!("{} vs {}: {:.2} ×", number(a), number(b), a / b),
+                Some(a >= 1.2 * b),
+            );
+        }
+    }
+    line(
+        "relist peak ≤ 1.5 × steady state",
+        "see \"Not measured\" below".into(),
+        None,
+    );
+    out
+}
+
+/// Writes `performance.md` and the plots into `dir`; returns the file.
+pub fn write(session: &Session, dir: &Path, release: bool) -> Result<PathBuf, String> {
+    let plots = dir.join("performance");
+    std::fs::create_dir_all(&plots)
+        .map_err(|e| format!("cannot create {}: {e}", plots.display()))?;
+    let mut md = INTRO
+        .replace("{{date}}", &today())
+        .replace("{{runs}}", &session.runs.to_string())
+        .replace("{{cpus}}", &session.cpus.to_string())
+        .replace("{{load}}", &session.load_average)
+        .replace(
+            "{{profile}}",
+            if release {
+                "release"
+            } else {
+                "dev (unoptimised)"
+            },
+        )
+        .replace(
+            "{{mode}}",
+            if session.quick {
+                "`--quick` (small sizes)"
+            } else {
+                "full size"
+            },
+        );
+    md.push_str("\n## Targets\n\n");
+    md.push_str(&targets(session));
+    for (id, title, prose) in SCENARIOS {
+        let rows = Row::of(session, id);
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = write!(md, "\n## {title}\n\n{}\n", prose.trim());
+        super::plot::scenario(session, id, &plots.join(format!("{id}.svg")))?;
+        let _ = write!(md, "\n![{title}](performance/{id}.svg)\n\n");
+        md.push_str("| case | quantity | informer-rs | kube-runtime | floor | informer-rs / kube-runtime | informer-rs / floor |\n");
+        md.push_str("|---|---|---:|---:|---:|---:|---:|\n");
+        for r in &rows {
+            let _ = writeln!(
+                md,
+                "| {} | {} ({}) | {} | {} | {} | {} | {} |",
+                r.case,
+                r.metric,
+                r.unit,
+                cell(r, 0),
+                cell(r, 1),
+                cell(r, 2),
+                r.ratio(1),
+                r.ratio(2)
+            );
+        }
+    }
+    md.push('\n');
+    md.push_str(OUTRO.trim());
+    md.push('\n');
+    let path = dir.join("performance.md");
+    std::fs::write(&path, md).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(number(1234.4), "1,234");
+        assert_eq!(number(123_456.0), "123,456");
+        assert_eq!(number(2_500_000.0), "2.50 M");
+        assert_eq!(number(12.34), "12.3");
+        assert_eq!(number(1.234), "1.23");
+        assert_eq!(number(-4321.0), "-4,321");
+    }
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    fn session(records: serde_json::Value) -> Session {
+        let v = serde_json::json!({"quick": true, "runs": 2, "cpus": 2, "load_average": "1.0", "records": records});
+        match serde_json::from_value(v) {
+            Ok(s) => s,
+            Err(e) => panic!("bad test session: {e}"),
+        }
+    }
+
+    fn rec(side: &str, metric: &str, higher: bool, values: &[f64]) -> serde_json::Value {
+        serde_json::json!({"scenario": "s", "case": "c", "metric": metric, "unit": "u",
+            "higher_is_better": higher, "side": side, "values": values})
+    }
+
+    #[test]
+    fn ratios_say_who_is_ahead_by_direction() {
+        let s = session(serde_json::json!([
+            rec("informer-rs", "time", false, &[10.0, 11.0]),
+            rec("kube-runtime", "time", false, &[20.0, 21.0]),
+            rec("informer-rs", "rate", true, &[10.0, 11.0]),
+            rec("kube-runtime", "rate", true, &[20.0, 21.0]),
+            rec("informer-rs", "close", true, &[10.0, 12.0]),
+            rec("kube-runtime", "close", true, &[11.0, 13.0]),
+        ]));
+        let rows = Row::of(&s, "s");
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].ratio(1), "0.51 (ahead)");
+        assert_eq!(rows[1].ratio(1), "0.51 (**behind**)");
+        assert_eq!(rows[2].ratio(1), "0.92 (runs overlap)");
+        assert_eq!(rows[0].ratio(2), "-");
+    }
+
+    #[test]
+    fn today_is_a_date() {
+        let d = today();
+        assert_eq!(d.len(), 10);
+        assert!(d.starts_with("20"));
+    }
+}
