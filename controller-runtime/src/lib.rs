@@ -32,6 +32,10 @@
 //! Do not also depend on `k8s-openapi` with a version feature: two enabled
 //! versions fail the build (that is `k8s-openapi`'s own rule).
 //!
+//! For now `informer-core` and `envtest` still enable `v1_34` themselves
+//! (through the workspace's shared `k8s-openapi` dependency), so `v1_34` is
+//! the only version that builds until they forward the choice the same way.
+//!
 //! ```
 //! use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
 //! use controller_runtime::kube_client::core::Resource;
@@ -52,6 +56,7 @@ pub use tokio_util::sync::CancellationToken;
 
 pub mod client;
 pub mod controller;
+pub mod crd;
 pub mod events;
 pub mod finalizer;
 pub mod handler;
@@ -65,6 +70,13 @@ pub mod rbac;
 pub mod reconcile;
 pub mod reconciler;
 pub mod workqueue;
+
+mod macro_support;
+#[doc(hidden)]
+pub use macro_support::__private;
+
+/// Derives a custom resource from its spec struct: see [`crd`] and `docs/macros.md`.
+pub use informer_macros::CustomResource;
 
 /// Derives a reconciler's controller registration, finalizer flow and
 /// least-privilege RBAC role from `#[reconciler(...)]`: see [`reconciler`],

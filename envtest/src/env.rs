@@ -7,6 +7,7 @@ use crate::faults::{Faults, RequestRecord};
 use crate::registry::Registry;
 use crate::server::{Config, Server, router};
 use crate::storage::Store;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,6 +74,8 @@ pub struct TestEnvBuilder {
     port: u16,
     bearer_token: Option<String>,
     data_dir: Option<std::path::PathBuf>,
+    crds: Vec<CustomResourceDefinition>,
+    crd_dirs: Vec<std::path::PathBuf>,
 }
 
 impl Default for TestEnvBuilder {
@@ -86,6 +89,8 @@ impl Default for TestEnvBuilder {
             port: 0,
             bearer_token: None,
             data_dir: None,
+            crds: Vec::new(),
+            crd_dirs: Vec::new(),
         }
     }
 }
@@ -111,6 +116,15 @@ impl TestEnvBuilder {
 
     /// How long a request (other than a watch stream) may take, reading its
     /// body included, before it is answered 504 Timeout.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::builder()
+    ///     .request_timeout(std::time::Duration::from_secs(5))
+    ///     .start()
+    ///     .await?;
+    /// # drop(env); Ok(()) }
+    /// ```
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.request_timeout = d;
         self
@@ -143,8 +157,36 @@ impl TestEnvBuilder {
         self
     }
 
+    /// Install these CustomResourceDefinitions when the server starts;
+    /// [`start`](Self::start) returns once every version they serve
+    /// answers (Go envtest's `CRDs`).
+    ///
+    /// ```no_run
+    /// # async fn demo(crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition) -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::builder().crds([crd]).start().await?;
+    /// # drop(env); Ok(()) }
+    /// ```
+    pub fn crds(mut self, crds: impl IntoIterator<Item = CustomResourceDefinition>) -> Self {
+        self.crds.extend(crds);
+        self
+    }
+
+    /// Install every CustomResourceDefinition found in the `.yaml`, `.yml`
+    /// and `.json` files of `dir` (YAML files may hold several documents;
+    /// documents of other kinds are skipped), as [`crds`](Self::crds) does
+    /// (Go envtest's `CRDDirectoryPaths`). A file that does not parse fails
+    /// [`start`](Self::start) with an error naming it.
+    pub fn crd_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.crd_dirs.push(dir.into());
+        self
+    }
+
     /// Start the server.
     pub async fn start(self) -> Result<TestEnv, Error> {
+        let mut crds = self.crds.clone();
+        for dir in &self.crd_dirs {
+            crds.extend(read_crd_dir(dir)?);
+        }
         let addr = format!("127.0.0.1:{}", self.port);
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
@@ -208,13 +250,100 @@ impl TestEnvBuilder {
             message: e.to_string(),
         })?;
         tracing::debug!(%base_url, "envtest server started");
-        Ok(TestEnv {
+        let env = TestEnv {
             server,
             base_url,
             client,
             shutdown,
-        })
+        };
+        install_crds(&env, &crds).await?;
+        Ok(env)
     }
+}
+
+/// How long [`TestEnvBuilder::start`] waits for installed CRDs to be served.
+const CRD_SERVED_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The CRDs in the `.yaml`/`.yml`/`.json` files of `dir`, in file-name order.
+fn read_crd_dir(dir: &std::path::Path) -> Result<Vec<CustomResourceDefinition>, Error> {
+    let io_error = |path: &std::path::Path, source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| io_error(dir, e))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && p.extension()
+                    .and_then(|e| e.to_str())
+                    .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+        })
+        .collect();
+    files.sort();
+    let mut crds = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|e| io_error(&file, e))?;
+        let invalid = |message: String| {
+            io_error(
+                &file,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, message),
+            )
+        };
+        let docs: Vec<serde_json::Value> = if file.extension().is_some_and(|e| e == "json") {
+            vec![serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?]
+        } else {
+            serde_saphyr::from_multiple(&text).map_err(|e| invalid(e.to_string()))?
+        };
+        for doc in docs {
+            if doc.get("kind").and_then(|k| k.as_str()) != Some("CustomResourceDefinition") {
+                continue;
+            }
+            let crd = serde_json::from_value(doc)
+                .map_err(|e| invalid(format!("not a valid CustomResourceDefinition: {e}")))?;
+            crds.push(crd);
+        }
+    }
+    Ok(crds)
+}
+
+/// Creates `crds` through the API (so they are validated as any client's
+/// would be) and waits until every served version lists.
+async fn install_crds(env: &TestEnv, crds: &[CustomResourceDefinition]) -> Result<(), Error> {
+    let api: kube_client::Api<CustomResourceDefinition> = kube_client::Api::all(env.client());
+    let failed = |message: String| Error::Client {
+        url: env.base_url.clone(),
+        message,
+    };
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.create(&Default::default(), crd)
+            .await
+            .map_err(|e| failed(format!("installing CRD {name}: {e}")))?;
+        for version in crd.spec.versions.iter().filter(|v| v.served) {
+            let path = format!(
+                "/apis/{}/{}/{}",
+                crd.spec.group, version.name, crd.spec.names.plural
+            );
+            let deadline = tokio::time::Instant::now() + CRD_SERVED_TIMEOUT;
+            loop {
+                let request = http::Request::get(&path)
+                    .body(Vec::new())
+                    .map_err(|e| failed(e.to_string()))?;
+                match env.client.request_text(request).await {
+                    Ok(_) => break,
+                    Err(e) if tokio::time::Instant::now() >= deadline => {
+                        return Err(failed(format!(
+                            "CRD {name} version {} not served within {CRD_SERVED_TIMEOUT:?}: {e}",
+                            version.name
+                        )));
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The client configuration [`TestEnv::client`] uses: default namespace

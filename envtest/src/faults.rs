@@ -2,7 +2,8 @@
 //! close every open watch, compact history so the next resume gets 410,
 //! make the next N matching requests fail with a chosen status (429 carries
 //! `Retry-After`), add latency to every request, pause and resume the server,
-//! and read back which requests were made and how they were answered.
+//! send malformed watch events ([`WatchLineFault`]), and read back which
+//! requests were made and how they were answered.
 
 use crate::error::ApiError;
 use crate::storage::Store;
@@ -123,6 +124,65 @@ impl FailureRule {
     }
 }
 
+/// A way to spoil the next object event (ADDED, MODIFIED, DELETED) a watch
+/// sends, to test how clients cope with malformed data from a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchLineFault {
+    /// Cut the line in half (the client gets half a JSON document).
+    Truncate,
+    /// Replace the object with bytes that are not JSON.
+    Corrupt,
+    /// Add fields no schema knows, at the top, in the object and in its
+    /// metadata (a client must ignore them).
+    UnknownFields,
+    /// Make `metadata.labels` a string instead of a map (valid JSON that
+    /// does not fit the type).
+    TypeMismatch,
+    /// Pad the object with an annotation of this many bytes.
+    Oversize(usize),
+}
+
+impl WatchLineFault {
+    fn apply(&self, line: &[u8]) -> Vec<u8> {
+        let mut out = match self {
+            WatchLineFault::Truncate => line[..line.len() / 2].to_vec(),
+            WatchLineFault::Corrupt => {
+                let kind = serde_json::from_slice::<serde_json::Value>(line)
+                    .ok()
+                    .and_then(|v| v["type"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                format!("{{\"type\":\"{kind}\",\"object\":{{\"metadata\":\u{1}%corrupt%}}")
+                    .into_bytes()
+            }
+            WatchLineFault::UnknownFields
+            | WatchLineFault::TypeMismatch
+            | WatchLineFault::Oversize(_) => {
+                let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(line) else {
+                    return line.to_vec();
+                };
+                match self {
+                    WatchLineFault::UnknownFields => {
+                        v["unknownTop"] = serde_json::json!(1);
+                        v["object"]["unknownField"] = serde_json::json!({"nested": [1, 2, 3]});
+                        v["object"]["metadata"]["unknownMeta"] = serde_json::json!(true);
+                    }
+                    WatchLineFault::TypeMismatch => {
+                        v["object"]["metadata"]["labels"] = serde_json::json!("not-a-map");
+                    }
+                    WatchLineFault::Oversize(n) => {
+                        v["object"]["metadata"]["annotations"]["envtest.io/padding"] =
+                            serde_json::json!("x".repeat(*n));
+                    }
+                    _ => {}
+                }
+                v.to_string().into_bytes()
+            }
+        };
+        out.push(b'\n');
+        out
+    }
+}
+
 /// One request as the server saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestRecord {
@@ -167,6 +227,7 @@ pub struct Faults {
     latency: Mutex<Duration>,
     paused: tokio::sync::watch::Sender<bool>,
     log: Mutex<VecDeque<RequestRecord>>,
+    spoil: Mutex<VecDeque<WatchLineFault>>,
 }
 
 impl std::fmt::Debug for Faults {
@@ -186,6 +247,7 @@ impl Faults {
             latency: Mutex::new(Duration::ZERO),
             paused: tokio::sync::watch::channel(false).0,
             log: Mutex::new(VecDeque::new()),
+            spoil: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -226,6 +288,36 @@ impl Faults {
     /// Release held requests.
     pub fn resume(&self) {
         self.paused.send_replace(false);
+    }
+
+    /// Spoil the next object event any watch sends with `fault` (queued
+    /// faults apply one per event, in order).
+    pub fn spoil_next_watch_event(&self, fault: WatchLineFault) {
+        self.spoil.lock().push_back(fault);
+    }
+
+    /// How many queued [`WatchLineFault`]s have not been applied yet.
+    pub fn pending_watch_event_faults(&self) -> usize {
+        self.spoil.lock().len()
+    }
+
+    /// The watch hook: spoils `line` if a fault is queued and it is an
+    /// object event (bookmarks and errors pass untouched).
+    pub(crate) fn spoil_watch_line(&self, line: bytes::Bytes) -> bytes::Bytes {
+        let is_object_event = [
+            &b"{\"type\":\"ADDED\""[..],
+            b"{\"type\":\"MODIFIED\"",
+            b"{\"type\":\"DELETED\"",
+        ]
+        .iter()
+        .any(|p| line.starts_with(p));
+        if !is_object_event {
+            return line;
+        }
+        match self.spoil.lock().pop_front() {
+            Some(fault) => bytes::Bytes::from(fault.apply(&line)),
+            None => line,
+        }
     }
 
     /// The token that open watches watch for [`Faults::drop_watches`].
@@ -321,6 +413,43 @@ mod tests {
             f.before(&http::Method::GET, "/api/v1/configmaps", "")
                 .await
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn watch_line_faults_spoil_only_object_events_once_each() {
+        let f = Faults::new(Arc::new(Store::new(10, 16)));
+        let line = bytes::Bytes::from_static(
+            b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"7\"}}}\n",
+        );
+        let bookmark = bytes::Bytes::from_static(b"{\"type\":\"BOOKMARK\",\"object\":{}}\n");
+        let parse = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b);
+        for fault in [
+            WatchLineFault::Truncate,
+            WatchLineFault::Corrupt,
+            WatchLineFault::UnknownFields,
+            WatchLineFault::TypeMismatch,
+            WatchLineFault::Oversize(1000),
+        ] {
+            f.spoil_next_watch_event(fault);
+        }
+        assert_eq!(f.spoil_watch_line(bookmark.clone()), bookmark);
+        let truncated = f.spoil_watch_line(line.clone());
+        assert!(truncated.ends_with(b"\n") && parse(&truncated).is_err());
+        let corrupt = f.spoil_watch_line(line.clone());
+        assert!(corrupt.starts_with(b"{\"type\":\"MODIFIED\"") && parse(&corrupt).is_err());
+        let unknown = parse(&f.spoil_watch_line(line.clone())).unwrap();
+        assert_eq!(unknown["object"]["metadata"]["unknownMeta"], true);
+        assert_eq!(unknown["object"]["metadata"]["name"], "a");
+        let mismatch = parse(&f.spoil_watch_line(line.clone())).unwrap();
+        assert_eq!(mismatch["object"]["metadata"]["labels"], "not-a-map");
+        let big = f.spoil_watch_line(line.clone());
+        assert!(big.len() > 1000 && parse(&big).is_ok());
+        assert_eq!(f.pending_watch_event_faults(), 0);
+        assert_eq!(
+            f.spoil_watch_line(line.clone()),
+            line,
+            "one event per fault"
         );
     }
 

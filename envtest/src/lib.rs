@@ -7,8 +7,14 @@
 //! Expired beyond a bounded history window), bookmarks, optimistic
 //! concurrency, generation and status-subresource rules, finalizers,
 //! namespaces, and CustomResourceDefinitions that become servable when
-//! created. Faults (dropped watches, compaction, injected errors, latency,
-//! pause) are scoped to one server so tests can run in parallel.
+//! created. It refuses what a cluster refuses: built-in kinds are decoded
+//! through their k8s-openapi types (a JSON type mismatch is 400 with the
+//! field path), `fieldValidation` Strict/Warn/Ignore is honoured, metadata
+//! syntax and immutable fields are checked, CRD schemas are defaulted and
+//! enforced, and sizes (objects, annotations, JSON patches, URLs) and
+//! request time are bounded. Faults (dropped watches, compaction, injected
+//! errors, latency, pause) are scoped to one server so tests can run in
+//! parallel.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -53,5 +59,5 @@ pub use env::{
     DEFAULT_REQUEST_TIMEOUT, TestEnv, TestEnvBuilder, kubeconfig_yaml, kubeconfig_yaml_with_token,
 };
 pub use error::{ApiError, Cause, Details, Error};
-pub use faults::{FailureRule, Faults, RequestRecord};
+pub use faults::{FailureRule, Faults, RequestRecord, WatchLineFault};
 pub use selectors::{FieldSelector, LabelSelector, SelectorError};

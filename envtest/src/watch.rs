@@ -41,6 +41,7 @@ struct Watcher {
     stop: CancellationToken,
     deadline: Instant,
     last: u64,
+    srv: Arc<Server>,
 }
 
 fn streaming_response(rx: mpsc::Receiver<Bytes>) -> Response {
@@ -147,6 +148,7 @@ pub fn serve(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
             WatchFrom::Now => start.rev,
             WatchFrom::Rev(x) => x,
         },
+        srv: srv.clone(),
     };
     let ctx = RunCtx {
         srv: srv.clone(),
@@ -168,6 +170,7 @@ struct RunCtx {
 impl Watcher {
     /// Send one line; false when the watch must end.
     async fn send(&self, line: Bytes) -> bool {
+        let line = self.srv.faults.spoil_watch_line(line);
         tokio::select! {
             r = self.tx.send(line) => r.is_ok(),
             _ = self.stop.cancelled() => false,

@@ -457,3 +457,33 @@ mod props {
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn recorders_for_controllers_report_their_name_and_do_not_fold_together() {
+    let sink = FakeSink::default();
+    let (rec, cancel, task) = start(&sink, RecorderConfig::new("default-op", "pod-a"));
+    let foo = rec.for_controller("foo-controller");
+    let bar = rec.for_controller("bar-controller");
+    let info = EventInfo::warning("ErrResourceExists", "Adopt")
+        .note("not ours")
+        .related(&cm("other"));
+    assert!(foo.publish(&cm("a"), info.clone()));
+    assert!(bar.publish(&cm("a"), info));
+    assert!(rec.publish(&cm("a"), EventInfo::normal("Synced", "Reconcile")));
+    wait_until(|| sink.events.lock().len() == 3).await;
+    let events = sink.events.lock().clone();
+    let reporters: Vec<_> = events
+        .iter()
+        .map(|e| e.reporting_controller.clone().unwrap())
+        .collect();
+    assert_eq!(
+        reporters,
+        ["foo-controller", "bar-controller", "default-op"]
+    );
+    let related = events[0].related.as_ref().unwrap();
+    assert_eq!(related.name.as_deref(), Some("other"));
+    assert_eq!(events[0].type_.as_deref(), Some("Warning"));
+    assert!(events[2].related.is_none());
+    cancel.cancel();
+    task.await.unwrap();
+}

@@ -138,3 +138,23 @@ fn map_func_handler_and_arc() {
     let dynh: Arc<dyn EventHandler<Pod>> = h;
     assert_eq!(keys(dynh.generic(&p)), ["apps/shop"]);
 }
+
+#[test]
+fn scope_info_gives_a_namespaced_api_only_for_namespaced_kinds() {
+    let config = kube_client::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
+    let client = kube_client::Client::try_from(config).unwrap();
+    let in_ns: kube_client::Api<ConfigMap> =
+        <k8s_openapi::NamespaceResourceScope as ScopeInfo>::api(client.clone(), Some("team-a"));
+    assert_eq!(in_ns.resource_url(), "/api/v1/namespaces/team-a/configmaps");
+    let everywhere: kube_client::Api<ConfigMap> =
+        <k8s_openapi::NamespaceResourceScope as ScopeInfo>::api(client.clone(), None);
+    assert_eq!(everywhere.resource_url(), "/api/v1/configmaps");
+    let namespaces: kube_client::Api<Namespace> =
+        <k8s_openapi::ClusterResourceScope as ScopeInfo>::api(client, Some("ignored"));
+    assert_eq!(namespaces.resource_url(), "/api/v1/namespaces");
+}

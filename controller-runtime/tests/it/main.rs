@@ -11,7 +11,9 @@ mod events;
 mod finalizer;
 mod leaderelection;
 mod manager;
+mod reconciler;
 mod shutdown;
+mod typed;
 mod widget;
 
 use std::time::Duration;

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube_client::Client;
-use kube_client::api::{Api, DeleteParams, PostParams};
+use kube_client::api::{Api, PostParams};
 use kube_core::Resource;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -185,7 +185,7 @@ impl Journal {
 }
 
 /// Mirrors each widget's `spec.data` into a ConfigMap `<name>-data` that it
-/// controls; deletes the ConfigMap when the widget is gone.
+/// controls; the garbage collector deletes the ConfigMap with the widget.
 pub struct WidgetReconciler {
     pub client: Client,
     pub cache: Cache,
@@ -246,15 +246,9 @@ impl Reconciler for WidgetReconciler {
         let ns = req.namespace.as_deref().unwrap_or(NS);
         let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
         let Some(w) = self.cache.get::<Widget>(Some(ns), &req.name).await? else {
-            // envtest has no garbage collector: clean up ourselves.
-            match cms
-                .delete(&cm_name(&req.name), &DeleteParams::default())
-                .await
-            {
-                Ok(_) => {}
-                Err(kube_client::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
+            // The widget is gone; its ConfigMap, which it controls, goes with
+            // it through the garbage collector (envtest runs one, as a
+            // cluster does).
             self.journal.completed.fetch_add(1, Ordering::SeqCst);
             return Ok(Action::done());
         };

@@ -7,6 +7,7 @@
 mod apply;
 mod authz;
 mod crd;
+mod crd_install;
 mod crud;
 mod errors;
 mod faults;

@@ -8,6 +8,7 @@ mod custom_resource;
 mod factory;
 mod list_watch;
 mod lister;
+mod malformed;
 mod reflector;
 mod reflector_faults;
 mod shared_informer;

@@ -318,12 +318,6 @@ impl ReconcilerArgs {
                 None => syn::Error::new(input.ident.span(), msg),
             }
         })?;
-        if let Some(dup) = owns.iter().find(|k| same_type(k, &for_)) {
-            return Err(syn::Error::new(
-                dup.span(),
-                "the reconciled kind cannot also be an owned kind",
-            ));
-        }
         Ok(ReconcilerArgs {
             for_,
             owns,

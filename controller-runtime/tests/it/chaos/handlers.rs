@@ -72,7 +72,7 @@ pub struct Panicky {
 impl Panicky {
     fn tick(&self) {
         let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.every > 0 && n % self.every == 0 {
+        if self.every > 0 && n.is_multiple_of(self.every) {
             panic!("injected handler panic {n}");
         }
     }

@@ -20,7 +20,9 @@
 //! `CHAOS_SEED=<seed> CHAOS_SEEDS=1`. The schedule is fixed by the seed;
 //! the interleaving with the real clock and HTTP is not.
 
+mod gate;
 mod handlers;
+mod leader;
 mod schedule;
 
 use std::collections::{BTreeMap, HashMap};
@@ -186,6 +188,12 @@ async fn run_seed(schedule: &Schedule) -> Result<Outcome, String> {
     outcome.stuck_pending_max = outcome.stuck_pending_max.max(stuck_reg.pending());
     stuck.released.store(true, Ordering::SeqCst);
     let drained = wait_for(Duration::from_secs(10), || stuck_reg.pending() == 0).await;
+    // A handler that entered its panicking call is counted once the call
+    // unwinds: wait for that rather than read the counter mid-call.
+    let panics_due = schedule.handler_panic_every > 0
+        && panicky.seen.load(Ordering::SeqCst) >= schedule.handler_panic_every;
+    let panics_counted =
+        !panics_due || wait_for(Duration::from_secs(10), || panicky_reg.panics() > 0).await;
     outcome.handler_panics = panicky_reg.panics();
     outcome.reconciles = journal.attempts.lock().values().map(Vec::len).sum();
     let overlap = journal.overlap.lock().clone();
@@ -217,10 +225,7 @@ async fn run_seed(schedule: &Schedule) -> Result<Outcome, String> {
             schedule.seed
         ));
     }
-    if schedule.handler_panic_every > 0
-        && panicky.seen.load(Ordering::SeqCst) >= schedule.handler_panic_every
-        && outcome.handler_panics == 0
-    {
+    if !panics_counted {
         return Err(format!(
             "seed {}: handler panics were not counted",
             schedule.seed

@@ -91,11 +91,9 @@ impl Schedule {
     /// The schedule of `seed`: 12 to 24 steps, about one in three a fault.
     pub fn from_seed(seed: u64) -> Schedule {
         let mut rng = StdRng::seed_from_u64(seed);
-        let len = rng.random_range(12..=24);
-        let mut steps = Vec::with_capacity(len);
-        let mut value = 0u32;
-        for _ in 0..len {
-            value += 1;
+        let len: u32 = rng.random_range(12..=24);
+        let mut steps = Vec::new();
+        for value in 1..=len {
             let name = rng.random_range(0..NAMES);
             let step = match rng.random_range(0..100) {
                 0..30 => Step::Create {

@@ -1,0 +1,348 @@
+//! The Kubernetes sample-controller, written the way a user of this
+//! framework would: `controller-runtime` is the only framework dependency
+//! (with `tokio`, `serde` and `schemars`), and the tests add `envtest`.
+//!
+//! A [`Foo`] (`samplecontroller.k8s.io/v1alpha1`) asks for a Deployment
+//! named `spec.deploymentName` with `spec.replicas` replicas. The
+//! [`FooReconciler`] creates it (controlled by the Foo), keeps its replica
+//! count, refuses to adopt a Deployment it does not control (a Warning
+//! event), copies the Deployment's available replicas into
+//! `status.availableReplicas`, and runs a finalizer so that deleting a Foo
+//! records a `CleanedUp` event first. The Deployment goes with its Foo
+//! through the garbage collector.
+//!
+//! The `Foo` type and its `Resource` impl are written by hand; the
+//! `CustomResource` derive will replace them.
+//!
+//! ```no_run
+//! use controller_runtime::prelude::*;
+//! # async fn demo(client: Client) -> Result<(), ManagerError> {
+//! let mgr = Manager::builder(client).build().await?;
+//! framework_test::setup(&mgr)?;
+//! mgr.run_until_signal().await?;
+//! # Ok(()) }
+//! ```
+
+// `Foo` is the sample-controller's kind, so `foo` names a Foo here, not a
+// placeholder.
+#![allow(clippy::disallowed_names)]
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use controller_runtime::finalizer::FinalizerError;
+use controller_runtime::k8s_openapi::NamespaceResourceScope;
+use controller_runtime::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use controller_runtime::k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, OwnerReference,
+};
+use controller_runtime::kube_client;
+use controller_runtime::manager::CacheError;
+use controller_runtime::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// The finalizer a Foo carries while this controller may still clean up.
+pub const FINALIZER: &str = "samplecontroller.k8s.io/cleanup";
+/// The controller's name: its metrics label and its events' reporter.
+pub const CONTROLLER: &str = "foo-controller";
+
+/// A `samplecontroller.k8s.io/v1alpha1` Foo.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Foo {
+    /// `samplecontroller.k8s.io/v1alpha1`.
+    pub api_version: String,
+    /// `Foo`.
+    pub kind: String,
+    /// Standard object metadata.
+    pub metadata: ObjectMeta,
+    /// What the Foo asks for.
+    pub spec: FooSpec,
+    /// What the controller observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<FooStatus>,
+}
+
+/// What a Foo asks for.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FooSpec {
+    /// Name of the Deployment to run.
+    pub deployment_name: String,
+    /// How many replicas it should have.
+    pub replicas: i32,
+}
+
+/// What the controller observed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FooStatus {
+    /// The Deployment's available replicas.
+    #[serde(default)]
+    pub available_replicas: i32,
+}
+
+impl Resource for Foo {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Foo".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "samplecontroller.k8s.io".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1alpha1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "foos".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl Foo {
+    /// A Foo `name` in `namespace` asking for `replicas` of `deployment`.
+    ///
+    /// ```
+    /// let foo = framework_test::Foo::new("default", "example-foo", "example-web", 1);
+    /// assert_eq!(foo.spec.deployment_name, "example-web");
+    /// ```
+    pub fn new(namespace: &str, name: &str, deployment: &str, replicas: i32) -> Self {
+        Foo {
+            api_version: "samplecontroller.k8s.io/v1alpha1".into(),
+            kind: "Foo".into(),
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(namespace.into()),
+                ..ObjectMeta::default()
+            },
+            spec: FooSpec {
+                deployment_name: deployment.into(),
+                replicas,
+            },
+            status: None,
+        }
+    }
+}
+
+/// Why a reconcile of a Foo failed.
+#[derive(Debug)]
+pub enum FooError {
+    /// Reading the cache failed.
+    Cache(CacheError),
+    /// An API call failed.
+    Api(kube_client::Error),
+    /// The finalizer flow failed.
+    Finalizer(Box<FinalizerError<FooError>>),
+}
+
+impl fmt::Display for FooError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FooError::Cache(e) => write!(f, "reading the cache: {e}"),
+            FooError::Api(e) => write!(f, "API call failed: {e}"),
+            FooError::Finalizer(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for FooError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FooError::Cache(e) => Some(e),
+            FooError::Api(e) => Some(e),
+            FooError::Finalizer(e) => Some(e.as_ref()),
+        }
+    }
+}
+
+/// None of these is terminal: all are retried with backoff.
+impl Terminal for FooError {}
+
+impl From<kube_client::Error> for FooError {
+    fn from(e: kube_client::Error) -> Self {
+        FooError::Api(e)
+    }
+}
+
+impl From<CacheError> for FooError {
+    fn from(e: CacheError) -> Self {
+        FooError::Cache(e)
+    }
+}
+
+/// Reconciles Foos; see the [crate documentation](crate).
+#[derive(Debug, Default)]
+pub struct FooReconciler;
+
+impl ObjectReconciler<Foo> for FooReconciler {
+    type Error = FooError;
+
+    async fn reconcile(&self, foo: Arc<Foo>, ctx: &ObjectContext<Foo>) -> Result<Action, FooError> {
+        ctx.finalizer(FINALIZER, foo, |event| async move {
+            match event {
+                FinalizerEvent::Apply(foo) => apply(&foo, ctx).await,
+                FinalizerEvent::Cleanup(foo) => {
+                    ctx.recorder().publish(
+                        foo.as_ref(),
+                        EventInfo::normal("CleanedUp", "Finalize")
+                            .note("the Deployment goes with its Foo"),
+                    );
+                    Ok(Action::done())
+                }
+            }
+        })
+        .await
+        .map_err(|e| FooError::Finalizer(Box::new(e)))
+    }
+}
+
+/// Registers the Foo controller with `mgr`: for Foos, owning Deployments.
+pub fn setup(mgr: &Manager) -> Result<Controller, ManagerError> {
+    mgr.controller::<Foo>()
+        .named(CONTROLLER)
+        .owns::<Deployment>()
+        .complete(FooReconciler)
+}
+
+fn is_controlled_by(deployment: &Deployment, foo: &Foo) -> bool {
+    deployment
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.uid == foo.uid().unwrap_or_default())
+}
+
+async fn apply(foo: &Foo, ctx: &ObjectContext<Foo>) -> Result<Action, FooError> {
+    let deployments = ctx.api_for::<Deployment>();
+    let name = &foo.spec.deployment_name;
+    let current = ctx.cache().get::<Deployment>(ctx.namespace(), name).await?;
+    let deployment = match current {
+        None => {
+            let created = deployments
+                .create(&PostParams::default(), &desired_deployment(foo))
+                .await?;
+            ctx.recorder().publish(
+                foo,
+                EventInfo::normal("Created", "CreateDeployment")
+                    .note(format!("created Deployment {name}"))
+                    .related(&created),
+            );
+            Arc::new(created)
+        }
+        Some(existing) if !is_controlled_by(&existing, foo) => {
+            ctx.recorder().publish(
+                foo,
+                EventInfo::warning("ErrResourceExists", "AdoptDeployment")
+                    .note(format!(
+                        "Deployment {name} already exists and is not managed by Foo"
+                    ))
+                    .related(existing.as_ref()),
+            );
+            return Ok(Action::done());
+        }
+        Some(existing) => {
+            let replicas = existing.spec.as_ref().and_then(|s| s.replicas);
+            if replicas == Some(foo.spec.replicas) {
+                existing
+            } else {
+                let patch = ReplicasPatch {
+                    spec: ReplicasSpec {
+                        replicas: foo.spec.replicas,
+                    },
+                };
+                let updated = deployments
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                Arc::new(updated)
+            }
+        }
+    };
+    let available = deployment
+        .status
+        .as_ref()
+        .and_then(|s| s.available_replicas)
+        .unwrap_or(0);
+    let status = FooStatus {
+        available_replicas: available,
+    };
+    if foo.status.as_ref() != Some(&status) {
+        ctx.api()
+            .patch_status(
+                &foo.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&StatusPatch { status }),
+            )
+            .await?;
+    }
+    Ok(Action::done())
+}
+
+#[derive(Debug, Serialize)]
+struct ReplicasPatch {
+    spec: ReplicasSpec,
+}
+
+#[derive(Debug, Serialize)]
+struct ReplicasSpec {
+    replicas: i32,
+}
+
+#[derive(Debug, Serialize)]
+struct StatusPatch {
+    status: FooStatus,
+}
+
+/// The Deployment a Foo asks for: nginx pods labelled `app=nginx,
+/// controller=<foo>`, controlled by the Foo.
+pub fn desired_deployment(foo: &Foo) -> Deployment {
+    let labels = BTreeMap::from([
+        ("app".to_string(), "nginx".to_string()),
+        ("controller".to_string(), foo.name_any()),
+    ]);
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(foo.spec.deployment_name.clone()),
+            namespace: foo.namespace(),
+            owner_references: Some(vec![OwnerReference {
+                api_version: Foo::api_version(&()).into_owned(),
+                kind: "Foo".into(),
+                name: foo.name_any(),
+                uid: foo.uid().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(foo.spec.replicas),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "nginx".into(),
+                        image: Some("nginx:latest".into()),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}
