@@ -27,17 +27,17 @@ enum Seen {
 struct Recorder(mpsc::UnboundedSender<Seen>);
 
 impl FooHandler for Recorder {
-    fn on_add(&self, foo: Arc<Foo>, _initial: bool) {
-        let name = foo.metadata.name.clone().unwrap_or_default();
-        let _ = self.0.send(Seen::Added(name, foo.spec.replicas));
+    fn on_add(&self, obj: Arc<Foo>, _initial: bool) {
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let _ = self.0.send(Seen::Added(name, obj.spec.replicas));
     }
     fn on_update(&self, old: Arc<Foo>, new: Arc<Foo>) {
         let _ = self
             .0
             .send(Seen::Updated(old.spec.replicas, new.spec.replicas));
     }
-    fn on_delete(&self, foo: ObjectOrTombstone<Foo>) {
-        let name = foo.object().metadata.name.clone().unwrap_or_default();
+    fn on_delete(&self, obj: ObjectOrTombstone<Foo>) {
+        let name = obj.object().metadata.name.clone().unwrap_or_default();
         let _ = self.0.send(Seen::Deleted(name));
     }
 }
