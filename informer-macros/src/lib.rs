@@ -17,7 +17,7 @@ use proc_macro::TokenStream;
 
 /// Derives a custom resource kind from its spec struct.
 ///
-/// ```ignore
+/// ```text
 /// #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
 /// #[resource(group = "samplecontroller.k8s.io", version = "v1alpha1", kind = "Foo",
 ///            namespaced, status = "FooStatus")]

@@ -26,6 +26,7 @@
 //! ```
 
 mod merge;
+mod paths;
 pub mod schema;
 #[cfg(test)]
 mod tests;
@@ -56,6 +57,21 @@ pub enum CrdError {
     /// The assembled definition did not decode as a CustomResourceDefinition.
     #[error("the generated CustomResourceDefinition does not decode: {0}")]
     Decode(#[from] serde_json::Error),
+    /// A printer column, scale path or selectable field names a field the
+    /// schema does not have.
+    #[error("{what} `{path}`: `{parent}` has no field `{missing}`{}", suggestion.as_ref().map(|s| format!("; did you mean `{s}`?")).unwrap_or_default())]
+    UnknownPath {
+        /// What names the path.
+        what: &'static str,
+        /// The path as written.
+        path: String,
+        /// The first segment not found.
+        missing: String,
+        /// The path up to that segment.
+        parent: String,
+        /// The closest existing field, if any is close.
+        suggestion: Option<String>,
+    },
     /// [`merge_versions`] was given nothing.
     #[error("no versions to merge")]
     NoVersions,
@@ -286,6 +302,7 @@ fn build(
         props.insert("status".into(), status);
     }
     let root = json!({"type": "object", "properties": props, "required": ["spec"]});
+    paths::check_paths(info, &root)?;
 
     let mut version = json!({
         "name": info.version,

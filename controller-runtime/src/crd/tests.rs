@@ -476,3 +476,68 @@ fn merge_requires_one_storage_version_and_agreement() {
     ));
     assert!(matches!(merge_versions(vec![]), Err(CrdError::NoVersions)));
 }
+
+#[test]
+fn paths_missing_from_the_schema_are_typed_errors_with_a_suggestion() {
+    let info = CrdVersionInfo {
+        printer_columns: &[PrinterColumn {
+            name: "Ready",
+            type_: "integer",
+            json_path: ".status.availableReplica",
+            format: None,
+            description: None,
+            priority: None,
+        }],
+        ..info_a()
+    };
+    let err = version_crd(
+        &info,
+        |g| g.subschema_for::<SpecA>(),
+        Some(|g| g.subschema_for::<StatusA>()),
+        None,
+    )
+    .unwrap_err();
+    match &err {
+        CrdError::UnknownPath {
+            what,
+            missing,
+            parent,
+            suggestion,
+            ..
+        } => {
+            assert_eq!(*what, "printer column");
+            assert_eq!(missing, "availableReplica");
+            assert_eq!(parent, ".status");
+            assert_eq!(suggestion.as_deref(), Some("available_replicas"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let info = CrdVersionInfo {
+        selectable_fields: &[".spec.deployment_nme"],
+        ..info_a()
+    };
+    let err = version_crd(
+        &info,
+        |g| g.subschema_for::<SpecA>(),
+        Some(|g| g.subschema_for::<StatusA>()),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().ends_with("did you mean `deployment_name`?"),
+        "{err}"
+    );
+    // Below a map or free-form node anything may exist.
+    #[derive(JsonSchema)]
+    struct Free {
+        labels: BTreeMap<String, String>,
+        raw: serde_json::Value,
+    }
+    let info = CrdVersionInfo {
+        selectable_fields: &[".spec.labels.app", ".spec.raw.x.y", ".metadata.name"],
+        scale: None,
+        printer_columns: &[],
+        ..info_a()
+    };
+    assert!(version_crd(&info, |g| g.subschema_for::<Free>(), None, None).is_ok());
+}

@@ -49,6 +49,8 @@ pub struct RawResource {
     pub storage: Option<bool>,
     #[darling(multiple, rename = "validation")]
     pub validations: Vec<super::fields::CelRule>,
+    #[darling(multiple)]
+    pub derive: Vec<syn::Path>,
     #[darling(rename = "crate")]
     pub krate: Option<syn::Path>,
 }
@@ -411,7 +413,7 @@ impl RawResource {
             }
         }
 
-        let forwarded_derives = self
+        let mut forwarded_derives: Vec<syn::Path> = self
             .attrs
             .iter()
             .filter(|a| a.path().is_ident("derive"))
@@ -428,6 +430,14 @@ impl RawResource {
                 })
             })
             .collect();
+        forwarded_derives.extend(self.derive.iter().cloned());
+        let mut seen_derives = Vec::new();
+        forwarded_derives.retain(|p| {
+            let last = p.segments.last().map(|s| s.ident.to_string());
+            let fresh = !seen_derives.contains(&last);
+            seen_derives.push(last);
+            fresh
+        });
         let doc = self
             .attrs
             .iter()

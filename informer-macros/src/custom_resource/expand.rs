@@ -54,8 +54,8 @@ pub fn expand(r: &Resource) -> TokenStream {
             quote!(),
         ),
     };
-    let status_schema = if r.status.is_some() {
-        quote!(::core::option::Option::Some(generator.subschema_for::<#status_ty>()))
+    let status_schema = if let Some((_, span)) = &r.status {
+        quote_spanned!(*span=> ::core::option::Option::Some(generator.subschema_for::<#status_ty>()))
     } else {
         quote!(::core::option::Option::None)
     };

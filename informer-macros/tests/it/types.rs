@@ -59,3 +59,128 @@ pub struct GadgetSpec {
 fn gadget_sizes(g: &Gadget) -> Vec<String> {
     vec![g.spec.size.to_string()]
 }
+
+/// An ingress-like route: unit and internally tagged enums, a map, an
+/// int-or-string, free-form data and every kind of field rule.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[resource(
+    group = "example.com",
+    version = "v1",
+    kind = "Route",
+    namespaced,
+    status = "RouteStatus",
+    printcolumn(
+        name = "Host",
+        json_path = ".spec.host",
+        type = "string",
+        description = "served host"
+    ),
+    printcolumn(name = "Age", json_path = ".metadata.creationTimestamp", type = "date"),
+    validation(
+        rule = "self.host != 'forbidden'",
+        message = "host is forbidden",
+        reason = "FieldValueForbidden",
+        field_path = ".host"
+    ),
+    annotation(key = "example.com/owner", value = "tests"),
+    label(key = "tier", value = "edge"),
+    deprecated = "example.com/v1 Route is deprecated; use v2"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteSpec {
+    /// Host name served.
+    #[resource(pattern = "^[a-z0-9.-]+$", format = "hostname")]
+    pub host: String,
+    /// Whether to redirect to TLS.
+    #[serde(default)]
+    pub policy: Policy,
+    /// Where traffic goes.
+    pub backend: Backend,
+    /// Extra headers.
+    #[serde(default)]
+    #[resource(max_properties = 16, map_type = "granular")]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Weight, multiple of 5, in (0, 100].
+    #[resource(
+        minimum = 0,
+        exclusive_minimum,
+        maximum = 100,
+        multiple_of = 5,
+        default = "50"
+    )]
+    pub weight: Option<u32>,
+    /// Backends tried in order, unique by name.
+    #[serde(default)]
+    #[resource(
+        list_type = "map",
+        list_map_key = "name",
+        max_items = 8,
+        validation(
+            rule = "!oldSelf.hasValue() || size(self) >= size(oldSelf.value())",
+            message_expression = "'fallbacks cannot shrink'",
+            optional_old_self = true
+        )
+    )]
+    pub fallbacks: Vec<Fallback>,
+    /// Anything; kept as is.
+    #[serde(default)]
+    pub extra: serde_json::Value,
+}
+
+/// Redirect policy (a unit-variant enum).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub enum Policy {
+    /// Always redirect.
+    #[default]
+    Always,
+    /// Never redirect.
+    Never,
+}
+
+/// Where traffic goes (an internally tagged enum).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(tag = "type")]
+pub enum Backend {
+    /// A Service and port (number or name).
+    Service {
+        /// Service name.
+        name: String,
+        /// Port number or name.
+        port: Port,
+    },
+    /// A static answer.
+    Static {
+        /// HTTP status code.
+        code: u16,
+    },
+}
+
+/// A port number or name (an untagged enum: integer or string).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(untagged)]
+pub enum Port {
+    /// By number.
+    Number(i32),
+    /// By name.
+    Name(String),
+}
+
+/// A named fallback.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct Fallback {
+    /// Unique name.
+    pub name: String,
+    /// Target URL.
+    pub url: String,
+}
+
+/// Route's observed state.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteStatus {
+    /// Whether the route is admitted.
+    pub admitted: bool,
+    /// Conditions, newest last.
+    #[serde(default)]
+    pub messages: Vec<String>,
+}
