@@ -13,6 +13,22 @@ pub fn current() -> i64 {
     HEAP.current_usage() as i64
 }
 
+/// Waits until the heap stops shrinking (at most two seconds): caches and
+/// tasks of the previous measurement are dropped by their own tasks, and
+/// their frees must not be counted against the next one.
+pub async fn settle() {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut last = current();
+    while std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        let now = current();
+        if now >= last - 4_096 {
+            return;
+        }
+        last = now;
+    }
+}
+
 /// A window of heap use: bytes in use and the peak, relative to its start.
 #[derive(Debug, Clone, Copy)]
 pub struct Window {

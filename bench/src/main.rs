@@ -40,6 +40,9 @@ struct Args {
     /// controller, watch, fanout, sync).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Initial-sync sizes instead of the default ones (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    sync_sizes: Vec<usize>,
     /// Write the JSON records here.
     #[arg(long)]
     out: PathBuf,
@@ -140,7 +143,10 @@ struct Output<'a> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let plan = Plan::new(args.quick, args.runs);
+    let mut plan = Plan::new(args.quick, args.runs);
+    if !args.sync_sizes.is_empty() {
+        plan.sync_sizes.clone_from(&args.sync_sizes);
+    }
     let wanted = |s: &str| args.only.is_empty() || args.only.iter().any(|o| o == s);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)

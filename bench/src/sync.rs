@@ -14,6 +14,7 @@ use futures::StreamExt;
 use informer_core::delta_fifo::strip_managed_fields;
 use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
 use informer_core::shared_informer::SharedIndexInformer;
+use informer_core::store::Indexer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::ListParams;
 use kube_client::{Api, Client};
@@ -36,6 +37,9 @@ pub struct Sample {
     pub peak: i64,
     /// Heap in use once synced, above the start.
     pub retained: i64,
+    /// Of that, what an `Indexer` holding the same `Arc`s costs beyond the
+    /// objects (informer-rs only; zero elsewhere).
+    pub indexer: i64,
 }
 
 /// This crate's `SharedIndexInformer` over `namespace`.
@@ -45,6 +49,7 @@ pub async fn ours(
     objects: usize,
     strip: bool,
 ) -> Result<Sample, BenchError> {
+    crate::heap::settle().await;
     let heap = Window::start();
     let start = Instant::now();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
@@ -66,6 +71,7 @@ pub async fn ours(
     let elapsed = start.elapsed();
     let (peak, retained) = (heap.peak(), heap.retained());
     let len = informer.indexer().len();
+    let indexer = indexer_bookkeeping(&informer.indexer().list())?;
     stop.cancel();
     let _ = task.await;
     BenchError::expect_len("informer-rs cache", len, objects)?;
@@ -73,7 +79,20 @@ pub async fn ours(
         elapsed,
         peak,
         retained,
+        indexer,
     })
+}
+
+/// The heap a fresh `Indexer` costs for `objects` (shared, not copied).
+fn indexer_bookkeeping(objects: &[Arc<ConfigMap>]) -> Result<i64, BenchError> {
+    let heap = Window::start();
+    let indexer = Indexer::new();
+    for obj in objects {
+        indexer.add(Arc::clone(obj)).map_err(BenchError::msg)?;
+    }
+    let bytes = heap.retained();
+    drop(indexer);
+    Ok(bytes)
 }
 
 /// kube-runtime's `watcher` + `reflector` store over `namespace`.
@@ -84,6 +103,7 @@ pub async fn kube(
     strip: bool,
 ) -> Result<Sample, BenchError> {
     use kube_runtime::{WatchStreamExt, reflector, watcher};
+    crate::heap::settle().await;
     let heap = Window::start();
     let start = Instant::now();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
@@ -123,6 +143,7 @@ pub async fn kube(
         elapsed,
         peak,
         retained,
+        indexer: 0,
     })
 }
 
@@ -149,7 +170,8 @@ pub async fn fetch_pages(client: &Client, namespace: &str) -> Result<Vec<String>
 }
 
 /// Decodes `pages` into `Arc<ConfigMap>`s (stripped or not); the floor.
-pub fn floor(pages: &[String], objects: usize, strip: bool) -> Result<Sample, BenchError> {
+pub async fn floor(pages: &[String], objects: usize, strip: bool) -> Result<Sample, BenchError> {
+    crate::heap::settle().await;
     let heap = Window::start();
     let start = Instant::now();
     let mut all: Vec<Arc<ConfigMap>> = Vec::with_capacity(objects);
@@ -170,6 +192,7 @@ pub fn floor(pages: &[String], objects: usize, strip: bool) -> Result<Sample, Be
         elapsed,
         peak,
         retained,
+        indexer: 0,
     })
 }
 
@@ -197,7 +220,7 @@ pub async fn run(client: &Client, plan: &Plan, out: &mut Records) -> Result<(), 
                     let b = kube(client, &namespace, objects, strip).await?;
                     (ours(client, &namespace, objects, strip).await?, b)
                 };
-                let f = floor(&pages, objects, strip)?;
+                let f = floor(&pages, objects, strip).await?;
                 for (side, s) in [(OURS, a), (KUBE, b), (FLOOR, f)] {
                     push(out, &case, side, s, objects);
                 }
@@ -237,4 +260,11 @@ fn push(out: &mut Records, case: &str, side: &str, s: Sample, objects: usize) {
         side,
         s.retained as f64 / n,
     );
+    if side == OURS {
+        out.push(
+            &metric("of which the Indexer's bookkeeping", "B/object"),
+            side,
+            s.indexer as f64 / n,
+        );
+    }
 }

@@ -223,6 +223,7 @@ async fn stuck(client: &Client, plan: &Plan, round: u32) -> Result<f64, BenchErr
         }))
         .map_err(BenchError::msg)?;
     let (stop, task) = start(&informer).await?;
+    crate::heap::settle().await;
     let heap = Window::start();
     let writes = plan.fanout_writes;
     let result = async {

@@ -56,6 +56,7 @@ pub use tokio_util::sync::CancellationToken;
 
 pub mod client;
 pub mod controller;
+pub mod crd;
 pub mod events;
 pub mod finalizer;
 pub mod handler;
@@ -69,6 +70,13 @@ pub mod rbac;
 pub mod reconcile;
 pub mod reconciler;
 pub mod workqueue;
+
+mod macro_support;
+#[doc(hidden)]
+pub use macro_support::__private;
+
+/// Derives a custom resource from its spec struct: see [`crd`] and `docs/macros.md`.
+pub use informer_macros::CustomResource;
 
 /// Derives a reconciler's controller registration, finalizer flow and
 /// least-privilege RBAC role from `#[reconciler(...)]`: see [`reconciler`],

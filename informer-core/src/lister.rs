@@ -3,6 +3,8 @@
 //! request to the API server; results are the cached `Arc<K>`s themselves
 //! (no copies), in no particular order.
 
+mod typed;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;

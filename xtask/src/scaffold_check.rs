@@ -64,24 +64,26 @@ pub struct Args {
     /// Scaffold a cluster-scoped kind instead of a namespaced one.
     #[arg(long)]
     pub cluster: bool,
+    /// Depend on the framework at this checkout (default: this checkout).
+    #[arg(long)]
+    pub framework_path: Option<PathBuf>,
 }
 
 fn pass(what: &str) {
     println!("ok - scaffold: {what}");
 }
 
-fn cargo(dir: &Path, target: &Path, args: &[&str], home: Option<&Path>) -> Result<(), CheckError> {
+fn cargo(dir: &Path, target: &Path, args: &[&str]) -> Result<(), CheckError> {
     let program = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let command = format!("cargo {}", args.join(" "));
-    println!("==> {command}");
     let mut cmd = Command::new(&program);
     cmd.args(args)
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", target);
-    if let Some(home) = home {
-        // No cluster configured: the demo runs on the embedded API server.
-        cmd.env_remove("KUBECONFIG").env("HOME", home);
-    }
+    run_command(cmd, format!("cargo {}", args.join(" ")), dir)
+}
+
+fn run_command(mut cmd: Command, command: String, dir: &Path) -> Result<(), CheckError> {
+    println!("==> {command}");
     let status = cmd.status().map_err(|source| CheckError::Spawn {
         command: command.clone(),
         source,
@@ -137,16 +139,20 @@ pub fn run(args: &Args) -> Result<(), CheckError> {
         .unwrap_or_else(|| root.join("target"));
     let target = std::path::absolute(&target).unwrap_or(target);
 
+    let framework = match &args.framework_path {
+        Some(path) => std::path::absolute(path).unwrap_or_else(|_| path.clone()),
+        None => root.clone(),
+    };
     let project = Project::new(
         "demo",
         "demo.example.com",
         "v1",
         "Widget",
         !args.cluster,
-        Framework::Path(root.clone()),
+        Framework::Path(framework.clone()),
     )?;
     new::write(&project, &dir, true)?;
-    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).map_err(|e| {
+    std::fs::copy(framework.join("Cargo.lock"), dir.join("Cargo.lock")).map_err(|e| {
         CheckError::Manifest {
             file: dir.join("Cargo.lock"),
             problem: format!("cannot copy the workspace lock file: {e}"),
@@ -164,15 +170,24 @@ pub fn run(args: &Args) -> Result<(), CheckError> {
 }
 
 fn check(dir: &Path, target: &Path) -> Result<(), CheckError> {
-    cargo(dir, target, &["test"], None)?;
+    cargo(dir, target, &["test"])?;
     pass("cargo test (reconcile and manifests against envtest)");
 
-    let home = dir.join("target-home");
+    // The demo, as `cargo run` runs it with no cluster configured: no
+    // KUBECONFIG and a home without ~/.kube/config. The binary is run
+    // directly, since cargo itself needs the real home.
+    cargo(dir, target, &["build", "--bins"])?;
+    let home = dir.join("empty-home");
     std::fs::create_dir_all(&home).map_err(|e| CheckError::Manifest {
         file: home.clone(),
         problem: format!("cannot create: {e}"),
     })?;
-    cargo(dir, target, &["run", "--quiet"], Some(&home))?;
+    let mut demo = Command::new(target.join("debug").join("demo"));
+    demo.current_dir(dir)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", &home);
+    run_command(demo, "demo (what cargo run runs)".into(), dir)?;
     pass("cargo run (the demo on the embedded API server)");
 
     cargo(
@@ -187,7 +202,6 @@ fn check(dir: &Path, target: &Path) -> Result<(), CheckError> {
             "--out",
             "deploy",
         ],
-        None,
     )?;
     let mut kinds = BTreeSet::new();
     for file in ["crd.yaml", "rbac.yaml", "manager.yaml"] {

@@ -31,6 +31,7 @@ pub struct ManagerBuilder {
     pub(super) resync: Duration,
     pub(super) registry: Option<prometheus::Registry>,
     pub(super) events: Option<RecorderConfig>,
+    pub(super) keep_managed_fields: bool,
 }
 
 impl ManagerBuilder {
@@ -71,6 +72,24 @@ impl ManagerBuilder {
         self
     }
 
+    /// Cache objects with their `metadata.managedFields`. By default the
+    /// manager's caches clear them as objects arrive: they are often half of
+    /// an object's metadata and few controllers read them. Reads from the
+    /// API server (the client) are not affected either way.
+    ///
+    /// ```
+    /// # async fn demo(client: kube_client::Client) -> Result<(), controller_runtime::manager::ManagerError> {
+    /// use controller_runtime::manager::Manager;
+    /// let mgr = Manager::builder(client).keep_managed_fields().build().await?;
+    /// assert!(!mgr.informer_factory().strips_managed_fields());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn keep_managed_fields(mut self) -> Self {
+        self.keep_managed_fields = true;
+        self
+    }
+
     /// Register metrics in `registry` instead of a new one.
     pub fn registry(mut self, registry: prometheus::Registry) -> Self {
         self.registry = Some(registry);
@@ -107,6 +126,7 @@ impl ManagerBuilder {
         let factory = SharedInformerFactory::builder(self.client.clone())
             .default_resync(self.resync)
             .metrics(metrics.informer_metrics())
+            .strip_managed_fields(!self.keep_managed_fields)
             .build();
         let cache = Cache::new(factory.clone(), self.cache_sync_timeout);
 

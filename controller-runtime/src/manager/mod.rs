@@ -9,7 +9,8 @@
 //! 1. serves `/healthz` + `/readyz` and `/metrics` on the configured
 //!    addresses (bound at [`ManagerBuilder::build`], so port 0 works and the
 //!    bound address is known at once);
-//! 2. starts the informers;
+//! 2. starts the informers (their caches clear `metadata.managedFields` from
+//!    every object unless [`ManagerBuilder::keep_managed_fields`] was set);
 //! 3. with leader election, competes for the lease and starts the
 //!    controllers (and other leader-only runnables) only once it leads; a
 //!    replica that loses the lease stops them at once, mid-reconcile, and
@@ -192,6 +193,7 @@ impl Manager {
             resync: Duration::ZERO,
             registry: None,
             events: None,
+            keep_managed_fields: false,
         }
     }
 

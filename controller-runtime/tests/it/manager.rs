@@ -594,3 +594,49 @@ async fn cache_reader_gets_lists_and_uses_field_indexes() {
     .await;
     stop_manager(stop, run).await;
 }
+
+#[tokio::test]
+async fn the_cache_strips_managed_fields_unless_told_to_keep_them() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("tracked".into());
+    cm.data = Some(BTreeMap::from([("k".to_string(), "v".to_string())]));
+    let created = api.create(&PostParams::default(), &cm).await.unwrap();
+    assert!(
+        created
+            .metadata
+            .managed_fields
+            .is_some_and(|m| !m.is_empty()),
+        "the server records managedFields"
+    );
+    for keep in [false, true] {
+        let builder = Manager::builder(client.clone());
+        let builder = if keep {
+            builder.keep_managed_fields()
+        } else {
+            builder
+        };
+        let mgr = builder.build().await.unwrap();
+        assert_eq!(mgr.informer_factory().strips_managed_fields(), !keep);
+        let (stop, task) = spawn_manager(&mgr);
+        wait_until(Duration::from_secs(10), "the cache started", || async {
+            mgr.cache().is_started()
+        })
+        .await;
+        let cached = mgr
+            .cache()
+            .get::<ConfigMap>(Some("default"), "tracked")
+            .await
+            .unwrap()
+            .expect("cached");
+        let has_managed_fields = cached
+            .metadata
+            .managed_fields
+            .as_ref()
+            .is_some_and(|m| !m.is_empty());
+        assert_eq!(has_managed_fields, keep, "keep_managed_fields: {keep}");
+        stop_manager(stop, task).await;
+    }
+}

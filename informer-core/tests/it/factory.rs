@@ -159,3 +159,44 @@ async fn dynamic_objects_get_their_own_shared_informer() {
     assert_eq!(typed.indexer().len(), 1);
     factory.shutdown().await;
 }
+
+#[tokio::test]
+async fn strip_managed_fields_applies_to_every_informer_of_the_factory() {
+    let (_env, client) = env_with(&["ns1"]).await;
+    create(&client, "ns1", "a", &[]).await;
+    let plain = SharedInformerFactory::new(client.clone(), Duration::ZERO);
+    let stripping = SharedInformerFactory::builder(client.clone())
+        .strip_managed_fields(true)
+        .build();
+    assert!(!plain.strips_managed_fields() && stripping.strips_managed_fields());
+    let kept = plain.informer::<ConfigMap>();
+    let all = stripping.informer::<ConfigMap>();
+    let namespaced = stripping.namespaced_informer::<ConfigMap>("ns1");
+    for factory in [&plain, &stripping] {
+        factory.start();
+        factory.wait_for_cache_sync(LIMIT).await.unwrap();
+    }
+    let managed = |informer: &informer_core::shared_informer::SharedIndexInformer<ConfigMap>| {
+        informer
+            .indexer()
+            .get_by_key("ns1/a")
+            .unwrap()
+            .metadata
+            .managed_fields
+            .clone()
+    };
+    // The server records managedFields; only the stripping factory drops them.
+    assert!(managed(&kept).is_some_and(|m| !m.is_empty()));
+    assert_eq!(managed(&all), None);
+    assert_eq!(managed(&namespaced), None);
+    // Objects arriving by watch are stripped too.
+    create(&client, "ns1", "b", &[]).await;
+    eventually("the watched object is cached", || {
+        all.indexer().get_by_key("ns1/b").is_some() && kept.indexer().get_by_key("ns1/b").is_some()
+    })
+    .await;
+    let b = all.indexer().get_by_key("ns1/b").unwrap();
+    assert_eq!(b.metadata.managed_fields, None);
+    plain.shutdown().await;
+    stripping.shutdown().await;
+}

@@ -34,6 +34,10 @@ pub struct Args {
     /// Where to write the report (default docs/, or target/bench-quick with --quick).
     #[arg(long)]
     out_dir: Option<PathBuf>,
+    /// Only write the report again from this earlier session's JSON (after
+    /// editing the prose templates); measures nothing.
+    #[arg(long)]
+    render: Option<PathBuf>,
 }
 
 /// Kills the server process when dropped, so no exit path leaves it running.
@@ -61,6 +65,10 @@ pub fn run(args: &Args) -> Result<(), String> {
             root.join("docs")
         }
     });
+
+    if let Some(json) = &args.render {
+        return render(json, &out_dir, release);
+    }
 
     let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     build.current_dir(&root).args([
@@ -107,12 +115,16 @@ pub fn run(args: &Args) -> Result<(), String> {
     }
     status(bench, "the bench")?;
     drop(server);
+    render(&json, &out_dir, release)
+}
 
-    let text = std::fs::read_to_string(&json)
+/// Writes the report of the session in `json` into `out_dir`.
+fn render(json: &Path, out_dir: &Path, release: bool) -> Result<(), String> {
+    let text = std::fs::read_to_string(json)
         .map_err(|e| format!("cannot read {}: {e}", json.display()))?;
     let session: report::Session = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a bench result: {e}", json.display()))?;
-    let written = report::write(&session, &out_dir, release)?;
+    let written = report::write(&session, out_dir, release)?;
     eprintln!("xtask bench: wrote {}", written.display());
     Ok(())
 }

@@ -1,0 +1,278 @@
+//! Code generation from a checked [`Resource`]: the root type, its serde
+//! and `Resource` impls, and `CustomResourceExt`. Every path is named
+//! through `<crate>::__private` so users depend on `controller-runtime` only.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use serde_json::{Map, Value};
+
+use super::attrs::Resource;
+
+pub fn expand(r: &Resource) -> TokenStream {
+    let krate = &r.krate;
+    let p = quote!(#krate::__private);
+    let serde_crate = quote!(#p::serde).to_string();
+    let vis = &r.vis;
+    let root = &r.root;
+    let spec = &r.spec;
+    let doc = &r.doc;
+    let kind = &r.kind;
+    let group = &r.group;
+    let version = &r.version;
+    let plural = &r.plural;
+    let singular = &r.singular;
+    let api_version = format!("{group}/{version}");
+    let list_kind = format!("{kind}List");
+    let derives = &r.forwarded_derives;
+    let meta = quote!(#p::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta);
+    let crd_ty = quote!(#p::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition);
+
+    let (status_ty, status_field, status_check) = match &r.status {
+        Some((ty, span)) => {
+            let check = quote_spanned! {*span=>
+                const _: () = {
+                    fn status_type_is_usable<T>()
+                    where
+                        T: #p::serde::Serialize
+                            + #p::serde::de::DeserializeOwned
+                            + #p::schemars::JsonSchema
+                            + ::core::clone::Clone
+                            + ::core::fmt::Debug
+                            + ::core::marker::Send
+                            + ::core::marker::Sync
+                            + 'static,
+                    {
+                    }
+                    let _ = status_type_is_usable::<#ty>;
+                };
+            };
+            (quote!(#ty), quote!(::core::option::Option<#ty>), check)
+        }
+        None => (
+            quote!(#p::crd::NoStatus),
+            quote!(::core::option::Option<#p::crd::NoStatus>),
+            quote!(),
+        ),
+    };
+    let status_schema = if r.status.is_some() {
+        quote!(::core::option::Option::Some(generator.subschema_for::<#status_ty>()))
+    } else {
+        quote!(::core::option::Option::None)
+    };
+
+    let scope = if r.namespaced {
+        quote!(#p::k8s_openapi::NamespaceResourceScope)
+    } else {
+        quote!(#p::k8s_openapi::ClusterResourceScope)
+    };
+
+    let opt_str = |o: &Option<String>| match o {
+        Some(s) => quote!(::core::option::Option::Some(#s)),
+        None => quote!(::core::option::Option::None),
+    };
+    let columns = r.printcolumns.iter().map(|c| {
+        let name = &c.name;
+        let ty = c.type_.as_str();
+        let path = c.json_path.as_str();
+        let format = opt_str(&c.format);
+        let description = opt_str(&c.description);
+        let priority = match c.priority {
+            Some(n) => quote!(::core::option::Option::Some(#n)),
+            None => quote!(::core::option::Option::None),
+        };
+        quote!(#p::crd::PrinterColumn {
+            name: #name, type_: #ty, json_path: #path,
+            format: #format, description: #description, priority: #priority,
+        })
+    });
+    let scale = match &r.scale {
+        Some(s) => {
+            let spec_path = s.spec.as_str();
+            let status_path = s.status.as_str();
+            let sel = opt_str(&s.selector.as_ref().map(|x| x.as_str().to_owned()));
+            quote!(::core::option::Option::Some(#p::crd::ScaleSubresource {
+                spec_replicas_path: #spec_path,
+                status_replicas_path: #status_path,
+                label_selector_path: #sel,
+            }))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let shortnames = &r.shortnames;
+    let categories = &r.categories;
+    let selectable = &r.selectable;
+    let annotations = r.annotations.iter().map(|kv| {
+        let (k, v) = (&kv.key, &kv.value);
+        quote!((#k, #v))
+    });
+    let labels = r.labels.iter().map(|kv| {
+        let (k, v) = (&kv.key, &kv.value);
+        quote!((#k, #v))
+    });
+    let namespaced = r.namespaced;
+    let has_status = r.status.is_some();
+    let served = r.served;
+    let storage = r.storage;
+    let deprecated = r.deprecated.is_some();
+    let deprecation_warning = opt_str(&r.deprecated.clone().flatten());
+
+    let overrides = overrides_json(r);
+    let overrides_fn = match overrides {
+        Some(text) => quote! {
+            fn spec_overrides() -> ::core::option::Option<#p::serde_json::Value> {
+                #p::serde_json::from_str(#text).ok()
+            }
+        },
+        None => quote!(),
+    };
+
+    let new_doc = format!("A `{kind}` named `name` with `spec`, no namespace and no status.");
+    let root_doc = format!(
+        "The `{kind}` custom resource ({api_version}): metadata, the [`{spec}`] and {}. Generated by `#[derive(CustomResource)]`.",
+        if has_status {
+            "an optional status"
+        } else {
+            "no status"
+        }
+    );
+
+    quote! {
+        #[doc = #root_doc]
+        #[doc = ""]
+        #(#doc)*
+        #[derive(::core::clone::Clone, ::core::fmt::Debug, #p::serde::Deserialize, #(#derives),*)]
+        #[serde(crate = #serde_crate)]
+        #vis struct #root {
+            /// Standard object metadata.
+            #[serde(default)]
+            pub metadata: #meta,
+            /// The desired state.
+            pub spec: #spec,
+            /// The observed state, written by the controller.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub status: #status_field,
+        }
+
+        #status_check
+
+        impl #root {
+            #[doc = #new_doc]
+            pub fn new(name: &str, spec: #spec) -> Self {
+                Self {
+                    metadata: #meta {
+                        name: ::core::option::Option::Some(::std::string::ToString::to_string(name)),
+                        ..::core::default::Default::default()
+                    },
+                    spec,
+                    status: ::core::option::Option::None,
+                }
+            }
+
+            /// The CustomResourceDefinition of this version (see `CustomResourceExt::crd`).
+            pub fn crd() -> ::core::result::Result<#crd_ty, #p::crd::CrdError> {
+                <Self as #p::crd::CustomResourceExt>::crd()
+            }
+
+            /// The CustomResourceDefinition's name, `plural.group`.
+            pub fn crd_name() -> &'static str {
+                ::core::concat!(#plural, ".", #group)
+            }
+        }
+
+        impl #p::serde::Serialize for #root {
+            fn serialize<S: #p::serde::Serializer>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error> {
+                use #p::serde::ser::SerializeStruct as _;
+                let has_status = self.status.is_some();
+                let mut s = serializer.serialize_struct(#kind, 4 + usize::from(has_status))?;
+                s.serialize_field("apiVersion", #api_version)?;
+                s.serialize_field("kind", #kind)?;
+                s.serialize_field("metadata", &self.metadata)?;
+                s.serialize_field("spec", &self.spec)?;
+                if let ::core::option::Option::Some(status) = &self.status {
+                    s.serialize_field("status", status)?;
+                } else {
+                    s.skip_field("status")?;
+                }
+                s.end()
+            }
+        }
+
+        impl #p::k8s_openapi::Resource for #root {
+            const API_VERSION: &'static str = #api_version;
+            const GROUP: &'static str = #group;
+            const KIND: &'static str = #kind;
+            const VERSION: &'static str = #version;
+            const URL_PATH_SEGMENT: &'static str = #plural;
+            type Scope = #scope;
+        }
+
+        impl #p::k8s_openapi::ListableResource for #root {
+            const LIST_KIND: &'static str = #list_kind;
+        }
+
+        impl #p::k8s_openapi::Metadata for #root {
+            type Ty = #meta;
+            fn metadata(&self) -> &#meta {
+                &self.metadata
+            }
+            fn metadata_mut(&mut self) -> &mut #meta {
+                &mut self.metadata
+            }
+        }
+
+        impl #p::crd::CustomResourceExt for #root {
+            const INFO: #p::crd::CrdVersionInfo = #p::crd::CrdVersionInfo {
+                group: #group,
+                version: #version,
+                kind: #kind,
+                plural: #plural,
+                singular: #singular,
+                short_names: &[#(#shortnames),*],
+                categories: &[#(#categories),*],
+                namespaced: #namespaced,
+                status_subresource: #has_status,
+                scale: #scale,
+                printer_columns: &[#(#columns),*],
+                selectable_fields: &[#(#selectable),*],
+                served: #served,
+                storage: #storage,
+                deprecated: #deprecated,
+                deprecation_warning: #deprecation_warning,
+                annotations: &[#(#annotations),*],
+                labels: &[#(#labels),*],
+            };
+
+            fn spec_schema(generator: &mut #p::schemars::SchemaGenerator) -> #p::schemars::Schema {
+                generator.subschema_for::<#spec>()
+            }
+
+            fn status_schema(generator: &mut #p::schemars::SchemaGenerator) -> ::core::option::Option<#p::schemars::Schema> {
+                #status_schema
+            }
+
+            #overrides_fn
+        }
+    }
+}
+
+/// `{"properties": {field: keywords}, "self": keywords}` as JSON text, or
+/// `None` when no field or spec-level rule was given.
+fn overrides_json(r: &Resource) -> Option<String> {
+    let mut props = Map::new();
+    for (name, rules) in &r.field_rules {
+        if let Ok(kw) = rules.to_json() {
+            props.insert(name.clone(), Value::Object(kw));
+        }
+    }
+    let mut out = Map::new();
+    if !props.is_empty() {
+        out.insert("properties".into(), Value::Object(props));
+    }
+    if !r.validations.is_empty() {
+        let rules: Vec<Value> = r.validations.iter().map(|v| v.to_json()).collect();
+        let mut own = Map::new();
+        own.insert("x-kubernetes-validations".into(), Value::Array(rules));
+        out.insert("self".into(), Value::Object(own));
+    }
+    (!out.is_empty()).then(|| Value::Object(out).to_string())
+}
