@@ -16,9 +16,10 @@ use std::sync::{Arc, LazyLock};
 
 /// Functions and operators a rule may call: the CEL standard library, the
 /// strings extension and optionals (as the API server's environment has
-/// them). Everything else the Kubernetes libraries define (`quantity`,
-/// `url`, `ip`, `cidr`, `isSorted`, `sum`, `min`, `max`, regex `find` /
-/// `findAll`, `sets.*`, `format.*`, `semver`) is refused at CRD write.
+/// them), and the Kubernetes regex and list functions of
+/// [`super::cel_k8s`]. Everything else the Kubernetes libraries define
+/// (`quantity`, `url`, `ip`, `cidr`, `sets.*`, `format.*`, `semver`) is
+/// refused at CRD write.
 const SUPPORTED: &[&str] = &[
     // Operators.
     "_==_",
@@ -80,6 +81,13 @@ const SUPPORTED: &[&str] = &[
     "trim",
     "join",
     "strings.quote",
+    // Kubernetes regex and list libraries.
+    "find",
+    "findAll",
+    "isSorted",
+    "sum",
+    "min",
+    "max",
     // Optionals (`oldSelf` under `optionalOldSelf: true`).
     "hasValue",
     "value",
@@ -96,10 +104,11 @@ const NAMESPACES: &[&str] = &["strings", "optional"];
 /// The shared environment every rule is compiled and run in.
 pub(super) static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
     let mut env = cel::Env::stdlib();
-    // The strings extension registers only new names on a stdlib
-    // environment, so this cannot fail; were it to, the rules calling its
+    // The strings extension and the Kubernetes functions register only new
+    // overloads on a stdlib environment, so this cannot fail; were it to, the rules calling its
     // functions would be refused at evaluation, never accepted.
     let _ = env.add_extension(cel::extensions::strings);
+    let _ = env.add_extension(super::cel_k8s::extension);
     Arc::new(env)
 });
 
@@ -216,10 +225,10 @@ mod tests {
         );
         assert!(refs("url(self.u).getHost() == 'x'").unsupported().is_some());
         assert!(
-            refs("self.a.isSorted()")
+            refs("self.a.isIPv4()")
                 .unsupported()
                 .unwrap()
-                .contains("'isSorted'")
+                .contains("'isIPv4'")
         );
         assert_eq!(
             refs("other > 1").unsupported().unwrap(),
@@ -250,6 +259,10 @@ mod tests {
             "['a', 'b'].join('-') == 'a-b' && strings.quote('a') == '\"a\"'",
             "optional.of(1).hasValue() && optional.of(1).value() == 1 && optional.none().orValue(2) == 2",
             "optional.none().or(optional.of(1)).value() == 1 && !optional.ofNonZeroValue(0).hasValue()",
+            "'a1b22'.find('[0-9]+') == '1' && 'a1b22'.findAll('[0-9]+') == ['1', '22'] && 'a1b22'.findAll('[0-9]+', 1) == ['1']",
+            "[1, 2, 2].isSorted() && ![2, 1].isSorted() && [1, 2].sum() == 3 && [1.5, 2.0].sum() == 3.5 && [].sum() == 0",
+            "[3, 1, 2].min() == 1 && ['b', 'c', 'a'].max() == 'c' && [1, 2, 1].indexOf(1) == 0 && [1, 2, 1].lastIndexOf(1) == 2",
+            "[1, 2].indexOf(3) == -1 && 'abc'.indexOf('c') == 2",
             "[1, 2].exists(x, x == 2) && {'a': 1}['a'] == 1 && 1 in [1] && -(1) == -1 && 3 % 2 == 1",
             "!(1 != 1) && 2 * 2 / 2 - 1 + 0 >= 1 && 1 <= 1 && (true ? 1 : 2) == 1 && [1].all(x, x > 0)",
         ];

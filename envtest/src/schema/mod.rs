@@ -11,6 +11,7 @@
 //! [`cel`] compiles and evaluates its `x-kubernetes-validations` rules.
 
 mod cel;
+mod cel_k8s;
 mod cel_library;
 mod constraints;
 mod defaults;

@@ -53,7 +53,7 @@ fn scaling() -> Value {
             "maxReplicas": {"type": "integer"},
             "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self.startsWith('w-')"}]},
             "tags": {"type": "array", "items": {"type": "string"},
-                "x-kubernetes-validations": [{"rule": "self.all(t, t.matches('^[a-z]+$'))", "message": "tags are lowercase words"}]}}})
+                "x-kubernetes-validations": [{"rule": "self.all(t, t.matches('^[a-z]+$')) && self.isSorted()", "message": "tags are sorted lowercase words"}]}}})
 }
 
 #[tokio::test]
@@ -103,7 +103,7 @@ async fn rules_are_enforced_on_create_and_merge_patch() {
             ),
             (
                 "spec.tags",
-                "Invalid value: \"array\": tags are lowercase words"
+                "Invalid value: \"array\": tags are sorted lowercase words"
             ),
         ]
     );
@@ -330,9 +330,9 @@ async fn malformed_and_unsupported_rules_are_refused_at_crd_write() {
             "isURL",
         ),
         (
-            json!({"rule": "self.items.isSorted()"}),
+            json!({"rule": "self.memory.isIPv4()"}),
             format!("{at}.rule"),
-            "isSorted",
+            "isIPv4",
         ),
         (
             json!({"rule": "other == 1"}),
