@@ -289,10 +289,22 @@ YAML
 out=$(kubectl get gadget lower -o jsonpath='{.spec.replicas}')
 [ "$out" = "1" ] || fail "schema default not applied: [$out]"
 pass "schema defaults are applied"
-sed 's/name: gadgets.example.com/name: cels.example.com/; s/plural: gadgets, singular: gadget, kind: Gadget/plural: cels, singular: cel, kind: Cel/; s/            type: object$/            type: object\n            x-kubernetes-validations: [{rule: "self.replicas < 10"}]/' \
+sed 's/name: gadgets.example.com/name: cels.example.com/; s/plural: gadgets, singular: gadget, kind: Gadget/plural: cels, singular: cel, kind: Cel/; s/            type: object$/            type: object\n            x-kubernetes-validations: [{rule: "self.replicas < 10", message: "replicas must be under 10"}]/' \
   "$WORK/gadgets.yaml" >"$WORK/cel.yaml"
-if kubectl create -f "$WORK/cel.yaml" >"$WORK/cel.out" 2>&1; then fail "a CRD with CEL rules envtest cannot enforce was accepted"; fi
-expect_contains "CEL rules are refused, not ignored" "x-kubernetes-validations" "$(cat "$WORK/cel.out")"
+kubectl create -f "$WORK/cel.yaml" >/dev/null
+kubectl wait --for condition=established --timeout=10s crd/cels.example.com >/dev/null
+if kubectl create -f - >"$WORK/cel.out" 2>&1 <<'YAML'
+apiVersion: example.com/v1
+kind: Cel
+metadata: {name: big}
+spec: {name: big, replicas: 12}
+YAML
+then fail "an object violating a CEL rule was accepted"; fi
+expect_contains "CEL rules are enforced with their message" "replicas must be under 10" "$(cat "$WORK/cel.out")"
+sed 's/cels.example.com/badcels.example.com/; s/plural: cels, singular: cel, kind: Cel/plural: badcels, singular: badcel, kind: BadCel/; s/rule: "self.replicas < 10"/rule: "self.replicas <"/' \
+  "$WORK/cel.yaml" >"$WORK/badcel.yaml"
+if kubectl create -f "$WORK/badcel.yaml" >"$WORK/badcel.out" 2>&1; then fail "a CRD with a malformed CEL rule was accepted"; fi
+expect_contains "malformed CEL rules are refused at CRD write" "x-kubernetes-validations[0].rule" "$(cat "$WORK/badcel.out")"
 
 # Deleting a namespace deletes its contents.
 kubectl delete namespace team-a >/dev/null

@@ -348,7 +348,12 @@ pub(crate) fn apply_update(
         crate::defaults::apply(&info.group, &info.plural, &mut result, false, &srv.ips);
     }
     if let Some(schema) = &info.schema {
-        unknown.extend(crate::schema::check(schema, &mut result, &info.kind)?);
+        unknown.extend(crate::schema::check_update(
+            schema,
+            &mut result,
+            Some(&old.value),
+            &info.kind,
+        )?);
     }
     fields.report(&unknown, mode.duplicate)?;
     let deleting = !old.meta()["deletionTimestamp"].is_null();

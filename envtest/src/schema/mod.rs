@@ -7,8 +7,12 @@
 //! violation becomes a cause with its field path in one 422 Invalid answer.
 //! Between pruning and validation, [`defaults`] fill in `default` values.
 //! `apiVersion`, `kind` and `metadata` at the root are never pruned.
-//! [`structural`] checks the schema itself when its CRD is written.
+//! [`structural`] checks the schema itself when its CRD is written, and
+//! [`cel`] compiles and evaluates its `x-kubernetes-validations` rules.
 
+mod cel;
+mod cel_k8s;
+mod cel_library;
 mod constraints;
 mod defaults;
 mod structural;
@@ -17,6 +21,7 @@ pub use structural::check_crd_schemas;
 
 use crate::error::{ApiError, Cause};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -267,14 +272,32 @@ fn validate_object(schema: &Value, map: &Map<String, Value>, path: &str, causes:
     }
 }
 
-/// Prune then validate a custom resource; 422 Invalid listing every
-/// violation. Answers the paths of the pruned (unknown) fields.
-pub fn check(schema: &Value, obj: &mut Value, kind: &str) -> Result<Vec<String>, ApiError> {
+/// Prune then validate a custom resource being created; 422 Invalid listing
+/// every violation. Answers the paths of the pruned (unknown) fields.
+pub fn check(schema: &Arc<Value>, obj: &mut Value, kind: &str) -> Result<Vec<String>, ApiError> {
+    check_update(schema, obj, None, kind)
+}
+
+/// As [`check`], for an object replacing `old` (when there is one): CEL
+/// transition rules see the old values, and unchanged values are not
+/// re-checked by CEL rules.
+pub fn check_update(
+    schema: &Arc<Value>,
+    obj: &mut Value,
+    old: Option<&Value>,
+    kind: &str,
+) -> Result<Vec<String>, ApiError> {
     let mut pruned = Vec::new();
     prune(schema, obj, "", &mut pruned);
     defaults::apply(schema, obj, true);
     let mut causes = Vec::new();
     validate(schema, obj, "", &mut causes);
+    if causes.is_empty() {
+        match &*cel::rules_for(schema) {
+            Ok(rules) => cel::evaluate(rules, obj, old, "", &mut causes),
+            Err(refused) => causes.extend(refused.iter().cloned()),
+        }
+    }
     if causes.is_empty() {
         return Ok(pruned);
     }
@@ -320,7 +343,7 @@ mod tests {
         let mut obj = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"name": "a", "anything": 1},
             "spec": {"color": "red", "bogus": 1, "extra": {"free": {"form": true}}, "labels": {"a": "b"}},
             "status": {"ready": true, "unknown": 2}, "top": 1});
-        let pruned = check(&schema(), &mut obj, "W").unwrap();
+        let pruned = check(&Arc::new(schema()), &mut obj, "W").unwrap();
         assert_eq!(pruned, vec!["spec.bogus", "status.unknown", "top"]);
         assert!(obj.get("top").is_none());
         assert!(obj["spec"].get("bogus").is_none());
@@ -336,7 +359,7 @@ mod tests {
     #[test]
     fn violations_are_listed_with_field_paths() {
         let mut obj = json!({"metadata": {"name": "a"}, "spec": {"color": "green", "size": 11, "tags": ["a", "b", 3], "labels": {"a": 1}}});
-        let e = check(&schema(), &mut obj, "W").unwrap_err();
+        let e = check(&Arc::new(schema()), &mut obj, "W").unwrap_err();
         assert_eq!(e.code, 422);
         let fields: Vec<&str> = e.causes.iter().map(|c| c.field.as_str()).collect();
         for f in [
@@ -349,7 +372,7 @@ mod tests {
             assert!(fields.contains(&f), "{f} missing from {fields:?}");
         }
         let mut missing = json!({"metadata": {"name": "a"}, "spec": {}});
-        let e = check(&schema(), &mut missing, "W").unwrap_err();
+        let e = check(&Arc::new(schema()), &mut missing, "W").unwrap_err();
         assert_eq!(e.causes[0].field, "spec.color");
         assert_eq!(e.causes[0].reason, "FieldValueRequired");
     }

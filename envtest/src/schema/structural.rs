@@ -6,8 +6,9 @@
 //! not both given, `uniqueItems: true` is forbidden, patterns compile,
 //! list types are known and map lists name their keys.
 //!
-//! `x-kubernetes-validations` (CEL rules) are refused: envtest does not
-//! evaluate CEL, and a rule that is not enforced must not be accepted.
+//! `x-kubernetes-validations` (CEL rules) are compiled by [`super::cel`]:
+//! a rule that is malformed, or that calls what envtest cannot evaluate, is
+//! refused with the path of the rule.
 
 use crate::error::{ApiError, Cause};
 use serde_json::Value;
@@ -102,17 +103,6 @@ fn node(schema: &Value, path: &str, root: bool, causes: &mut Vec<Cause>) {
             format!("Unsupported value: {other:?}: supported values: \"atomic\", \"map\", \"set\""),
         ),
     }
-    if schema["x-kubernetes-validations"]
-        .as_array()
-        .is_some_and(|r| !r.is_empty())
-    {
-        push(
-            causes,
-            "FieldValueForbidden",
-            format!("{path}.x-kubernetes-validations"),
-            "Forbidden: envtest does not evaluate CEL validation rules, so it refuses them rather than accept rules it would not enforce".into(),
-        );
-    }
     if let Some(props) = schema["properties"].as_object() {
         for (k, sub) in props {
             node(sub, &format!("{path}.properties[{k}]"), false, causes);
@@ -142,12 +132,9 @@ pub fn check_crd_schemas(crd: &Value) -> Result<(), ApiError> {
     for (i, v) in versions.iter().enumerate() {
         let schema = &v["schema"]["openAPIV3Schema"];
         if schema.is_object() {
-            node(
-                schema,
-                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                true,
-                &mut causes,
-            );
+            let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+            node(schema, &path, true, &mut causes);
+            super::cel::compile(schema, &path, true, &mut causes);
         }
     }
     if causes.is_empty() {
@@ -186,13 +173,13 @@ mod tests {
     }
 
     #[test]
-    fn non_structural_schemas_and_cel_are_refused_with_paths() {
+    fn non_structural_schemas_and_malformed_cel_are_refused_with_paths() {
         let bad = json!({"type": "object", "properties": {
             "spec": {"properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "string"}},
             "list": {"type": "array", "uniqueItems": true},
             "name": {"type": "string", "pattern": "(unclosed"},
             "byName": {"type": "array", "x-kubernetes-list-type": "map", "items": {"type": "object"}},
-            "checked": {"type": "string", "x-kubernetes-validations": [{"rule": "self.size() > 1"}]}
+            "checked": {"type": "string", "x-kubernetes-validations": [{"rule": "self.size() > 1"}, {"rule": "self.size( >"}]}
         }});
         let e = check_crd_schemas(&crd(bad)).unwrap_err();
         assert_eq!(e.code, 422);
@@ -205,7 +192,7 @@ mod tests {
             format!("{p}[list].uniqueItems"),
             format!("{p}[name].pattern"),
             format!("{p}[byName].x-kubernetes-list-map-keys"),
-            format!("{p}[checked].x-kubernetes-validations"),
+            format!("{p}[checked].x-kubernetes-validations[1].rule"),
         ] {
             assert!(fields.contains(&want.as_str()), "{want} not in {fields:?}");
         }

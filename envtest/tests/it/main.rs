@@ -6,6 +6,7 @@
 
 mod apply;
 mod authz;
+mod cel;
 mod crd;
 mod crd_install;
 mod crud;
