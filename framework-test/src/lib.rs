@@ -11,8 +11,9 @@
 //! records a `CleanedUp` event first. The Deployment goes with its Foo
 //! through the garbage collector.
 //!
-//! The `Foo` type and its `Resource` impl are written by hand; the
-//! `CustomResource` derive will replace them.
+//! `Foo` comes from `#[derive(CustomResource)]` on [`FooSpec`], and the
+//! tests install its CustomResourceDefinition from `Foo::crd()`: nothing
+//! about the kind is written twice.
 //!
 //! ```no_run
 //! use controller_runtime::prelude::*;
@@ -26,12 +27,11 @@
 // `Foo` is the sample-controller's kind, so `foo` names a Foo here, not a
 // placeholder.
 #![allow(clippy::disallowed_names)]
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use controller_runtime::CustomResource;
 use controller_runtime::finalizer::FinalizerError;
-use controller_runtime::k8s_openapi::NamespaceResourceScope;
 use controller_runtime::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use controller_runtime::k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
@@ -47,30 +47,38 @@ pub const FINALIZER: &str = "samplecontroller.k8s.io/cleanup";
 /// The controller's name: its metrics label and its events' reporter.
 pub const CONTROLLER: &str = "foo-controller";
 
-/// A `samplecontroller.k8s.io/v1alpha1` Foo.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Foo {
-    /// `samplecontroller.k8s.io/v1alpha1`.
-    pub api_version: String,
-    /// `Foo`.
-    pub kind: String,
-    /// Standard object metadata.
-    pub metadata: ObjectMeta,
-    /// What the Foo asks for.
-    pub spec: FooSpec,
-    /// What the controller observed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<FooStatus>,
-}
-
-/// What a Foo asks for.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+/// What a Foo asks for. `#[derive(CustomResource)]` generates the [`Foo`]
+/// kind around it: its `Resource` impls, `Foo::new(name, spec)` and
+/// `Foo::crd()`, the CustomResourceDefinition the tests install (status
+/// subresource, `kubectl get` columns, `replicas >= 0`).
+#[derive(
+    CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[resource(
+    group = "samplecontroller.k8s.io",
+    version = "v1alpha1",
+    kind = "Foo",
+    namespaced,
+    status = "FooStatus",
+    printcolumn(
+        name = "Deployment",
+        json_path = ".spec.deploymentName",
+        type = "string"
+    ),
+    printcolumn(name = "Replicas", json_path = ".spec.replicas", type = "integer"),
+    printcolumn(
+        name = "Available",
+        json_path = ".status.availableReplicas",
+        type = "integer"
+    ),
+    printcolumn(name = "Age", json_path = ".metadata.creationTimestamp", type = "date")
+)]
 #[serde(rename_all = "camelCase")]
 pub struct FooSpec {
     /// Name of the Deployment to run.
     pub deployment_name: String,
     /// How many replicas it should have.
+    #[resource(minimum = 0)]
     pub replicas: i32,
 }
 
@@ -81,54 +89,6 @@ pub struct FooStatus {
     /// The Deployment's available replicas.
     #[serde(default)]
     pub available_replicas: i32,
-}
-
-impl Resource for Foo {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Foo".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "samplecontroller.k8s.io".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1alpha1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "foos".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-impl Foo {
-    /// A Foo `name` in `namespace` asking for `replicas` of `deployment`.
-    ///
-    /// ```
-    /// let foo = framework_test::Foo::new("default", "example-foo", "example-web", 1);
-    /// assert_eq!(foo.spec.deployment_name, "example-web");
-    /// ```
-    pub fn new(namespace: &str, name: &str, deployment: &str, replicas: i32) -> Self {
-        Foo {
-            api_version: "samplecontroller.k8s.io/v1alpha1".into(),
-            kind: "Foo".into(),
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some(namespace.into()),
-                ..ObjectMeta::default()
-            },
-            spec: FooSpec {
-                deployment_name: deployment.into(),
-                replicas,
-            },
-            status: None,
-        }
-    }
 }
 
 /// Why a reconcile of a Foo failed.

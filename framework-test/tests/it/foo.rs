@@ -5,13 +5,28 @@ use std::time::Duration;
 
 use controller_runtime::k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use controller_runtime::k8s_openapi::api::events::v1::Event;
+use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use controller_runtime::kube_client;
 use controller_runtime::prelude::*;
-use framework_test::{CONTROLLER, FINALIZER, Foo, FooSpec, desired_deployment, setup};
+use framework_test::{CONTROLLER, FINALIZER, Foo, FooSpec, FooStatus, desired_deployment, setup};
 
 use crate::wait_until;
 
 const NS: &str = "default";
 const LONG: Duration = Duration::from_secs(20);
+
+/// A Foo `name` in [`NS`] asking for `replicas` of `deployment`.
+fn new_foo(name: &str, deployment: &str, replicas: i32) -> Foo {
+    let mut foo = Foo::new(
+        name,
+        FooSpec {
+            deployment_name: deployment.into(),
+            replicas,
+        },
+    );
+    foo.metadata.namespace = Some(NS.into());
+    foo
+}
 
 struct Running {
     _env: envtest::TestEnv,
@@ -23,9 +38,8 @@ struct Running {
 
 impl Running {
     async fn start() -> Running {
-        let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/crds");
         let env = envtest::TestEnv::builder()
-            .crd_dir(crds)
+            .crds([Foo::crd().unwrap()])
             .start()
             .await
             .unwrap();
@@ -98,7 +112,7 @@ async fn foo_gets_its_deployment_scaled_status_and_finalized() {
     t.foos()
         .create(
             &PostParams::default(),
-            &Foo::new(NS, "example-foo", "example-web", 1),
+            &new_foo("example-foo", "example-web", 1),
         )
         .await
         .unwrap();
@@ -119,7 +133,7 @@ async fn foo_gets_its_deployment_scaled_status_and_finalized() {
             deployment_name: "example-web".into(),
             replicas: 3,
         },
-        ..Foo::new(NS, "example-foo", "example-web", 3)
+        ..new_foo("example-foo", "example-web", 1)
     };
     t.foos()
         .patch(
@@ -208,14 +222,14 @@ async fn foo_gets_its_deployment_scaled_status_and_finalized() {
 #[tokio::test]
 async fn a_deployment_it_does_not_control_is_not_adopted() {
     let t = Running::start().await;
-    let mut foreign = desired_deployment(&Foo::new(NS, "someone-else", "taken", 1));
+    let mut foreign = desired_deployment(&new_foo("someone-else", "taken", 1));
     foreign.metadata.owner_references = None;
     t.deployments()
         .create(&PostParams::default(), &foreign)
         .await
         .unwrap();
     t.foos()
-        .create(&PostParams::default(), &Foo::new(NS, "greedy", "taken", 5))
+        .create(&PostParams::default(), &new_foo("greedy", "taken", 5))
         .await
         .unwrap();
     wait_until(LONG, "a Warning ErrResourceExists event", || async {
@@ -228,5 +242,61 @@ async fn a_deployment_it_does_not_control_is_not_adopted() {
     let taken = t.deployments().get("taken").await.unwrap();
     assert!(taken.owner_references().is_empty());
     assert_eq!(taken.spec.unwrap().replicas, Some(1));
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn the_derived_crd_is_served_with_status_columns_and_validation() {
+    let t = Running::start().await;
+    let crds = Api::<CustomResourceDefinition>::all(t.client.clone());
+    let crd = crds.get(Foo::crd_name()).await.unwrap();
+    let version = &crd.spec.versions[0];
+    assert_eq!(
+        (crd.spec.group.as_str(), version.name.as_str()),
+        ("samplecontroller.k8s.io", "v1alpha1")
+    );
+    assert!(
+        version
+            .subresources
+            .as_ref()
+            .is_some_and(|s| s.status.is_some()),
+        "status subresource: {version:?}"
+    );
+    let columns: Vec<_> = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| (c.name.as_str(), c.json_path.as_str()))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("Deployment", ".spec.deploymentName"),
+            ("Replicas", ".spec.replicas"),
+            ("Available", ".status.availableReplicas"),
+            ("Age", ".metadata.creationTimestamp"),
+        ]
+    );
+    // `#[resource(minimum = 0)]` reaches the served schema.
+    let err = t
+        .foos()
+        .create(&PostParams::default(), &new_foo("negative", "web", -1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube_client::Error::Api(s) if s.code == 422),
+        "{err:?}"
+    );
+    // Writing the main resource does not write status (status subresource).
+    let mut with_status = new_foo("with-status", "web", 1);
+    with_status.status = Some(FooStatus {
+        available_replicas: 7,
+    });
+    let created = t
+        .foos()
+        .create(&PostParams::default(), &with_status)
+        .await
+        .unwrap();
+    assert_eq!(created.status, None);
     t.stop().await;
 }

@@ -1,5 +1,5 @@
-//! The Foo controller against envtest, with the CRD installed from `crds/`
-//! by `TestEnvBuilder::crd_dir`.
+//! The Foo controller against envtest, with the CRD installed from the
+//! derived `Foo::crd()` by `TestEnvBuilder::crds`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 // `foo` names a Foo, the sample-controller's kind.
