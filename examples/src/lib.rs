@@ -1,6 +1,8 @@
 //! Shared helpers for the examples: deciding whether a cluster is configured
 //! and building small demo objects.
 
+pub mod sample;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};

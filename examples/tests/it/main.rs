@@ -9,3 +9,4 @@
 
 mod graceful;
 mod programs;
+mod sample_controller;

@@ -1,0 +1,416 @@
+//! The derived sample-controller against envtest, running as a service
+//! account bound to its generated ClusterRole (RBAC enforced): create,
+//! update and delete with the finalizer, re-triggers by the owned
+//! Deployment and the mapped Secret, per-key backoff, a refused adoption,
+//! and 403 once a rule is taken out of the role.
+
+use std::future::Future;
+use std::time::Duration;
+
+use controller_runtime::manager::{Manager, ManagerError};
+use controller_runtime::rbac::{ClusterRole, to_yaml};
+use informer_examples::sample::{
+    FINALIZER, Foo, FooReconciler, FooSpec, Ledger, SECRET_LABEL, SECRETS_ANNOTATION,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use tokio::task::JoinHandle;
+
+const NS: &str = "default";
+const WAIT: Duration = Duration::from_secs(15);
+
+struct Fixture {
+    env: envtest::TestEnv,
+    foos: Api<Foo>,
+    deployments: Api<Deployment>,
+    secrets: Api<Secret>,
+    ledger: Ledger,
+    mgr: Manager,
+    stop: controller_runtime::CancellationToken,
+    run: JoinHandle<Result<(), ManagerError>>,
+}
+
+impl Fixture {
+    /// envtest with the Foo CRD, and the controller running as a service
+    /// account bound to `role`.
+    async fn start(role: ClusterRole) -> Fixture {
+        let env = envtest::TestEnv::start().await.unwrap();
+        let admin = env.client();
+        Api::<CustomResourceDefinition>::all(admin.clone())
+            .create(&PostParams::default(), &Foo::crd().unwrap())
+            .await
+            .unwrap();
+        let foos: Api<Foo> = Api::namespaced(admin.clone(), NS);
+        wait_until("the CRD is served", || async {
+            foos.list(&ListParams::default()).await.is_ok()
+        })
+        .await;
+        let client = env
+            .client_with_cluster_role(NS, "foo-controller", &role)
+            .await
+            .unwrap();
+        let ledger = Ledger::default();
+        let mgr = Manager::builder(client)
+            .leader_election(
+                controller_runtime::leaderelection::LeaderElectionConfig::new(
+                    NS,
+                    "foo-controller",
+                    "test",
+                ),
+            )
+            .build()
+            .await
+            .unwrap();
+        FooReconciler::new(ledger.clone()).setup(&mgr).unwrap();
+        let stop = controller_runtime::CancellationToken::new();
+        let run = tokio::spawn({
+            let (mgr, stop) = (mgr.clone(), stop.clone());
+            async move { mgr.run(stop).await }
+        });
+        Fixture {
+            deployments: Api::namespaced(admin.clone(), NS),
+            secrets: Api::namespaced(admin, NS),
+            env,
+            foos,
+            ledger,
+            mgr,
+            stop,
+            run,
+        }
+    }
+
+    async fn create_foo(&self, name: &str, deployment: &str, replicas: i32) {
+        let foo = Foo::new(
+            name,
+            FooSpec {
+                deployment_name: deployment.into(),
+                replicas: Some(replicas),
+            },
+        );
+        self.foos
+            .create(&PostParams::default(), &foo)
+            .await
+            .unwrap();
+    }
+
+    async fn replicas(&self, deployment: &str) -> Option<i32> {
+        self.deployments
+            .get_opt(deployment)
+            .await
+            .unwrap()
+            .and_then(|d| d.spec)
+            .and_then(|s| s.replicas)
+    }
+
+    async fn available(&self, foo: &str) -> Option<i32> {
+        self.foos
+            .get_opt(foo)
+            .await
+            .unwrap()
+            .and_then(|f| f.status)
+            .map(|s| s.available_replicas)
+    }
+
+    /// Requests the server answered with 403 so far.
+    fn forbidden(&self) -> Vec<String> {
+        self.env
+            .request_log()
+            .into_iter()
+            .filter(|r| r.status == 403)
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect()
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        tokio::time::timeout(WAIT, self.run)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+}
+
+async fn wait_until<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Plays the Deployment controller: all replicas available.
+async fn make_available(deployments: &Api<Deployment>, name: &str, n: i32) {
+    let patch = serde_json::json!({"status": {"replicas": n, "availableReplicas": n}});
+    deployments
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn reconciles_create_update_and_delete_through_the_finalizer() {
+    let f = Fixture::start(FooReconciler::rbac()).await;
+    f.create_foo("alpha", "alpha-web", 2).await;
+    wait_until("alpha-web created with 2 replicas", || async {
+        f.replicas("alpha-web").await == Some(2)
+    })
+    .await;
+    let foo = f.foos.get("alpha").await.unwrap();
+    assert_eq!(
+        foo.metadata.finalizers.as_deref(),
+        Some(&[FINALIZER.to_string()][..])
+    );
+    let dep = f.deployments.get("alpha-web").await.unwrap();
+    let owner = &dep.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.controller), ("Foo", Some(true)));
+    assert_eq!(Some(&owner.uid), foo.metadata.uid.as_ref());
+
+    // Update: the spec change reaches the Deployment, availability the status.
+    let patch = serde_json::json!({"spec": {"replicas": 4}});
+    f.foos
+        .patch("alpha", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    wait_until("alpha-web scaled to 4", || async {
+        f.replicas("alpha-web").await == Some(4)
+    })
+    .await;
+    make_available(&f.deployments, "alpha-web", 4).await;
+    wait_until("alpha reports 4 available", || async {
+        f.available("alpha").await == Some(4)
+    })
+    .await;
+
+    // Delete: cleanup runs, the finalizer is removed, the object goes.
+    f.foos
+        .delete("alpha", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until("alpha and alpha-web gone", || async {
+        f.foos.get_opt("alpha").await.unwrap().is_none()
+            && f.deployments.get_opt("alpha-web").await.unwrap().is_none()
+    })
+    .await;
+    // At least once: removing the Deployment re-triggers the Foo while the
+    // cache may still hold it with the finalizer, and cleanup is idempotent.
+    assert!(
+        f.ledger.count("foo/alpha: cleaned up") >= 1,
+        "{:#?}",
+        f.ledger.lines()
+    );
+    assert_eq!(
+        f.forbidden(),
+        Vec::<String>::new(),
+        "the generated role covers everything"
+    );
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn the_owned_deployment_retriggers_its_foo() {
+    let f = Fixture::start(FooReconciler::rbac()).await;
+    f.create_foo("beta", "beta-web", 1).await;
+    wait_until("beta-web created", || async {
+        f.replicas("beta-web").await == Some(1)
+    })
+    .await;
+    // Someone scales the Deployment by hand: the owner scales it back.
+    let patch = serde_json::json!({"spec": {"replicas": 7}});
+    f.deployments
+        .patch("beta-web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    wait_until("beta-web scaled back to 1", || async {
+        f.replicas("beta-web").await == Some(1)
+    })
+    .await;
+    assert!(
+        f.ledger
+            .count("foo/beta: scaled deployment beta-web from 7 to 1")
+            >= 1,
+        "{:#?}",
+        f.ledger.lines()
+    );
+    // A Deployment status change (no Foo change at all) updates the Foo's status.
+    make_available(&f.deployments, "beta-web", 1).await;
+    wait_until("beta reports 1 available", || async {
+        f.available("beta").await == Some(1)
+    })
+    .await;
+    assert_eq!(f.forbidden(), Vec::<String>::new());
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn a_mapped_secret_retriggers_its_foo() {
+    let f = Fixture::start(FooReconciler::rbac()).await;
+    f.create_foo("gamma", "gamma-web", 1).await;
+    wait_until("gamma-web created", || async {
+        f.replicas("gamma-web").await == Some(1)
+    })
+    .await;
+    let annotation = || async {
+        let d = f.deployments.get("gamma-web").await.unwrap();
+        d.spec
+            .and_then(|s| s.template.metadata)
+            .and_then(|m| m.annotations)
+            .and_then(|a| a.get(SECRETS_ANNOTATION).cloned())
+            .unwrap_or_default()
+    };
+    assert_eq!(annotation().await, "");
+    let mut secret = Secret::default();
+    secret.metadata.name = Some("gamma-credentials".into());
+    secret.metadata.labels = Some([(SECRET_LABEL.to_string(), "gamma".to_string())].into());
+    let created = f
+        .secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let rv = created.metadata.resource_version.unwrap();
+    wait_until("gamma-web names the secret's version", || async {
+        annotation().await == format!("gamma-credentials={rv}")
+    })
+    .await;
+    // An unlabelled Secret maps to nothing.
+    assert!(FooReconciler::secret_to_foos(&Secret::default()).is_empty());
+    assert_eq!(f.forbidden(), Vec::<String>::new());
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_adoption_backs_off_per_key() {
+    let f = Fixture::start(FooReconciler::rbac()).await;
+    f.deployments
+        .create(
+            &PostParams::default(),
+            &informer_examples::demo_deployment("squatter", 1),
+        )
+        .await
+        .unwrap();
+    f.create_foo("delta", "squatter", 1).await;
+    wait_until("the first refusal", || async {
+        f.ledger.count("foo/delta: refused to adopt") >= 1
+    })
+    .await;
+    // Another Foo is not held up by delta's failures.
+    f.create_foo("epsilon", "epsilon-web", 1).await;
+    wait_until("epsilon-web created", || async {
+        f.replicas("epsilon-web").await == Some(1)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Exponential per-key backoff from 5 ms: about 9 attempts in 1.5 s
+    // (5, 10, 20 ... 640 ms apart); an immediate requeue would make hundreds.
+    let attempts = f.ledger.count("foo/delta: refused to adopt");
+    assert!((3..=20).contains(&attempts), "{attempts} attempts in 1.5 s");
+    // The squatter is never adopted or changed.
+    let squatter = f.deployments.get("squatter").await.unwrap();
+    assert!(squatter.metadata.owner_references.is_none());
+    assert_eq!(squatter.spec.and_then(|s| s.replicas), Some(1));
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn a_rule_removed_from_the_generated_role_fails_with_403() {
+    let mut role = FooReconciler::rbac();
+    let rules = role.rules.as_mut().unwrap();
+    let before = rules.len();
+    rules.retain(|r| !r.resources.iter().flatten().any(|res| res == "foos/status"));
+    assert_eq!(
+        rules.len(),
+        before - 1,
+        "the generated role has a foos/status rule"
+    );
+    let f = Fixture::start(role).await;
+    f.create_foo("zeta", "zeta-web", 1).await;
+    wait_until("zeta-web created", || async {
+        f.replicas("zeta-web").await == Some(1)
+    })
+    .await;
+    wait_until("a forbidden status write", || async {
+        f.forbidden()
+            .iter()
+            .any(|r| r.starts_with("PATCH") && r.ends_with("/foos/zeta/status"))
+    })
+    .await;
+    assert_eq!(f.available("zeta").await, None);
+    let errors = f.mgr.metrics().encode().unwrap();
+    assert!(
+        errors.lines().any(
+            |l| l.starts_with("controller_runtime_reconcile_errors_total")
+                && l.contains("foo-controller")
+        ),
+        "{errors}"
+    );
+    f.stop().await;
+}
+
+/// The generated role, checked in. Regenerate with
+/// `UPDATE_GOLDEN=1 cargo test -p informer-examples --test it sample_controller::`.
+#[test]
+fn golden_rbac() {
+    let yaml = to_yaml(&FooReconciler::rbac()).unwrap();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/golden/sample-controller-rbac.yaml"
+    );
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(path, &yaml).unwrap();
+    }
+    assert_eq!(
+        yaml,
+        std::fs::read_to_string(path).unwrap(),
+        "regenerate with UPDATE_GOLDEN=1"
+    );
+}
+
+/// The README's main job: the demo binary, with no cluster configured,
+/// reaches its end state and says so.
+#[test]
+fn the_demo_runs_to_its_summary() {
+    let home =
+        std::env::temp_dir().join(format!("informer-sample-controller-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_sample-controller"))
+        .env_remove("KUBECONFIG")
+        .env("HOME", &home)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&home);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.starts_with("no cluster configured: started envtest at http"),
+        "{stdout}"
+    );
+    for line in [
+        "bound to its generated ClusterRole",
+        "foo/alpha: scaled deployment alpha-web from 2 to 3",
+        "foo/delta: refused to adopt deployment squatter",
+        "foo/gamma: cleaned up (deployment gamma-web removed)",
+        "foo/alpha: deployment alpha-web wants 3 replicas, 3 available",
+        "forbidden (403): 0",
+        "shut down cleanly",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
+    }
+    assert!(
+        !stdout.contains("foo/gamma: deployment"),
+        "gamma was deleted:\n{stdout}"
+    );
+}
