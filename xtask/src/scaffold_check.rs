@@ -8,8 +8,8 @@
 //!
 //! The project builds into this workspace's target directory (or
 //! `CARGO_TARGET_DIR`), so dependencies already built for the workspace are
-//! reused. Each check prints `ok - ...` (or `not ok - ...`), which `.ci/run`
-//! counts with the test results.
+//! reused. Each passed check prints `ok - ...`, which `.ci/run` counts with
+//! the test results (a failure ends the run with an error).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -91,7 +91,6 @@ fn run_command(mut cmd: Command, command: String, dir: &Path) -> Result<(), Chec
     if status.success() {
         Ok(())
     } else {
-        println!("not ok - scaffold: {command}");
         Err(CheckError::Failed {
             command,
             dir: dir.to_path_buf(),
