@@ -182,6 +182,22 @@ async fn run_seed(schedule: &Schedule) -> Result<Outcome, String> {
         tokio::time::sleep(Duration::from_millis(25)).await;
     };
     outcome.converge = quiet.elapsed();
+    // What the reflectors went through, for a run that did not converge.
+    let reflector_story = if converged {
+        String::new()
+    } else {
+        format!(
+            "widgets at rv {:?}, configmaps at rv {:?}, server at rv {}, now {:.3} s (unix)\n{}",
+            widget_informer.last_sync_resource_version(),
+            cm_informer.last_sync_resource_version(),
+            env.current_revision(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
+            reflector_metrics(&mgr)
+        )
+    };
     // The stuck handler held everything for the ConfigMap informer back the
     // whole time; it was reported, and it drains once released.
     let backlog_reported = stuck.seen.load(Ordering::SeqCst) == 0 || stuck_reg.pending() > 0;
@@ -203,7 +219,8 @@ async fn run_seed(schedule: &Schedule) -> Result<Outcome, String> {
 
     if !converged {
         return Err(format!(
-            "seed {}: did not converge within {QUIESCE:?}: {last_problem}",
+            "seed {}: did not converge within {QUIESCE:?}: {last_problem}\n\
+             reflector metrics at the deadline:\n{reflector_story}",
             schedule.seed
         ));
     }
@@ -237,6 +254,23 @@ async fn run_seed(schedule: &Schedule) -> Result<Outcome, String> {
             "seed {}: manager did not stop cleanly: {other:?}",
             schedule.seed
         )),
+    }
+}
+
+/// The manager's `informer_*` series other than histogram buckets: lists,
+/// list failures, relists, watch restarts and the backoff waits (count and
+/// total seconds) of each reflector. A run that does not converge prints
+/// them, so that a reflector still waiting out a long backoff at the
+/// deadline can be told apart from an event that was lost.
+fn reflector_metrics(mgr: &Manager) -> String {
+    match mgr.metrics().encode() {
+        Ok(text) => text
+            .lines()
+            .filter(|l| l.starts_with("informer_") && !l.contains("_bucket{"))
+            .filter(|l| !l.starts_with("informer_handler_pending"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Err(e) => format!("metrics could not be encoded: {e}"),
     }
 }
 
