@@ -29,12 +29,22 @@
 //! controller-runtime = { version = "0.1", default-features = false, features = ["v1_35"] }
 //! ```
 //!
-//! Do not also depend on `k8s-openapi` with a version feature: two enabled
-//! versions fail the build (that is `k8s-openapi`'s own rule).
+//! `envtest` (a dev-dependency) has the same `v1_*` features with the same
+//! default; list it without default features and it follows whatever
+//! version this crate is built for:
 //!
-//! For now `informer-core` and `envtest` still enable `v1_34` themselves
-//! (through the workspace's shared `k8s-openapi` dependency), so `v1_34` is
-//! the only version that builds until they forward the choice the same way.
+//! ```toml
+//! [dev-dependencies]
+//! envtest = { version = "0.1", default-features = false }
+//! ```
+//!
+//! Do not also depend on `k8s-openapi` with a version feature: none or two
+//! enabled versions fail the build (that is `k8s-openapi`'s own rule, checked
+//! by its build script). `informer-core`, used through this crate, never
+//! picks one on its own: this crate depends on it without default features.
+//! A program may offer the choice to its own users by forwarding the same way
+//! (`v1_35 = ["controller-runtime/v1_35"]`), as the workspace's
+//! `framework-test` crate does.
 //!
 //! ```
 //! use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;

@@ -51,6 +51,10 @@ pub const CONTROLLER: &str = "foo-controller";
 /// kind around it: its `Resource` impls, `Foo::new(name, spec)` and
 /// `Foo::crd()`, the CustomResourceDefinition the tests install (status
 /// subresource, `kubectl get` columns, `replicas >= 0`).
+// clippy's `duplicated_attributes` reads the two `type = "integer"` of the
+// Replicas and Available columns as one attribute given twice; they are
+// separate `printcolumn(...)` entries.
+#[allow(clippy::duplicated_attributes)]
 #[derive(
     CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema,
 )]
