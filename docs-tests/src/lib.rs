@@ -4,14 +4,17 @@
 //! cluster). Blocks in other languages (`sh`, `yaml`, `text`) are skipped by
 //! rustdoc.
 //!
-//! To add a page, add one item below. `docs/architecture.md` is not here:
-//! its diagrams are in unlabelled fences, which rustdoc would compile as
-//! Rust (label them `text` to include the page).
+//! To add a page, add one item below. Diagrams go in `text` fences.
 
 /// `README.md`.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct Readme;
+
+/// `docs/architecture.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/architecture.md")]
+pub struct Architecture;
 
 /// `docs/tutorial.md`.
 #[cfg(doctest)]
