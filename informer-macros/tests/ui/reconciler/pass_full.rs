@@ -1,0 +1,71 @@
+//! Every `#[reconciler]` option at once, with `#[rbac]` rules.
+use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
+use controller_runtime::k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use controller_runtime::prelude::*;
+use controller_runtime::reconciler::Cleanup;
+
+#[derive(controller_runtime::Reconciler)]
+#[reconciler(
+    for = ConfigMap,
+    owns(Deployment),
+    watches(Secret, map = Self::secret_to_configmaps),
+    max_concurrent = 4,
+    finalizer = "example.com/cleanup",
+    predicate = generation_changed,
+    name = "web-controller",
+    leader_election
+)]
+#[rbac(group = "", resources(pods, "pods/log"), verbs(get, list))]
+#[rbac(group = "", resources(configmaps), verbs(get), names("settings"))]
+struct Web;
+
+impl Web {
+    fn secret_to_configmaps(secret: &Secret) -> Vec<Request> {
+        Request::from_object(secret).into_iter().collect()
+    }
+}
+
+impl ObjectReconciler<ConfigMap> for Web {
+    type Error = controller_runtime::kube_client::Error;
+    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+        Ok(Action::done())
+    }
+}
+
+impl Cleanup<ConfigMap> for Web {
+    async fn cleanup(&self, _cm: Arc<ConfigMap>, _ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+        Ok(Action::done())
+    }
+}
+
+/// No finalizer, an expression predicate, split attributes, default name.
+#[derive(controller_runtime::Reconciler)]
+#[reconciler(for = ConfigMap)]
+#[reconciler(predicate = controller_runtime::predicate::LabelsChanged)]
+struct PlainWatcher;
+
+impl ObjectReconciler<ConfigMap> for PlainWatcher {
+    type Error = controller_runtime::kube_client::Error;
+    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+        Ok(Action::done())
+    }
+}
+
+#[allow(dead_code)]
+fn wire(mgr: &Manager) -> Result<(), ManagerError> {
+    Web.setup(mgr)?;
+    PlainWatcher.setup(mgr)?;
+    Ok(())
+}
+
+fn main() {
+    assert_eq!(Web::CONTROLLER_NAME, "web-controller");
+    assert_eq!(Web::FINALIZER, Some("example.com/cleanup"));
+    assert_eq!(PlainWatcher::CONTROLLER_NAME, "plain-watcher");
+    assert_eq!(PlainWatcher::FINALIZER, None);
+    let perms = Web::permissions();
+    assert!(perms.allows("coordination.k8s.io", "leases", "update"));
+    assert!(perms.allows("", "pods/log", "get"));
+    assert!(!PlainWatcher::permissions().allows("coordination.k8s.io", "leases", "update"));
+    assert_eq!(Web::rbac_role("ns").metadata.namespace.as_deref(), Some("ns"));
+}
