@@ -3,9 +3,8 @@
 //! envtest, which then refuses objects that break the schema (422 with the
 //! field path) and prunes unknown fields. Set `UPDATE_GOLDEN=1` to rewrite
 //! the files after an intended change (and review the diff).
-//!
-//! envtest does not apply `default`s nor check `pattern`, `oneOf` or CEL
-//! rules yet: for those the golden JSON is the check.
+//! `default`s, `pattern`s and CEL rules against envtest are in `rules`;
+//! envtest does not check `oneOf`, so for that the golden JSON is the check.
 
 use std::path::PathBuf;
 

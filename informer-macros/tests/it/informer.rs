@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ::envtest::TestEnv;
-use controller_runtime::__private::informer_core::factory::SharedInformerFactory;
-use controller_runtime::__private::informer_core::key::ObjectOrTombstone;
-use controller_runtime::__private::informer_core::selector::LabelSelector;
+use controller_runtime::informer_core::factory::SharedInformerFactory;
+use controller_runtime::informer_core::key::ObjectOrTombstone;
+use controller_runtime::informer_core::selector::LabelSelector;
 use kube_client::api::{Api, DeleteParams, PostParams};
 use tokio::sync::mpsc;
 
@@ -114,8 +114,8 @@ async fn derived_kind_runs_through_factory_typed_lister_and_typed_handler() {
 #[test]
 fn cluster_scoped_lister_gets_by_name_and_uses_function_indexes() {
     use crate::types::{Gadget, GadgetLister, GadgetSpec};
-    use controller_runtime::__private::informer_core::lister::Lister;
-    use controller_runtime::__private::informer_core::store::Indexer;
+    use controller_runtime::informer_core::lister::Lister;
+    use controller_runtime::informer_core::store::Indexer;
 
     let indexer = Indexer::<Gadget>::new();
     indexer.add_indexers(Gadget::indexers()).unwrap();

@@ -66,8 +66,8 @@ fn main() {
     assert_eq!(crd.spec.names.short_names.as_ref().map(Vec::len), Some(2));
     let merged = merge_versions(vec![Foo::crd().unwrap(), v1::Foo::crd().unwrap()]).unwrap();
     assert_eq!(merged.spec.versions.len(), 2);
-    let lister = FooLister::new(controller_runtime::__private::informer_core::lister::Lister::new(
-        controller_runtime::__private::informer_core::store::Indexer::new(),
+    let lister = FooLister::new(controller_runtime::informer_core::lister::Lister::new(
+        controller_runtime::informer_core::store::Indexer::new(),
     ));
     let _ = lister.foos("default");
     let _ = lister.by_deployment("web");
