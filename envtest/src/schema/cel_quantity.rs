@@ -364,6 +364,9 @@ pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     let q = || Type::new_opaque_type(TYPE_NAME);
     env.add_type(q())?;
     env.add_overload("quantity", "k8s_quantity", vec![STRING_TYPE], quantity)?;
+    // The API server declares `sign` as a global function of a quantity and
+    // documents it as a method: both forms are accepted.
+    env.add_overload("sign", "k8s_quantity_sign_global", vec![q()], sign)?;
     env.add_overload(
         "isQuantity",
         "k8s_is_quantity",
@@ -471,6 +474,10 @@ mod tests {
             "isQuantity('250m') && !isQuantity('1.5X') && !isQuantity('')",
             "quantity('-5').sign() == -1 && quantity('0').sign() == 0 && quantity('1n').sign() == 1",
             "quantity('1k').isInteger() && !quantity('1500m').isInteger() && !quantity('10E').isInteger()",
+            "sign(quantity('-1Ki')) == -1",
+            "quantity('50000000G').isInteger() && !quantity('9999999999999999999999999999999999999G').isInteger()",
+            "quantity('200M').compareTo(quantity('0.2G')) == 0 && quantity('50M').compareTo(quantity('50Mi')) == -1",
+            "quantity('50k').add(20).sub(quantity('100k')).sub(-50000) == quantity('20')",
             "quantity('2Ki').asInteger() == 2048",
             "quantity('1500m').asApproximateFloat() == 1.5",
             "quantity('1').add(quantity('500m')) == quantity('1.5')",

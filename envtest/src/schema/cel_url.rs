@@ -2,13 +2,14 @@
 //! `getScheme`, `getHost`, `getHostname`, `getPort`, `getEscapedPath` and
 //! `getQuery`, with the API server's semantics.
 //!
-//! The API server parses with Go's `url.ParseRequestURI`: an absolute URI
-//! (`scheme:...`) or an absolute path (`/...`), never a relative reference,
-//! and with no `#fragment` split off (a `#` stays in the path or query).
-//! [`Url::parse`] follows that parser's rules: the scheme (lower-cased),
-//! `?query`, `//userinfo@host:port` authority (a bracketed IPv6 literal, a
-//! numeric port, valid `%` escapes and host characters), and the path, kept
-//! both decoded and as written for `getEscapedPath`.
+//! The API server accepts what Go's `url.ParseRequestURI` accepts: an
+//! absolute URI (`scheme:...`) or an absolute path (`/...`), never a
+//! relative reference; it then reads the parts with `url.Parse`, which
+//! splits off a `#fragment`. [`Url::parse`] follows those parsers' rules:
+//! the scheme (lower-cased), `?query`, the `//userinfo@host:port` authority
+//! (a bracketed IPv6 literal, a numeric port, valid `%` escapes and host
+//! characters), and the path, kept both decoded and as written for
+//! `getEscapedPath`.
 
 use cel::common::types::{STRING_TYPE, Type};
 use cel::common::value::CowVal;
@@ -235,12 +236,22 @@ fn split_scheme(raw: &str) -> Result<(&str, &str), ParseError> {
 }
 
 impl Url {
-    /// Parse `raw` as Go's `url.ParseRequestURI` does.
+    /// Parse `raw` as the API server does: it must pass Go's
+    /// `url.ParseRequestURI`, and is then read with `url.Parse`, which splits
+    /// off a `#fragment` (and reads `//host` even without a scheme).
     pub(super) fn parse(raw: &str) -> Result<Url, ParseError> {
+        Url::parse_go(raw, true)?;
+        let without_fragment = raw.split_once('#').map_or(raw, |(before, _)| before);
+        Url::parse_go(without_fragment, false)
+    }
+
+    /// Go's `url.parse`, as `ParseRequestURI` (`via_request`) or `Parse`
+    /// (with the fragment already removed) call it.
+    fn parse_go(raw: &str, via_request: bool) -> Result<Url, ParseError> {
         if raw.bytes().any(|b| b < 0x20 || b == 0x7f) {
             return Err(ParseError::Control);
         }
-        if raw.is_empty() {
+        if raw.is_empty() && via_request {
             return Err(ParseError::Empty);
         }
         let mut url = Url {
@@ -250,7 +261,7 @@ impl Url {
             raw_path: String::new(),
             raw_query: String::new(),
         };
-        if raw == "*" {
+        if raw == "*" && via_request {
             url.path = "*".into();
             url.raw_path = "*".into();
             return Ok(url);
@@ -265,13 +276,13 @@ impl Url {
             rest = before;
         }
         if !rest.starts_with('/') {
-            if url.scheme.is_empty() {
+            if url.scheme.is_empty() && via_request {
                 return Err(ParseError::NotForRequest);
             }
             // An opaque URI (`mailto:x`): no host and no path.
             return Ok(url);
         }
-        if !url.scheme.is_empty()
+        if (!url.scheme.is_empty() || !via_request && !rest.starts_with("///"))
             && let Some(after) = rest.strip_prefix("//")
         {
             let (authority, path) = after
@@ -509,6 +520,14 @@ mod tests {
             "url('https://example.com/?k%26k=v+w&bad;=x&=e&z=%zz').getQuery() == {'k&k': ['v w'], '': ['e']}",
             "url('https://example.com').getQuery() == {}",
             "isURL('https://example.com:80/path?query=val#fragment') && !isURL('../relative-path') && !isURL('')",
+            "isURL('/absolute-path') && !isURL('https://a:b:c/')",
+            "url('https://user:pass@example.com:80/path?query=val#fragment').getQuery() == {'query': ['val']}",
+            "url('https://example.com/p#frag').getEscapedPath() == '/p'",
+            "url('https://127.0.0.1:80/').getHostname() == '127.0.0.1' && url('https://[::1]/').getHost() == '[::1]'",
+            "url('/path').getHost() == '' && url('/path').getHostname() == '' && url('/path').getPort() == ''",
+            "url('https://example.com/path?key with spaces=value with spaces').getQuery() == {'key with spaces': ['value with spaces']}",
+            "url('https://example.com/path?').getQuery() == {}",
+            "url('//example.com/x').getHost() == 'example.com' && url('//example.com/x').getEscapedPath() == '/x'",
         ];
         for s in yes {
             assert_eq!(eval(s), Ok(Value::Bool(true)), "{s}");
