@@ -504,4 +504,49 @@ mod tests {
             .to_string();
         assert!(e.contains("quantities must match"), "{e}");
     }
+
+    /// A random quantity string and its exact value in nanos.
+    fn quantity_and_nanos() -> impl proptest::strategy::Strategy<Value = (String, i128)> {
+        use proptest::prelude::*;
+        const SUFFIXES: [(&str, i128); 17] = [
+            ("n", 1),
+            ("u", 1_000),
+            ("m", 1_000_000),
+            ("", 1_000_000_000),
+            ("k", 1_000_000_000_000),
+            ("M", 1_000_000_000_000_000),
+            ("G", 1_000_000_000_000_000_000),
+            ("T", 1_000_000_000_000_000_000_000),
+            ("e2", 100_000_000_000),
+            ("E-3", 1_000_000),
+            ("Ki", 1_000_000_000 << 10),
+            ("Mi", 1_000_000_000 << 20),
+            ("Gi", 1_000_000_000 << 30),
+            ("Ti", 1_000_000_000 << 40),
+            ("Pi", 1_000_000_000 << 50),
+            ("Ei", 1_000_000_000 << 60),
+            ("P", 1_000_000_000_000_000_000_000_000),
+        ];
+        (-1_000_000i64..1_000_000, 0..SUFFIXES.len()).prop_map(|(n, i)| {
+            (
+                format!("{n}{}", SUFFIXES[i].0),
+                i128::from(n) * SUFFIXES[i].1,
+            )
+        })
+    }
+
+    proptest::proptest! {
+        /// Order, equality and sums agree with exact integer arithmetic.
+        #[test]
+        fn quantities_behave_as_their_exact_values(
+            (a, na) in quantity_and_nanos(),
+            (b, nb) in quantity_and_nanos(),
+        ) {
+            let (qa, qb) = (q(&a), q(&b));
+            proptest::prop_assert_eq!(qa.compare(qb), na.cmp(&nb));
+            proptest::prop_assert_eq!(qa == qb, na == nb);
+            proptest::prop_assert_eq!(qa.add(qb).unwrap(), Quantity::new(na + nb, -9).unwrap());
+            proptest::prop_assert_eq!(qa.as_i64().is_some(), na % 1_000_000_000 == 0 && i64::try_from(na / 1_000_000_000).is_ok());
+        }
+    }
 }
