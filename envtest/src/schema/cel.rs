@@ -459,7 +459,7 @@ mod tests {
     #[test]
     fn compile_errors_name_the_rule_path() {
         let schema = json!({"type": "object", "properties": {"a": {"type": "integer",
-            "x-kubernetes-validations": [{"rule": "self > 1"}, {"rule": "self >"}, {"rule": "quantity(self)"},
+            "x-kubernetes-validations": [{"rule": "self > 1"}, {"rule": "self >"}, {"rule": "isCIDR(self)"},
                 {"rule": ""}, {"rule": "true", "fieldPath": "a"}]}}});
         let mut causes = Vec::new();
         compile(&schema, "s", true, &mut causes);
@@ -475,7 +475,7 @@ mod tests {
             ]
         );
         assert!(
-            causes[1].message.contains("'quantity'"),
+            causes[1].message.contains("'isCIDR'"),
             "{}",
             causes[1].message
         );

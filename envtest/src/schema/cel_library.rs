@@ -16,10 +16,10 @@ use std::sync::{Arc, LazyLock};
 
 /// Functions and operators a rule may call: the CEL standard library, the
 /// strings extension and optionals (as the API server's environment has
-/// them), and the Kubernetes regex and list functions of
-/// [`super::cel_k8s`]. Everything else the Kubernetes libraries define
-/// (`quantity`, `url`, `ip`, `cidr`, `sets.*`, `format.*`, `semver`) is
-/// refused at CRD write.
+/// them), the Kubernetes regex and list functions of [`super::cel_k8s`],
+/// the quantity library of [`super::cel_quantity`] and the URL library of
+/// [`super::cel_url`]. Everything else the Kubernetes libraries define
+/// (`ip`, `cidr`, `sets.*`, `format.*`, `semver`) is refused at CRD write.
 const SUPPORTED: &[&str] = &[
     // Operators.
     "_==_",
@@ -88,6 +88,27 @@ const SUPPORTED: &[&str] = &[
     "sum",
     "min",
     "max",
+    // Kubernetes quantity library.
+    "quantity",
+    "isQuantity",
+    "sign",
+    "isInteger",
+    "asInteger",
+    "asApproximateFloat",
+    "add",
+    "sub",
+    "isGreaterThan",
+    "isLessThan",
+    "compareTo",
+    // Kubernetes URL library.
+    "url",
+    "isURL",
+    "getScheme",
+    "getHost",
+    "getHostname",
+    "getPort",
+    "getEscapedPath",
+    "getQuery",
     // Optionals (`oldSelf` under `optionalOldSelf: true`).
     "hasValue",
     "value",
@@ -109,6 +130,8 @@ pub(super) static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
     // functions would be refused at evaluation, never accepted.
     let _ = env.add_extension(cel::extensions::strings);
     let _ = env.add_extension(super::cel_k8s::extension);
+    let _ = env.add_extension(super::cel_quantity::extension);
+    let _ = env.add_extension(super::cel_url::extension);
     Arc::new(env)
 });
 
@@ -219,11 +242,9 @@ mod tests {
     #[test]
     fn unknown_functions_and_variables_are_named() {
         let r = refs("quantity(self.limit).isGreaterThan(quantity('1Gi'))");
-        assert!(
-            r.unsupported().unwrap().contains("'isGreaterThan'")
-                || r.unsupported().unwrap().contains("'quantity'")
-        );
-        assert!(refs("url(self.u).getHost() == 'x'").unsupported().is_some());
+        assert!(r.unsupported().is_none(), "{:?}", r.unsupported());
+        assert!(refs("url(self.u).getHost() == 'x'").unsupported().is_none());
+        assert!(refs("ip(self.a).family() == 4").unsupported().is_some());
         assert!(
             refs("self.a.isIPv4()")
                 .unsupported()
@@ -263,6 +284,13 @@ mod tests {
             "[1, 2, 2].isSorted() && ![2, 1].isSorted() && [1, 2].sum() == 3 && [1.5, 2.0].sum() == 3.5 && [].sum() == 0",
             "[3, 1, 2].min() == 1 && ['b', 'c', 'a'].max() == 'c' && [1, 2, 1].indexOf(1) == 0 && [1, 2, 1].lastIndexOf(1) == 2",
             "[1, 2].indexOf(3) == -1 && 'abc'.indexOf('c') == 2",
+            "isQuantity('1Gi') && quantity('1Gi').isGreaterThan(quantity('1G')) && quantity('1').isLessThan(quantity('2'))",
+            "quantity('1').compareTo(quantity('1')) == 0 && quantity('1').sign() == 1 && quantity('1').isInteger()",
+            "quantity('1').asInteger() == 1 && quantity('1').asApproximateFloat() == 1.0",
+            "quantity('1').add(1) == quantity('2') && quantity('2').sub(quantity('1')) == quantity('1')",
+            "isURL('https://h:1/p?q=v') && url('https://h:1/p').getScheme() == 'https' && url('https://h:1/p').getHost() == 'h:1'",
+            "url('https://h:1/p').getHostname() == 'h' && url('https://h:1/p').getPort() == '1'",
+            "url('https://h/p').getEscapedPath() == '/p' && url('https://h/?q=v').getQuery() == {'q': ['v']}",
             "[1, 2].exists(x, x == 2) && {'a': 1}['a'] == 1 && 1 in [1] && -(1) == -1 && 3 % 2 == 1",
             "!(1 != 1) && 2 * 2 / 2 - 1 + 0 >= 1 && 1 <= 1 && (true ? 1 : 2) == 1 && [1].all(x, x > 0)",
         ];

@@ -13,6 +13,8 @@
 mod cel;
 mod cel_k8s;
 mod cel_library;
+mod cel_quantity;
+mod cel_url;
 mod constraints;
 mod defaults;
 mod structural;

@@ -320,14 +320,14 @@ async fn malformed_and_unsupported_rules_are_refused_at_crd_write() {
             "compilation failed",
         ),
         (
-            json!({"rule": "quantity(self.memory).isGreaterThan(quantity('1Gi'))"}),
+            json!({"rule": "isCIDR(self.memory)"}),
             format!("{at}.rule"),
-            "quantity",
+            "isCIDR",
         ),
         (
-            json!({"rule": "isURL(self.memory)"}),
+            json!({"rule": "self.memory.isSemver()"}),
             format!("{at}.rule"),
-            "isURL",
+            "isSemver",
         ),
         (
             json!({"rule": "self.memory.isIPv4()"}),
@@ -395,4 +395,78 @@ async fn malformed_and_unsupported_rules_are_refused_at_crd_write() {
         .await
         .unwrap_err();
     assert_eq!(causes(e)[0].field, format!("{at}.rule"));
+}
+
+#[tokio::test]
+async fn quantity_and_url_libraries_are_enforced() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    install(
+        &client,
+        json!({"type": "object",
+            "properties": {
+                "memory": {"type": "string", "x-kubernetes-validations": [
+                    {"rule": "quantity(self).isLessThan(quantity('1Gi'))", "message": "memory must be under 1Gi"}]},
+                "endpoint": {"type": "string", "x-kubernetes-validations": [
+                    {"rule": "url(self).getScheme() == 'https'", "message": "endpoint must be https"}]}}}),
+    )
+    .await
+    .unwrap();
+    let api = widgets(&client, "v1", Some("default"));
+    let pp = PostParams::default();
+
+    // 1023Mi < 1Gi <= 1024Mi: compared by value, not as strings.
+    api.create(
+        &pp,
+        &obj(
+            "ok",
+            json!({"memory": "1023Mi", "endpoint": "HTTPS://example.com:8443/x?y=1"}),
+        ),
+    )
+    .await
+    .unwrap();
+    let e = api
+        .create(
+            &pp,
+            &obj(
+                "big",
+                json!({"memory": "1024Mi", "endpoint": "http://example.com/"}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    let mut got: Vec<(String, String)> = causes(e)
+        .into_iter()
+        .map(|c| (c.field, c.message))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            (
+                "spec.endpoint".to_string(),
+                "Invalid value: \"string\": endpoint must be https".to_string()
+            ),
+            (
+                "spec.memory".to_string(),
+                "Invalid value: \"string\": memory must be under 1Gi".to_string()
+            ),
+        ]
+    );
+
+    // A value that does not parse refuses the object with the parse error.
+    for (name, spec, says) in [
+        ("badq", json!({"memory": "12 G"}), "quantities must match"),
+        (
+            "badu",
+            json!({"endpoint": "example.com/x"}),
+            "URL parse error",
+        ),
+    ] {
+        let e = api.create(&pp, &obj(name, spec)).await.unwrap_err();
+        let c = causes(e);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert!(c[0].message.contains(says), "{name}: {}", c[0].message);
+    }
+    assert_eq!(api.list(&Default::default()).await.unwrap().items.len(), 1);
 }
