@@ -306,6 +306,15 @@ sed 's/cels.example.com/badcels.example.com/; s/plural: cels, singular: cel, kin
 if kubectl create -f "$WORK/badcel.yaml" >"$WORK/badcel.out" 2>&1; then fail "a CRD with a malformed CEL rule was accepted"; fi
 expect_contains "malformed CEL rules are refused at CRD write" "x-kubernetes-validations[0].rule" "$(cat "$WORK/badcel.out")"
 
+# Topic scripts: each file in kubectl.d/ is sourced in name order with the
+# helpers above, the running server and KUBECONFIG in scope.
+shopt -s nullglob
+for topic in "$(dirname "${BASH_SOURCE[0]}")"/kubectl.d/*.sh; do
+  # shellcheck source=/dev/null
+  source "$topic"
+done
+shopt -u nullglob
+
 # Deleting a namespace deletes its contents.
 kubectl delete namespace team-a >/dev/null
 out=$(kubectl get configmaps -A -o name)
