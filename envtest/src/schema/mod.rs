@@ -274,6 +274,38 @@ fn validate_object(schema: &Value, map: &Map<String, Value>, path: &str, causes:
     }
 }
 
+/// Schemas known to declare (true) or not declare (false) a `default`,
+/// keyed by the schema's allocation; entries whose schema was dropped are
+/// evicted on the next miss.
+static DECLARES_DEFAULTS: parking_lot::Mutex<Vec<(std::sync::Weak<Value>, bool)>> =
+    parking_lot::Mutex::new(Vec::new());
+
+fn declares_defaults(schema: &Arc<Value>) -> bool {
+    let mut cache = DECLARES_DEFAULTS.lock();
+    if let Some((_, d)) = cache
+        .iter()
+        .find(|(w, _)| w.upgrade().is_some_and(|s| Arc::ptr_eq(&s, schema)))
+    {
+        return *d;
+    }
+    cache.retain(|(w, _)| w.strong_count() > 0);
+    let d = defaults::declares_any(schema);
+    cache.push((Arc::downgrade(schema), d));
+    d
+}
+
+/// A stored custom resource as a reader sees it: with the `default`s of
+/// `schema` filled in, as the API server defaults objects it decodes from
+/// storage. `None` when nothing needs filling in (the stored bytes can be
+/// served as they are). Storage is not rewritten.
+pub fn default_on_read(schema: &Arc<Value>, stored: &Value) -> Option<Value> {
+    if !declares_defaults(schema) {
+        return None;
+    }
+    let mut v = stored.clone();
+    defaults::apply(schema, &mut v, true).then_some(v)
+}
+
 /// Prune then validate a custom resource being created; 422 Invalid listing
 /// every violation. Answers the paths of the pruned (unknown) fields.
 pub fn check(schema: &Arc<Value>, obj: &mut Value, kind: &str) -> Result<Vec<String>, ApiError> {
@@ -291,7 +323,7 @@ pub fn check_update(
 ) -> Result<Vec<String>, ApiError> {
     let mut pruned = Vec::new();
     prune(schema, obj, "", &mut pruned);
-    defaults::apply(schema, obj, true);
+    let _ = defaults::apply(schema, obj, true);
     let mut causes = Vec::new();
     validate(schema, obj, "", &mut causes);
     if causes.is_empty() {

@@ -17,6 +17,7 @@ mod limits;
 mod metadata;
 mod persist;
 mod props;
+mod read_defaults;
 mod reads;
 mod schemas;
 mod typed;
