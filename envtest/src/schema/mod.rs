@@ -7,7 +7,9 @@
 //! violation becomes a cause with its field path in one 422 Invalid answer.
 //! Between pruning and validation, [`defaults`] fill in `default` values.
 //! `apiVersion`, `kind` and `metadata` at the root are never pruned.
-//! [`structural`] checks the schema itself when its CRD is written, and
+//! The junctors `allOf`/`anyOf`/`oneOf`/`not` are value validations
+//! ([`junctors`]). [`structural`] checks the schema itself when its CRD is
+//! written, and
 //! [`cel`] compiles and evaluates its `x-kubernetes-validations` rules.
 
 mod cel;
@@ -17,6 +19,7 @@ mod cel_quantity;
 mod cel_url;
 mod constraints;
 mod defaults;
+mod junctors;
 mod structural;
 
 pub use structural::check_crd_schemas;
@@ -146,6 +149,9 @@ pub fn validate(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) 
                 list.join(", ")
             ),
         );
+    }
+    if junctors::present(schema) {
+        junctors::check(schema, v, path, causes);
     }
     match v {
         Value::Number(n) => {

@@ -13,6 +13,7 @@ mod crud;
 mod errors;
 mod faults;
 mod gc;
+mod junctors;
 mod limits;
 mod metadata;
 mod persist;
