@@ -13,6 +13,7 @@
 //! [`cel`] compiles and evaluates its `x-kubernetes-validations` rules.
 
 mod cel;
+mod cel_cost;
 mod cel_k8s;
 mod cel_library;
 mod cel_quantity;

@@ -136,7 +136,19 @@ pub fn check_crd_schemas(crd: &Value) -> Result<(), ApiError> {
         if schema.is_object() {
             let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
             node(schema, &path, true, &mut causes);
-            super::cel::compile(schema, &path, true, &mut causes);
+            let rules = super::cel::compile(schema, &path, true, &mut causes);
+            if rules.cost() > super::cel_cost::CRD_LIMIT {
+                push(
+                    &mut causes,
+                    "FieldValueForbidden",
+                    path.clone(),
+                    super::cel_cost::over_budget(
+                        "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                        rules.cost(),
+                        super::cel_cost::CRD_LIMIT,
+                    ),
+                );
+            }
         }
     }
     if causes.is_empty() {
