@@ -17,11 +17,13 @@ mod limits;
 mod metadata;
 mod persist;
 mod props;
+mod protobuf;
 mod reads;
 mod schemas;
 mod typed;
 mod typed_props;
 mod watch;
+mod yaml;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
