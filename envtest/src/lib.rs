@@ -31,6 +31,7 @@
 //! ```
 
 mod authz;
+pub mod codec;
 mod crd;
 mod crud;
 mod defaults;

@@ -359,20 +359,28 @@ async fn resource(
         _ => rest,
     };
     let t = parse_target(srv, group, version, rest, path)?;
+    let answer = crate::codec::negotiate(&t.info, r.accept())?;
+    let watch = r.method == Method::GET && r.query.flag("watch");
+    let result =
+        crate::codec::decode_request(&t.info, &mut r).and_then(|()| dispatch(srv, &t, &r, path));
+    Ok(crate::codec::encode_response(answer, watch, result).await)
+}
+
+fn dispatch(srv: &Arc<Server>, t: &Target, r: &Req, path: &str) -> Result<Response, ApiError> {
     let collection = t.name.is_none();
     match (&r.method, collection) {
-        (&Method::GET, true) if r.query.flag("watch") => watch::serve(srv, &t, &r),
-        (&Method::GET, true) => crud::list(srv, &t, &r),
-        (m, false) if t.sub.as_deref() == Some("scale") => crud::scale(srv, &t, &r, m),
+        (&Method::GET, true) if r.query.flag("watch") => watch::serve(srv, t, r),
+        (&Method::GET, true) => crud::list(srv, t, r),
+        (m, false) if t.sub.as_deref() == Some("scale") => crud::scale(srv, t, r, m),
         (&Method::GET, false) if t.sub.is_none() && r.query.flag("watch") => {
-            watch::serve(srv, &t, &r)
+            watch::serve(srv, t, r)
         }
-        (&Method::GET, false) => crud::get(srv, &t, &r),
-        (&Method::POST, true) => crud::create(srv, &t, &r),
-        (&Method::PUT, false) => crud::update(srv, &t, &r),
-        (&Method::PATCH, false) => crud::patch(srv, &t, &r),
-        (&Method::DELETE, false) => crud::delete(srv, &t, &r),
-        (&Method::DELETE, true) => crud::delete_collection(srv, &t, &r),
+        (&Method::GET, false) => crud::get(srv, t, r),
+        (&Method::POST, true) => crud::create(srv, t, r),
+        (&Method::PUT, false) => crud::update(srv, t, r),
+        (&Method::PATCH, false) => crud::patch(srv, t, r),
+        (&Method::DELETE, false) => crud::delete(srv, t, r),
+        (&Method::DELETE, true) => crud::delete_collection(srv, t, r),
         (m, _) => Err(ApiError::method_not_allowed(m.as_str(), path)),
     }
 }

@@ -19,12 +19,14 @@ mod limits;
 mod metadata;
 mod persist;
 mod props;
+mod protobuf;
 mod read_defaults;
 mod reads;
 mod schemas;
 mod typed;
 mod typed_props;
 mod watch;
+mod yaml;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
