@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apply;
+mod auth_review;
 mod authz;
 mod cel;
 mod crd;
@@ -19,6 +20,7 @@ mod persist;
 mod props;
 mod reads;
 mod schemas;
+mod tls;
 mod typed;
 mod typed_props;
 mod watch;
