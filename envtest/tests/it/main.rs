@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apply;
+mod auth_review;
 mod authz;
 mod cel;
 mod cel_cost;
@@ -23,6 +24,7 @@ mod protobuf;
 mod read_defaults;
 mod reads;
 mod schemas;
+mod tls;
 mod typed;
 mod typed_props;
 mod watch;
