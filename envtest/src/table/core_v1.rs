@@ -74,7 +74,7 @@ fn pod(p: &Value, now: Timestamp) -> Vec<Value> {
             .iter()
             .any(|c| text(c, "name") == name && text(c, "restartPolicy") == "Always")
     };
-    let mut total = list(p, "spec.containers").len()
+    let total = list(p, "spec.containers").len()
         + init_specs
             .iter()
             .filter(|c| text(c, "restartPolicy") == "Always")
@@ -140,7 +140,6 @@ fn pod(p: &Value, now: Timestamp) -> Vec<Value> {
             "Terminating".into()
         };
     }
-    total = total.max(ready);
     let restarts = match last_restart {
         Some(t) => format!("{restarts} ({} ago)", since(&t.to_string(), now)),
         None => restarts.to_string(),
