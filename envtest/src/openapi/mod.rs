@@ -30,10 +30,13 @@ struct Doc {
 }
 
 /// Rendered documents by group/version path, each with the fingerprint of
-/// the resources it was rendered from. Built-in documents are costly to
-/// render and identical across servers, so they are shared process-wide.
-fn cache() -> &'static Mutex<HashMap<String, (u64, Arc<Doc>)>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, (u64, Arc<Doc>)>>> = OnceLock::new();
+/// the resources it was rendered from.
+type DocCache = Mutex<HashMap<String, (u64, Arc<Doc>)>>;
+
+/// The rendered documents. Built-in documents are costly to render and
+/// identical across servers, so they are shared process-wide.
+fn cache() -> &'static DocCache {
+    static CACHE: OnceLock<DocCache> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
 
