@@ -4,6 +4,7 @@
 
 use crate::error::Error;
 use crate::faults::{Faults, RequestRecord};
+use crate::kubeconfig::kubeconfig_yaml_with_ca;
 use crate::registry::Registry;
 use crate::server::{Config, Server, router};
 use crate::storage::Store;
@@ -573,45 +574,6 @@ impl TestEnv {
     pub fn current_revision(&self) -> u64 {
         self.server.store.rev()
     }
-}
-
-/// A kubeconfig for a server at `base_url` (context and cluster `envtest`).
-pub fn kubeconfig_yaml(base_url: &str) -> String {
-    kubeconfig_yaml_with_token(base_url, None)
-}
-
-/// A kubeconfig for a server at `base_url` whose user carries `token`.
-pub fn kubeconfig_yaml_with_token(base_url: &str, token: Option<&str>) -> String {
-    kubeconfig_yaml_with_ca(base_url, token, None)
-}
-
-/// A kubeconfig for a server at `base_url` whose user carries `token`,
-/// trusting the CA certificate `ca_pem` (PEM) for an `https://` server.
-///
-/// ```
-/// let yaml = envtest::kubeconfig_yaml_with_ca("https://127.0.0.1:6443", Some("t"), Some("PEM"));
-/// assert!(yaml.contains("certificate-authority-data: UEVN\n"));
-/// assert!(yaml.contains("token: \"t\""));
-/// ```
-pub fn kubeconfig_yaml_with_ca(
-    base_url: &str,
-    token: Option<&str>,
-    ca_pem: Option<&str>,
-) -> String {
-    let user = match token {
-        Some(t) => format!("\n    token: {}", serde_json::Value::String(t.to_string())),
-        None => " {}".to_string(),
-    };
-    let ca = match ca_pem {
-        Some(pem) => format!(
-            "\n    certificate-authority-data: {}",
-            crate::tls::authority_data(pem)
-        ),
-        None => String::new(),
-    };
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: envtest\n  cluster:\n    server: {base_url}{ca}\nusers:\n- name: envtest\n  user:{user}\ncontexts:\n- name: envtest\n  context:\n    cluster: envtest\n    user: envtest\n    namespace: default\ncurrent-context: envtest\n"
-    )
 }
 
 impl Drop for TestEnv {
