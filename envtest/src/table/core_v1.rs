@@ -1,8 +1,8 @@
 //! Columns and cells of the core (`v1`) kinds, as the API server prints them
 //! for `kubectl get` (pods have their own module): services, config maps,
-//! secrets, namespaces,
-//! service accounts, nodes, endpoints, persistent volume claims and events
-//! (both `v1` and `events.k8s.io/v1`, which share one printer).
+//! secrets, namespaces, service accounts, nodes, endpoints, persistent
+//! volume claims and events (both `v1` and `events.k8s.io/v1`, which share
+//! one printer).
 
 use super::format::{at, count, int, list, or_none, since, text};
 use super::{AGE, Column, NAME, Printer, col, wide};
