@@ -32,7 +32,9 @@
 //! # Ok(()) }
 //! ```
 
+mod auth_review;
 mod authz;
+pub mod codec;
 mod crd;
 mod crud;
 mod defaults;
@@ -53,13 +55,16 @@ mod selectors;
 mod server;
 mod storage;
 mod table;
+mod tls;
 mod validation;
 mod watch;
 
 pub use env::{
     DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_WINDOW, DEFAULT_MAX_BODY_BYTES, DEFAULT_NAMESPACES,
-    DEFAULT_REQUEST_TIMEOUT, TestEnv, TestEnvBuilder, kubeconfig_yaml, kubeconfig_yaml_with_token,
+    DEFAULT_REQUEST_TIMEOUT, TestEnv, TestEnvBuilder, kubeconfig_yaml, kubeconfig_yaml_with_ca,
+    kubeconfig_yaml_with_token,
 };
 pub use error::{ApiError, Cause, Details, Error};
 pub use faults::{FailureRule, Faults, RequestRecord, WatchLineFault};
 pub use selectors::{FieldSelector, LabelSelector, SelectorError};
+pub use tls::TlsError;

@@ -5,25 +5,32 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apply;
+mod auth_review;
 mod authz;
 mod cel;
+mod cel_cost;
 mod crd;
 mod crd_install;
 mod crud;
 mod errors;
 mod faults;
 mod gc;
+mod junctors;
 mod limits;
 mod metadata;
 mod openapi;
 mod persist;
 mod props;
+mod protobuf;
+mod read_defaults;
 mod reads;
 mod schemas;
+mod tls;
 mod tables;
 mod typed;
 mod typed_props;
 mod watch;
+mod yaml;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
