@@ -12,9 +12,11 @@
 //! field path), `fieldValidation` Strict/Warn/Ignore is honoured, metadata
 //! syntax and immutable fields are checked, CRD schemas are defaulted and
 //! enforced, and sizes (objects, annotations, JSON patches, URLs) and
-//! request time are bounded. Faults (dropped watches, compaction, injected
-//! errors, latency, pause) are scoped to one server so tests can run in
-//! parallel.
+//! request time are bounded. `kubectl explain` reads the real OpenAPI v3
+//! schemas of built-in kinds and CRD versions, and `kubectl get` shows each
+//! kind's columns, as on a cluster. Faults (dropped watches, compaction,
+//! injected errors, latency, pause) are scoped to one server so tests can
+//! run in parallel.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {

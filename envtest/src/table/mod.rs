@@ -10,6 +10,7 @@
 
 mod core_v1;
 mod format;
+mod pod;
 mod workloads;
 
 use crate::objects::{json_response, value_response};
@@ -85,7 +86,7 @@ pub struct Printer {
 /// The printer of a built-in resource, by group and plural.
 pub fn printer(group: &str, plural: &str) -> Option<&'static Printer> {
     Some(match (group, plural) {
-        ("", "pods") => &core_v1::POD,
+        ("", "pods") => &pod::POD,
         ("", "services") => &core_v1::SERVICE,
         ("", "configmaps") => &core_v1::CONFIG_MAP,
         ("", "secrets") => &core_v1::SECRET,

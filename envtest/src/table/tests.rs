@@ -123,6 +123,16 @@ fn services_show_type_addresses_and_ports() {
             json!("app=web")
         ]
     );
+    let untyped = json!({"metadata": {"name": "plain"}, "spec": {"clusterIP": "None"}});
+    assert_eq!(
+        table("", "services", untyped).2[1..5],
+        [
+            json!("ClusterIP"),
+            json!("None"),
+            json!("<none>"),
+            json!("<none>")
+        ]
+    );
     let lb = json!({"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.11"}});
     assert_eq!(table("", "services", lb).2[3], "<pending>");
 }
