@@ -7,6 +7,7 @@
 mod apply;
 mod authz;
 mod cel;
+mod cel_checks;
 mod cel_cost;
 mod crd;
 mod crd_install;
