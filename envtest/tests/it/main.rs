@@ -18,6 +18,7 @@ mod gc;
 mod junctors;
 mod limits;
 mod metadata;
+mod metadata_identity;
 mod persist;
 mod props;
 mod read_defaults;
