@@ -30,7 +30,9 @@
 //! # Ok(()) }
 //! ```
 
+mod auth_review;
 mod authz;
+pub mod codec;
 mod crd;
 mod crud;
 mod defaults;
@@ -40,6 +42,7 @@ mod env;
 mod env_rbac;
 mod error;
 mod faults;
+mod kubeconfig;
 mod limits;
 mod objects;
 mod openapi;
@@ -51,13 +54,16 @@ mod selectors;
 mod server;
 mod storage;
 mod table;
+mod tls;
 mod validation;
 mod watch;
 
 pub use env::{
     DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_WINDOW, DEFAULT_MAX_BODY_BYTES, DEFAULT_NAMESPACES,
-    DEFAULT_REQUEST_TIMEOUT, TestEnv, TestEnvBuilder, kubeconfig_yaml, kubeconfig_yaml_with_token,
+    DEFAULT_REQUEST_TIMEOUT, TestEnv, TestEnvBuilder,
 };
 pub use error::{ApiError, Cause, Details, Error};
 pub use faults::{FailureRule, Faults, RequestRecord, WatchLineFault};
+pub use kubeconfig::{kubeconfig_yaml, kubeconfig_yaml_with_ca, kubeconfig_yaml_with_token};
 pub use selectors::{FieldSelector, LabelSelector, SelectorError};
+pub use tls::TlsError;

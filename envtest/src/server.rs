@@ -8,7 +8,7 @@ use crate::error::ApiError;
 use crate::faults::{Faults, RequestRecord};
 use crate::registry::{Registry, ResourceInfo};
 use crate::storage::Store;
-use crate::{crud, discovery, openapi, watch};
+use crate::{auth_review, crud, discovery, openapi, watch};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
@@ -182,11 +182,7 @@ fn authorized(config: &Config, path: &str, headers: &HeaderMap) -> bool {
     if matches!(path, "/healthz" | "/livez" | "/readyz") {
         return true;
     }
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t.trim() == token)
+    crate::authz::bearer_token(headers).is_some_and(|t| t == token)
 }
 
 async fn handle(State(srv): State<Arc<Server>>, req: Request) -> Response {
@@ -293,6 +289,9 @@ async fn handle_inner(srv: Arc<Server>, req: Request) -> Result<Response, ApiErr
         ["apis"] => get_only(Ok(discovery::group_list(&srv))),
         ["apis", g] => get_only(discovery::group(&srv, g)),
         ["apis", g, v] => get_only(discovery::resource_list(&srv, g, v)),
+        ["apis", g, v, plural] if auth_review::kind(g, v, plural).is_some() => {
+            auth_review::serve(&srv, g, v, plural, &r, &path)
+        }
         ["apis", g, v, rest @ ..] => resource(&srv, g, v, rest, r, &path).await,
         ["openapi", "v3"] => get_only(Ok(openapi::root(&srv))),
         ["openapi", "v3", gv @ ..] => get_only(openapi::group_version(&srv, &gv.join("/"))),
@@ -359,20 +358,28 @@ async fn resource(
         _ => rest,
     };
     let t = parse_target(srv, group, version, rest, path)?;
+    let answer = crate::codec::negotiate(&t.info, r.accept())?;
+    let watch = r.method == Method::GET && r.query.flag("watch");
+    let result =
+        crate::codec::decode_request(&t.info, &mut r).and_then(|()| dispatch(srv, &t, &r, path));
+    Ok(crate::codec::encode_response(answer, watch, result).await)
+}
+
+fn dispatch(srv: &Arc<Server>, t: &Target, r: &Req, path: &str) -> Result<Response, ApiError> {
     let collection = t.name.is_none();
     match (&r.method, collection) {
-        (&Method::GET, true) if r.query.flag("watch") => watch::serve(srv, &t, &r),
-        (&Method::GET, true) => crud::list(srv, &t, &r),
-        (m, false) if t.sub.as_deref() == Some("scale") => crud::scale(srv, &t, &r, m),
+        (&Method::GET, true) if r.query.flag("watch") => watch::serve(srv, t, r),
+        (&Method::GET, true) => crud::list(srv, t, r),
+        (m, false) if t.sub.as_deref() == Some("scale") => crud::scale(srv, t, r, m),
         (&Method::GET, false) if t.sub.is_none() && r.query.flag("watch") => {
-            watch::serve(srv, &t, &r)
+            watch::serve(srv, t, r)
         }
-        (&Method::GET, false) => crud::get(srv, &t, &r),
-        (&Method::POST, true) => crud::create(srv, &t, &r),
-        (&Method::PUT, false) => crud::update(srv, &t, &r),
-        (&Method::PATCH, false) => crud::patch(srv, &t, &r),
-        (&Method::DELETE, false) => crud::delete(srv, &t, &r),
-        (&Method::DELETE, true) => crud::delete_collection(srv, &t, &r),
+        (&Method::GET, false) => crud::get(srv, t, r),
+        (&Method::POST, true) => crud::create(srv, t, r),
+        (&Method::PUT, false) => crud::update(srv, t, r),
+        (&Method::PATCH, false) => crud::patch(srv, t, r),
+        (&Method::DELETE, false) => crud::delete(srv, t, r),
+        (&Method::DELETE, true) => crud::delete_collection(srv, t, r),
         (m, _) => Err(ApiError::method_not_allowed(m.as_str(), path)),
     }
 }

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apply;
+mod auth_review;
 mod authz;
 mod cel;
 mod cel_checks;
@@ -19,14 +20,19 @@ mod junctors;
 mod limits;
 mod metadata;
 mod metadata_identity;
+mod openapi;
 mod persist;
 mod props;
+mod protobuf;
 mod read_defaults;
 mod reads;
 mod schemas;
+mod tls;
+mod tables;
 mod typed;
 mod typed_props;
 mod watch;
+mod yaml;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

@@ -1,0 +1,287 @@
+//! The one place where Kubernetes objects cross between their JSON form
+//! (k8s-openapi's types, which serde turns into the JSON the rest of the
+//! server stores) and their protobuf form (k8s-pb's prost messages).
+//!
+//! [`Conv`] converts one value each way. The few types whose JSON form is not
+//! the list of their message's fields (Time, MicroTime, IntOrString,
+//! Quantity, RawExtension, FieldsV1, byte strings) are written out here by
+//! hand; every other message gets its `Conv` from one `bridge!` line in
+//! `bridge_table.rs`, which `gen_bridge.py` writes from the two crates'
+//! sources and the compiler checks (a field named wrongly on either side does
+//! not build). How a field nests differs between the two: protobuf has no
+//! "absent list" (an empty list or map reads back as absent, as on a
+//! cluster), and Go's embedded structs are flat in JSON but a nested message
+//! in protobuf (`Volume` holds a `VolumeSource`).
+
+use super::CodecError;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, MicroTime, Time};
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::Timestamp;
+use k8s_pb::apimachinery::pkg as pb;
+
+/// A value that has a protobuf form `P`.
+pub(crate) trait Conv<P>: Sized {
+    /// The protobuf form.
+    fn to_pb(&self) -> P;
+    /// Back from the protobuf form; fails on values JSON cannot carry.
+    fn from_pb(p: P) -> Result<Self, CodecError>;
+}
+
+macro_rules! same {
+    ($($t:ty),*) => {$(
+        impl Conv<$t> for $t {
+            fn to_pb(&self) -> $t {
+                self.clone()
+            }
+            fn from_pb(p: $t) -> Result<Self, CodecError> {
+                Ok(p)
+            }
+        }
+    )*};
+}
+same!(String, bool, i32, i64, f64);
+
+impl Conv<Vec<u8>> for k8s_openapi::ByteString {
+    fn to_pb(&self) -> Vec<u8> {
+        self.0.clone()
+    }
+    fn from_pb(p: Vec<u8>) -> Result<Self, CodecError> {
+        Ok(Self(p))
+    }
+}
+
+fn timestamp(seconds: Option<i64>, nanos: Option<i32>) -> Result<Timestamp, CodecError> {
+    let (s, n) = (seconds.unwrap_or(0), nanos.unwrap_or(0));
+    Timestamp::new(s, n).map_err(|e| CodecError::Field {
+        what: "timestamp",
+        message: e.to_string(),
+    })
+}
+
+impl Conv<pb::apis::meta::v1::Time> for Time {
+    fn to_pb(&self) -> pb::apis::meta::v1::Time {
+        pb::apis::meta::v1::Time {
+            seconds: Some(self.0.as_second()),
+            nanos: Some(self.0.subsec_nanosecond()),
+        }
+    }
+    fn from_pb(p: pb::apis::meta::v1::Time) -> Result<Self, CodecError> {
+        timestamp(p.seconds, p.nanos).map(Time)
+    }
+}
+
+impl Conv<pb::apis::meta::v1::MicroTime> for MicroTime {
+    fn to_pb(&self) -> pb::apis::meta::v1::MicroTime {
+        pb::apis::meta::v1::MicroTime {
+            seconds: Some(self.0.as_second()),
+            nanos: Some(self.0.subsec_nanosecond()),
+        }
+    }
+    fn from_pb(p: pb::apis::meta::v1::MicroTime) -> Result<Self, CodecError> {
+        timestamp(p.seconds, p.nanos).map(MicroTime)
+    }
+}
+
+impl Conv<pb::util::intstr::IntOrString> for IntOrString {
+    fn to_pb(&self) -> pb::util::intstr::IntOrString {
+        match self {
+            IntOrString::Int(i) => pb::util::intstr::IntOrString {
+                r#type: Some(0),
+                int_val: Some(*i),
+                str_val: None,
+            },
+            IntOrString::String(s) => pb::util::intstr::IntOrString {
+                r#type: Some(1),
+                int_val: None,
+                str_val: Some(s.clone()),
+            },
+        }
+    }
+    fn from_pb(p: pb::util::intstr::IntOrString) -> Result<Self, CodecError> {
+        match p.r#type.unwrap_or(0) {
+            0 => Ok(IntOrString::Int(p.int_val.unwrap_or(0))),
+            1 => Ok(IntOrString::String(p.str_val.unwrap_or_default())),
+            t => Err(CodecError::Field {
+                what: "IntOrString",
+                message: format!("unknown type {t}"),
+            }),
+        }
+    }
+}
+
+impl Conv<pb::api::resource::Quantity> for Quantity {
+    fn to_pb(&self) -> pb::api::resource::Quantity {
+        pb::api::resource::Quantity {
+            string: Some(self.0.clone()),
+        }
+    }
+    fn from_pb(p: pb::api::resource::Quantity) -> Result<Self, CodecError> {
+        Ok(Quantity(p.string.unwrap_or_default()))
+    }
+}
+
+/// Embedded JSON as bytes: `null` is absent.
+fn json_bytes(v: &serde_json::Value) -> Option<Vec<u8>> {
+    (!v.is_null()).then(|| v.to_string().into_bytes())
+}
+
+/// Bytes of an embedded object: JSON, or a whole protobuf object (its
+/// `k8s\0` envelope) as a client that speaks protobuf sends it.
+fn embedded(raw: Option<Vec<u8>>, what: &'static str) -> Result<serde_json::Value, CodecError> {
+    match raw {
+        None => Ok(serde_json::Value::Null),
+        Some(b) if b.is_empty() => Ok(serde_json::Value::Null),
+        Some(b) if b.starts_with(super::proto::MAGIC) => super::proto::decode_object(&b),
+        Some(b) => serde_json::from_slice(&b).map_err(|e| CodecError::Field {
+            what,
+            message: e.to_string(),
+        }),
+    }
+}
+
+impl Conv<pb::runtime::RawExtension> for RawExtension {
+    fn to_pb(&self) -> pb::runtime::RawExtension {
+        pb::runtime::RawExtension {
+            raw: json_bytes(&self.0),
+        }
+    }
+    fn from_pb(p: pb::runtime::RawExtension) -> Result<Self, CodecError> {
+        embedded(p.raw, "RawExtension").map(RawExtension)
+    }
+}
+
+impl Conv<pb::apis::meta::v1::FieldsV1> for FieldsV1 {
+    fn to_pb(&self) -> pb::apis::meta::v1::FieldsV1 {
+        pb::apis::meta::v1::FieldsV1 {
+            raw: json_bytes(&self.0),
+        }
+    }
+    fn from_pb(p: pb::apis::meta::v1::FieldsV1) -> Result<Self, CodecError> {
+        embedded(p.raw, "FieldsV1").map(FieldsV1)
+    }
+}
+
+/// How a field nests on each side: `opt` is `Option` on both, `req` a plain
+/// JSON field that protobuf keeps optional, `optvec`/`optmap` a JSON
+/// `Option` of a list/map protobuf keeps bare (empty reads back as absent),
+/// `vec`/`map` bare on both.
+mod nest {
+    use super::{CodecError, Conv};
+    use std::collections::BTreeMap;
+
+    pub(super) mod opt {
+        use super::*;
+        pub(crate) fn to<O: Conv<P>, P>(o: &Option<O>) -> Option<P> {
+            o.as_ref().map(Conv::to_pb)
+        }
+        pub(crate) fn from<O: Conv<P>, P>(p: Option<P>) -> Result<Option<O>, CodecError> {
+            p.map(O::from_pb).transpose()
+        }
+    }
+    pub(super) mod req {
+        use super::*;
+        pub(crate) fn to<O: Conv<P>, P>(o: &O) -> Option<P> {
+            Some(o.to_pb())
+        }
+        pub(crate) fn from<O: Conv<P> + Default, P>(p: Option<P>) -> Result<O, CodecError> {
+            p.map(O::from_pb).transpose().map(Option::unwrap_or_default)
+        }
+    }
+    pub(super) mod reqtime {
+        pub(crate) use super::req::to;
+        use super::*;
+        pub(crate) fn from<O: Conv<P>, P>(p: Option<P>) -> Result<O, CodecError> {
+            let p = p.ok_or(CodecError::Field {
+                what: "time",
+                message: "a required time is missing".into(),
+            })?;
+            O::from_pb(p)
+        }
+    }
+    pub(super) mod vec {
+        use super::*;
+        pub(crate) fn to<O: Conv<P>, P>(o: &[O]) -> Vec<P> {
+            o.iter().map(Conv::to_pb).collect()
+        }
+        pub(crate) fn from<O: Conv<P>, P>(p: Vec<P>) -> Result<Vec<O>, CodecError> {
+            p.into_iter().map(O::from_pb).collect()
+        }
+    }
+    pub(super) mod optvec {
+        use super::*;
+        pub(crate) fn to<O: Conv<P>, P>(o: &Option<Vec<O>>) -> Vec<P> {
+            o.as_deref().map(super::vec::to).unwrap_or_default()
+        }
+        pub(crate) fn from<O: Conv<P>, P>(p: Vec<P>) -> Result<Option<Vec<O>>, CodecError> {
+            if p.is_empty() {
+                return Ok(None);
+            }
+            super::vec::from(p).map(Some)
+        }
+    }
+    pub(super) mod map {
+        use super::*;
+        pub(crate) fn to<O: Conv<P>, P>(o: &BTreeMap<String, O>) -> BTreeMap<String, P> {
+            o.iter().map(|(k, v)| (k.clone(), v.to_pb())).collect()
+        }
+        pub(crate) fn from<O: Conv<P>, P>(
+            p: BTreeMap<String, P>,
+        ) -> Result<BTreeMap<String, O>, CodecError> {
+            p.into_iter()
+                .map(|(k, v)| O::from_pb(v).map(|v| (k, v)))
+                .collect()
+        }
+    }
+    pub(super) mod optmap {
+        use super::*;
+        pub(crate) fn to<O: Conv<P>, P>(o: &Option<BTreeMap<String, O>>) -> BTreeMap<String, P> {
+            o.as_ref().map(super::map::to).unwrap_or_default()
+        }
+        pub(crate) fn from<O: Conv<P>, P>(
+            p: BTreeMap<String, P>,
+        ) -> Result<Option<BTreeMap<String, O>>, CodecError> {
+            if p.is_empty() {
+                return Ok(None);
+            }
+            super::map::from(p).map(Some)
+        }
+    }
+}
+
+/// `Conv` for a message: `bridge!(openapi path => pb path [(pb field,
+/// openapi field, nesting), ...] [(embedded pb field, its message path,
+/// [(pb field, openapi field, nesting), ...]), ...] Default?);`. Fields only
+/// one side knows (a newer Kubernetes version's) keep their default; a
+/// trailing `Default` marks a JSON type with such fields.
+macro_rules! bridge {
+    ($($oa:ident)::+ => $($pb:ident)::+
+        [$(($pf:ident, $of:ident, $m:ident)),*]
+        [$(($ef:ident, $($ep:ident)::+, [$(($epf:ident, $eof:ident, $em:ident)),*])),*]
+        $($rest:ident)?) => {
+        #[allow(clippy::needless_update)]
+        impl Conv<k8s_pb::$($pb)::+> for k8s_openapi::$($oa)::+ {
+            fn to_pb(&self) -> k8s_pb::$($pb)::+ {
+                k8s_pb::$($pb)::+ {
+                    $($pf: nest::$m::to(&self.$of),)*
+                    $($ef: Some(k8s_pb::$($ep)::+ {
+                        $($epf: nest::$em::to(&self.$eof),)*
+                        ..Default::default()
+                    }),)*
+                    ..Default::default()
+                }
+            }
+            fn from_pb(p: k8s_pb::$($pb)::+) -> Result<Self, CodecError> {
+                $(let $ef = p.$ef.unwrap_or_default();)*
+                Ok(Self {
+                    $($of: nest::$m::from(p.$pf)?,)*
+                    $($($eof: nest::$em::from($ef.$epf)?,)*)*
+                    $(..$rest::default())?
+                })
+            }
+        }
+    };
+}
+
+include!("bridge_table.rs");

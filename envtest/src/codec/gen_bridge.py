@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Writes `bridge_table.rs`: one `bridge!` line per protobuf message reachable
+from the built-in kinds envtest serves, naming each field present in both the
+k8s-pb struct and the k8s-openapi struct of the same path, with how the two
+field types nest (`opt`, `req`, `optvec`, `vec`, `optmap`, `map`).
+
+The compiler checks every line (a wrong name or nesting does not build), so
+this script only saves typing. Run it after bumping k8s-pb or k8s-openapi:
+
+    python3 envtest/src/codec/gen_bridge.py K8S_PB_SRC K8S_OPENAPI_SRC/v1_34 \
+        > envtest/src/codec/bridge_table.rs
+
+(the two source folders of the crates as cargo unpacked them, `cargo metadata`
+names them). Fields only one side has are listed as comments in the output.
+"""
+import os
+import re
+import sys
+
+ROOTS = [
+    "api::core::v1::" + k for k in [
+        "Namespace", "Pod", "ConfigMap", "Secret", "Service", "ServiceAccount", "Event", "Node",
+        "Endpoints", "PersistentVolumeClaim", "ResourceQuota", "LimitRange"]
+] + ["api::apps::v1::" + k for k in [
+        "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "ControllerRevision"]
+] + ["api::batch::v1::Job", "api::batch::v1::CronJob", "api::events::v1::Event",
+     "api::coordination::v1::Lease", "api::autoscaling::v1::Scale",
+     "api::policy::v1::PodDisruptionBudget", "api::scheduling::v1::PriorityClass",
+     "api::networking::v1::Ingress", "api::networking::v1::IngressClass",
+     "api::networking::v1::NetworkPolicy"
+] + ["api::rbac::v1::" + k for k in ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"]
+] + ["apimachinery::pkg::apis::meta::v1::" + k for k in [
+        "Status", "DeleteOptions", "ListMeta"]]
+
+# Hand-written in bridge.rs (their JSON form is not their message's fields).
+LEAVES = {
+    "apimachinery::pkg::apis::meta::v1::Time",
+    "apimachinery::pkg::apis::meta::v1::MicroTime",
+    "apimachinery::pkg::apis::meta::v1::FieldsV1",
+    "apimachinery::pkg::apis::meta::v1::Duration",
+    "apimachinery::pkg::util::intstr::IntOrString",
+    "apimachinery::pkg::api::resource::Quantity",
+    "apimachinery::pkg::runtime::RawExtension",
+}
+
+def pb_structs(root):
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        if "mod.rs" not in files:
+            continue
+        mod = os.path.relpath(dirpath, root).split(os.sep)
+        text = open(os.path.join(dirpath, "mod.rs")).read()
+        for m in re.finditer(r"pub struct (\w+) \{\n(.*?)\n\}", text, re.S):
+            fields, cur = [], None
+            for line in m.group(2).split("\n"):
+                line = line.strip()
+                if line.startswith("pub "):
+                    cur = line
+                elif cur is not None and not line.startswith(("///", "#[")):
+                    cur += line
+                else:
+                    continue
+                if cur.endswith(","):
+                    f = re.match(r"pub (r#)?(\w+):\s*(.*?),$", cur)
+                    fields.append((f.group(1) or "", f.group(2), resolve(mod, f.group(3))))
+                    cur = None
+            out["::".join(mod + [m.group(1)])] = fields
+    return out
+
+
+def resolve(mod, ty):
+    """Rewrite `super::super::X` paths in a pb type to absolute ones."""
+    def one(m):
+        ups = m.group(0).count("super::")
+        base = mod[: len(mod) - ups]
+        return "::".join(base) + "::"
+    ty = re.sub(r"(super::)+", one, ty)
+    ty = ty.replace("::core::option::Option", "Option").replace("::prost::alloc::vec::Vec", "Vec")
+    ty = ty.replace("::prost::alloc::string::String", "String")
+    ty = ty.replace("::prost::alloc::collections::BTreeMap", "BTreeMap")
+    known = {"Option", "Vec", "String", "BTreeMap"}
+    return re.sub(r"(?<![:\w])([A-Z]\w*)",
+                  lambda m: m.group(1) if m.group(1) in known else "::".join(mod + [m.group(1)]), ty)
+
+
+def oa_structs(root):
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        mod = os.path.relpath(dirpath, root).split(os.sep)
+        for f in files:
+            if not f.endswith(".rs") or f == "mod.rs":
+                continue
+            text = open(os.path.join(dirpath, f)).read()
+            m = re.search(r"pub struct (\w+) \{\n(.*?)\n\}", text, re.S)
+            if not m:
+                continue
+            fields = {}
+            for line in m.group(2).split("\n"):
+                fm = re.match(r"\s*pub (\w+): (.*),$", line)
+                if fm:
+                    fields[fm.group(1)] = fm.group(2)
+            out["::".join(mod + [m.group(1)])] = fields
+    return out
+
+
+def mode(pb_ty, oa_ty):
+    if pb_ty.startswith("Option<"):
+        if oa_ty.startswith("Option<"):
+            return "opt"
+        # A required time has no default value to fall back on.
+        return "reqtime" if oa_ty.endswith(("::Time", "::MicroTime")) else "req"
+    if pb_ty.startswith("Vec<"):
+        return "optvec" if oa_ty.startswith("Option<") else "vec"
+    if pb_ty.startswith("BTreeMap<"):
+        return "optmap" if oa_ty.startswith("Option<") else "map"
+    raise ValueError(pb_ty)
+
+
+def norm(name):
+    return name.replace("_", "").lower()
+
+
+def refs(ty):
+    return re.findall(r"((?:api|apimachinery|apiextensions_apiserver)::[\w:]+)", ty)
+
+
+def main():
+    pb = pb_structs(sys.argv[1])
+    oa = oa_structs(sys.argv[2])
+    oa_by_norm = {k.lower(): k for k in oa}
+    seen, todo, lines = set(), list(ROOTS), []
+
+    def fields_of(pb_path, oaf, notes):
+        """Pairs (pb field, openapi field, mode) and embedded messages."""
+        direct, embeds = [], []
+        by_norm = {norm(k): k for k in oaf}
+        for raw, name, ty in pb[pb_path]:
+            oname = by_norm.get(norm(name))
+            if oname is None:
+                inner = refs(ty)
+                if inner and inner[0] in pb and inner[0] not in LEAVES and all(
+                        norm(n) in by_norm for _, n, _ in pb[inner[0]]):
+                    sub, _ = fields_of(inner[0], oaf, notes)
+                    embeds.append((f"{raw}{name}", inner[0], sub))
+                    continue
+                notes.append(f"{name} (protobuf only)")
+                continue
+            todo.extend(refs(ty))
+            direct.append((f"{raw}{name}", oname, mode(ty, oaf.pop(oname))))
+        return direct, embeds
+
+    def fmt(direct):
+        return ", ".join(f"({p}, {o}, {m})" for p, o, m in direct)
+
+    while todo:
+        path = todo.pop(0)
+        if path in seen or path in LEAVES:
+            continue
+        seen.add(path)
+        oa_path = oa_by_norm.get(path.lower())
+        if path not in pb or oa_path is None:
+            lines.append(f"// {path}: no k8s-openapi struct of this name")
+            continue
+        oaf = dict(oa[oa_path])
+        notes = []
+        direct, embeds = fields_of(path, oaf, notes)
+        notes += [f"{k} (JSON only)" for k in oaf]
+        if notes:
+            lines.append(f"// {path}: " + ", ".join(notes))
+        emb = ", ".join(f"({f}, {p}, [{fmt(d)}])" for f, p, d in embeds)
+        rest = " Default" if oaf else ""
+        lines.append(f"bridge!({oa_path} => {path} [{fmt(direct)}] [{emb}]{rest});")
+    print("// @generated by gen_bridge.py: do not edit by hand.")
+    print("\n".join(lines))
+
+
+main()

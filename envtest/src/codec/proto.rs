@@ -1,0 +1,255 @@
+//! The protobuf wire form of whole objects as the API server writes it: the
+//! `k8s\0` magic, then a `runtime.Unknown` envelope naming the object's
+//! `apiVersion` and `kind` around the object's message; lists as
+//! `{metadata = 1, items = 2}` messages of their items' kind; watch events
+//! as `metav1.WatchEvent` messages, each framed by its length (4 bytes, big
+//! endian), with the object inside in its own envelope. Which kinds have a
+//! protobuf form is the table in this module.
+
+use super::CodecError;
+use super::bridge::Conv;
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
+use k8s_pb::apimachinery::pkg::runtime as pb_runtime;
+use prost::Message;
+use prost::encoding::{WireType, decode_key, decode_varint, encode_key, encode_varint};
+use serde_json::Value;
+
+/// The four bytes every protobuf-encoded object starts with.
+pub(crate) const MAGIC: &[u8] = b"k8s\0";
+
+type Encode = fn(&Value) -> Result<Vec<u8>, CodecError>;
+type Decode = fn(&[u8]) -> Result<Value, CodecError>;
+
+/// How one kind's message is written and read.
+#[derive(Clone, Copy)]
+struct KindCodec {
+    encode: Encode,
+    decode: Decode,
+}
+
+fn encode_as<O, P>(v: &Value) -> Result<Vec<u8>, CodecError>
+where
+    O: serde::de::DeserializeOwned + Conv<P>,
+    P: Message,
+{
+    let o = O::deserialize(v).map_err(|e| CodecError::Json(e.to_string()))?;
+    Ok(o.to_pb().encode_to_vec())
+}
+
+fn decode_as<O, P>(b: &[u8]) -> Result<Value, CodecError>
+where
+    O: serde::Serialize + Conv<P>,
+    P: Message + Default,
+{
+    let p = P::decode(b).map_err(|e| CodecError::Protobuf(e.to_string()))?;
+    serde_json::to_value(O::from_pb(p)?).map_err(|e| CodecError::Json(e.to_string()))
+}
+
+macro_rules! kinds {
+    ($($av:literal $kind:literal => $($path:ident)::+;)*) => {
+        /// The codec of a built-in kind (`None`: JSON only).
+        fn kind_codec(api_version: &str, kind: &str) -> Option<KindCodec> {
+            match (api_version, kind) {
+                $(($av, $kind) => Some(KindCodec {
+                    encode: encode_as::<k8s_openapi::$($path)::+, k8s_pb::$($path)::+>,
+                    decode: decode_as::<k8s_openapi::$($path)::+, k8s_pb::$($path)::+>,
+                }),)*
+                // Clients name the options' version as they like.
+                (_, "DeleteOptions") => Some(KindCodec {
+                    encode: encode_as::<k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions, pb_meta::DeleteOptions>,
+                    decode: decode_as::<k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions, pb_meta::DeleteOptions>,
+                }),
+                _ => None,
+            }
+        }
+    };
+}
+
+kinds! {
+    "v1" "Namespace" => api::core::v1::Namespace;
+    "v1" "Pod" => api::core::v1::Pod;
+    "v1" "ConfigMap" => api::core::v1::ConfigMap;
+    "v1" "Secret" => api::core::v1::Secret;
+    "v1" "Service" => api::core::v1::Service;
+    "v1" "ServiceAccount" => api::core::v1::ServiceAccount;
+    "v1" "Event" => api::core::v1::Event;
+    "v1" "Node" => api::core::v1::Node;
+    "v1" "Endpoints" => api::core::v1::Endpoints;
+    "v1" "PersistentVolumeClaim" => api::core::v1::PersistentVolumeClaim;
+    "v1" "ResourceQuota" => api::core::v1::ResourceQuota;
+    "v1" "LimitRange" => api::core::v1::LimitRange;
+    "v1" "Status" => apimachinery::pkg::apis::meta::v1::Status;
+    "apps/v1" "Deployment" => api::apps::v1::Deployment;
+    "apps/v1" "ReplicaSet" => api::apps::v1::ReplicaSet;
+    "apps/v1" "StatefulSet" => api::apps::v1::StatefulSet;
+    "apps/v1" "DaemonSet" => api::apps::v1::DaemonSet;
+    "apps/v1" "ControllerRevision" => api::apps::v1::ControllerRevision;
+    "batch/v1" "Job" => api::batch::v1::Job;
+    "batch/v1" "CronJob" => api::batch::v1::CronJob;
+    "events.k8s.io/v1" "Event" => api::events::v1::Event;
+    "coordination.k8s.io/v1" "Lease" => api::coordination::v1::Lease;
+    "autoscaling/v1" "Scale" => api::autoscaling::v1::Scale;
+    "policy/v1" "PodDisruptionBudget" => api::policy::v1::PodDisruptionBudget;
+    "scheduling.k8s.io/v1" "PriorityClass" => api::scheduling::v1::PriorityClass;
+    "networking.k8s.io/v1" "Ingress" => api::networking::v1::Ingress;
+    "networking.k8s.io/v1" "IngressClass" => api::networking::v1::IngressClass;
+    "networking.k8s.io/v1" "NetworkPolicy" => api::networking::v1::NetworkPolicy;
+    "rbac.authorization.k8s.io/v1" "Role" => api::rbac::v1::Role;
+    "rbac.authorization.k8s.io/v1" "ClusterRole" => api::rbac::v1::ClusterRole;
+    "rbac.authorization.k8s.io/v1" "RoleBinding" => api::rbac::v1::RoleBinding;
+    "rbac.authorization.k8s.io/v1" "ClusterRoleBinding" => api::rbac::v1::ClusterRoleBinding;
+}
+
+/// Whether a kind (or a list of it) has a protobuf form.
+pub(crate) fn has_protobuf(api_version: &str, kind: &str) -> bool {
+    kind_codec(api_version, kind).is_some()
+        || kind
+            .strip_suffix("List")
+            .is_some_and(|k| kind_codec(api_version, k).is_some())
+}
+
+fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+    let unknown = pb_runtime::Unknown {
+        type_meta: Some(pb_runtime::TypeMeta {
+            api_version: Some(api_version.to_string()),
+            kind: Some(kind.to_string()),
+        }),
+        raw: Some(raw),
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    let mut out = MAGIC.to_vec();
+    unknown.encode(&mut out).unwrap_or_default();
+    out
+}
+
+fn type_of(v: &Value) -> Result<(&str, &str), CodecError> {
+    let av = v["apiVersion"].as_str().unwrap_or("");
+    let kind = v["kind"].as_str().unwrap_or("");
+    if kind.is_empty() {
+        return Err(CodecError::NoKind);
+    }
+    Ok((av, kind))
+}
+
+fn put_bytes(tag: u32, bytes: &[u8], out: &mut Vec<u8>) {
+    encode_key(tag, WireType::LengthDelimited, out);
+    encode_varint(bytes.len() as u64, out);
+    out.extend_from_slice(bytes);
+}
+
+/// A JSON object (or list of objects) of a kind with a protobuf form, in
+/// its enveloped protobuf form.
+pub(crate) fn encode_object(v: &Value) -> Result<Vec<u8>, CodecError> {
+    let (av, kind) = type_of(v)?;
+    if let Some(c) = kind_codec(av, kind) {
+        return Ok(envelope(av, kind, (c.encode)(v)?));
+    }
+    let item = kind.strip_suffix("List").and_then(|k| kind_codec(av, k));
+    let Some(c) = item else {
+        return Err(CodecError::NotProtobuf(format!("{av}, Kind={kind}")));
+    };
+    let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta =
+        serde_json::from_value(v["metadata"].clone())
+            .map_err(|e| CodecError::Json(e.to_string()))?;
+    let mut raw = Vec::new();
+    put_bytes(1, &meta.to_pb().encode_to_vec(), &mut raw);
+    let item_kind = &kind[..kind.len() - 4];
+    for it in v["items"].as_array().into_iter().flatten() {
+        let mut it = it.clone();
+        // Items of a list response carry no type of their own in JSON either.
+        if let Some(m) = it.as_object_mut() {
+            m.insert("apiVersion".into(), av.into());
+            m.insert("kind".into(), item_kind.into());
+        }
+        put_bytes(2, &(c.encode)(&it)?, &mut raw);
+    }
+    Ok(envelope(av, kind, raw))
+}
+
+/// An enveloped protobuf object (or list) back to its JSON form, with
+/// `apiVersion` and `kind` set from the envelope.
+pub(crate) fn decode_object(b: &[u8]) -> Result<Value, CodecError> {
+    let body = b.strip_prefix(MAGIC).ok_or(CodecError::NoMagic)?;
+    let unknown =
+        pb_runtime::Unknown::decode(body).map_err(|e| CodecError::Protobuf(e.to_string()))?;
+    let tm = unknown.type_meta.unwrap_or_default();
+    let (av, kind) = (
+        tm.api_version.unwrap_or_default(),
+        tm.kind.unwrap_or_default(),
+    );
+    let raw = unknown.raw.unwrap_or_default();
+    let mut v = if let Some(c) = kind_codec(&av, &kind) {
+        (c.decode)(&raw)?
+    } else if let Some(c) = kind.strip_suffix("List").and_then(|k| kind_codec(&av, k)) {
+        decode_list(&raw, c)?
+    } else {
+        return Err(CodecError::NotProtobuf(format!("{av}, Kind={kind}")));
+    };
+    if let Some(m) = v.as_object_mut() {
+        m.insert("apiVersion".into(), av.into());
+        m.insert("kind".into(), kind.into());
+    }
+    Ok(v)
+}
+
+fn decode_list(mut raw: &[u8], c: KindCodec) -> Result<Value, CodecError> {
+    let bad = |e: prost::DecodeError| CodecError::Protobuf(e.to_string());
+    let mut meta = Value::Object(Default::default());
+    let mut items = Vec::new();
+    while !raw.is_empty() {
+        let (tag, wire) = decode_key(&mut raw).map_err(bad)?;
+        if wire != WireType::LengthDelimited {
+            return Err(CodecError::Protobuf(format!(
+                "list field {tag} is not a message"
+            )));
+        }
+        let len = usize::try_from(decode_varint(&mut raw).map_err(bad)?).unwrap_or(usize::MAX);
+        let (field, rest) = raw
+            .split_at_checked(len)
+            .ok_or_else(|| CodecError::Protobuf("list field runs past the end".into()))?;
+        raw = rest;
+        match tag {
+            1 => {
+                let m = pb_meta::ListMeta::decode(field).map_err(bad)?;
+                let m = k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta::from_pb(m)?;
+                meta = serde_json::to_value(m).map_err(|e| CodecError::Json(e.to_string()))?;
+            }
+            2 => {
+                let mut it = (c.decode)(field)?;
+                if let Some(m) = it.as_object_mut() {
+                    m.remove("apiVersion");
+                    m.remove("kind");
+                }
+                items.push(it);
+            }
+            _ => {}
+        }
+    }
+    Ok(serde_json::json!({"metadata": meta, "items": items}))
+}
+
+/// One watch event (`{"type", "object"}`) as a length-prefixed
+/// `WatchEvent` frame.
+pub(crate) fn encode_watch_event(event: &Value) -> Result<Vec<u8>, CodecError> {
+    let ev = pb_meta::WatchEvent {
+        r#type: event["type"].as_str().map(str::to_string),
+        object: Some(pb_runtime::RawExtension {
+            raw: Some(encode_object(&event["object"])?),
+        }),
+    };
+    let msg = ev.encode_to_vec();
+    let len = u32::try_from(msg.len())
+        .map_err(|_| CodecError::Protobuf("watch event larger than 4 GiB".into()))?;
+    let mut out = len.to_be_bytes().to_vec();
+    out.extend_from_slice(&msg);
+    Ok(out)
+}
+
+/// One `WatchEvent` message (without its length prefix) back to
+/// `{"type", "object"}`.
+pub(crate) fn decode_watch_event(msg: &[u8]) -> Result<Value, CodecError> {
+    let ev = pb_meta::WatchEvent::decode(msg).map_err(|e| CodecError::Protobuf(e.to_string()))?;
+    let raw = ev.object.and_then(|o| o.raw).unwrap_or_default();
+    Ok(serde_json::json!({"type": ev.r#type, "object": decode_object(&raw)?}))
+}
