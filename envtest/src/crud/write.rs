@@ -479,6 +479,9 @@ fn patched(
         }
         PatchKind::Strategic => strategic_merge(&mut doc, &p.body)?,
         PatchKind::Apply => {
+            // The configuration's own `uid`/`deletionTimestamp`: apply
+            // tracks no ownership of them, but may not change them either.
+            check_immutable(info, old, &p.body)?;
             doc = super::apply::apply(Some(old), &p.body, p.manager, p.force, &info.api_version())?
         }
     }

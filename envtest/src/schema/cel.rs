@@ -116,16 +116,26 @@ fn program(src: &str, field: String, causes: &mut Vec<Cause>) -> Option<(cel::Pr
     None
 }
 
-/// Refuse a program whose estimated cost is over the per-rule limit;
-/// answers the estimate.
+/// Refuse a program that selects a field its schema rules out, or whose
+/// estimated cost is over the per-rule limit; answers the estimate.
 fn priced(
     p: &cel::Program,
+    src: &str,
     schema: &Value,
     what: &str,
     field: String,
     causes: &mut Vec<Cause>,
 ) -> f64 {
-    let cost = super::cel_cost::estimate(p.expression(), schema);
+    let (cost, problems) = super::cel_cost::analyze(p.expression(), schema);
+    if let Some(problem) = problems.first() {
+        cause(
+            causes,
+            "FieldValueInvalid",
+            field,
+            format!("Invalid value: {src:?}: compilation failed: ERROR: <input>: {problem}"),
+        );
+        return cost;
+    }
     if cost > super::cel_cost::RULE_LIMIT {
         cause(
             causes,
@@ -161,7 +171,7 @@ fn compile_rule(
     }
     let compiled = program(&src, format!("{at}.rule"), causes);
     let mut cost = compiled.as_ref().map_or(0.0, |(p, _)| {
-        priced(p, schema, "rule", format!("{at}.rule"), causes)
+        priced(p, &src, schema, "rule", format!("{at}.rule"), causes)
     });
     let transition = compiled
         .as_ref()
@@ -173,6 +183,7 @@ fn compile_rule(
         .map(|(p, _)| {
             cost += priced(
                 &p,
+                raw["messageExpression"].as_str().unwrap_or(""),
                 schema,
                 "messageExpression",
                 format!("{at}.messageExpression"),

@@ -180,6 +180,77 @@ fn of_node(node: Option<&Value>, cost: f64) -> Est<'_> {
 
 struct Scope<'a> {
     vars: Vec<(String, Est<'a>)>,
+    /// Field selections the schema rules out, as the type checker words them.
+    problems: Vec<String>,
+}
+
+/// A property name as the schema spells it, from CEL's escaped form
+/// (`__dash__` for `-`, `__dot__`, `__slash__`, `__underscores__`, and
+/// `__{keyword}__` for a CEL reserved word).
+fn unescape(field: &str) -> String {
+    const RESERVED: &[&str] = &[
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ];
+    if let Some(word) = field.strip_prefix("__").and_then(|f| f.strip_suffix("__"))
+        && RESERVED.contains(&word)
+    {
+        return word.to_string();
+    }
+    field
+        .replace("__underscores__", "\u{0}")
+        .replace("__dot__", ".")
+        .replace("__dash__", "-")
+        .replace("__slash__", "/")
+        .replace('\u{0}', "__")
+}
+
+/// Why selecting `field` on a value of schema `node` cannot type-check.
+fn selection_problem(node: &Value, field: &str) -> Option<String> {
+    match node["type"].as_str() {
+        Some(t @ ("string" | "integer" | "number" | "boolean")) => Some(format!(
+            "type '{}' does not support field selection",
+            cel_type(t)
+        )),
+        Some("object") => {
+            let props = node["properties"].as_object()?;
+            let open = node["additionalProperties"].is_object()
+                || node["additionalProperties"] == true
+                || node["x-kubernetes-preserve-unknown-fields"] == true
+                || matches!(field, "apiVersion" | "kind" | "metadata");
+            (!open && !props.contains_key(&unescape(field)))
+                .then(|| format!("undefined field '{field}'"))
+        }
+        _ => None,
+    }
+}
+
+fn cel_type(schema_type: &str) -> &str {
+    match schema_type {
+        "integer" => "int",
+        "number" => "double",
+        "boolean" => "bool",
+        other => other,
+    }
 }
 
 impl<'a> Scope<'a> {
@@ -205,12 +276,15 @@ impl<'a> Scope<'a> {
                 .unwrap_or(Est::scalar(0.0)),
             Expr::Select(s) => {
                 let operand = self.expr(&s.operand);
+                if let Some(problem) = operand.node.and_then(|n| selection_problem(n, &s.field)) {
+                    self.problems.push(problem);
+                }
                 if s.test {
                     return Est::scalar(operand.cost + 1.0);
                 }
                 let node = operand.node.and_then(|n| {
                     n["properties"]
-                        .get(&s.field)
+                        .get(unescape(&s.field))
                         .or_else(|| element(n).filter(|_| n["type"] == "object"))
                 });
                 of_node(node, operand.cost + 1.0)
@@ -322,6 +396,11 @@ impl<'a> Scope<'a> {
                 cost += 0.1 * s;
                 s
             }
+            "sets.contains" | "sets.equivalent" | "sets.intersects" => {
+                // Every element of one list is looked up in the other.
+                cost += ins.iter().map(|e| e.size).product::<f64>();
+                1.0
+            }
             "_[_]" | "_[?_]" => {
                 let node = first.node.and_then(element);
                 return of_node(node, cost);
@@ -341,13 +420,23 @@ impl<'a> Scope<'a> {
 }
 
 /// The estimated worst-case cost of `expr` run with `self` (and `oldSelf`)
-/// bound to values of the schema node `node`.
-pub fn estimate(expr: &IdedExpr, node: &Value) -> f64 {
+/// bound to values of the schema node `node`, and the field selections
+/// that cannot type-check against the schema (`undefined field 'x'`,
+/// `type 'string' does not support field selection`).
+pub fn analyze(expr: &IdedExpr, node: &Value) -> (f64, Vec<String>) {
     let at = of_node(Some(node), 0.0);
     let mut scope = Scope {
         vars: vec![("self".into(), at), ("oldSelf".into(), at)],
+        problems: Vec::new(),
     };
-    scope.expr(expr).cost
+    let cost = scope.expr(expr).cost;
+    (cost, scope.problems)
+}
+
+/// The estimated worst-case cost alone (see [`analyze`]).
+#[cfg(test)]
+pub fn estimate(expr: &IdedExpr, node: &Value) -> f64 {
+    analyze(expr, node).0
 }
 
 /// The API server's message for a cost over `limit` (`what` names the
@@ -374,6 +463,35 @@ mod tests {
     fn cost(rule: &str, node: &Value) -> f64 {
         let p = super::super::cel_library::ENV.compile(rule).unwrap();
         estimate(p.expression(), node)
+    }
+
+    #[test]
+    fn selections_are_checked_against_the_schema() {
+        let node = json!({"type": "object", "properties": {
+            "name": {"type": "string"}, "my-field": {"type": "integer"},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "items": {"type": "array", "items": {"type": "object", "properties": {"port": {"type": "integer"}}}}}});
+        let problems = |rule: &str| {
+            let p = super::super::cel_library::ENV.compile(rule).unwrap();
+            analyze(p.expression(), &node).1
+        };
+        for ok in [
+            "self.name == 'a' && self.my__dash__field > 1 && has(self.labels.anything)",
+            "self.items.all(i, i.port > 0) && self.metadata.name != ''",
+            "self.labels.all(k, self.labels[k].size() > 0)",
+        ] {
+            assert!(problems(ok).is_empty(), "{ok}: {:?}", problems(ok));
+        }
+        assert_eq!(problems("self.nmae == 'a'"), ["undefined field 'nmae'"]);
+        assert_eq!(problems("has(self.ghost)"), ["undefined field 'ghost'"]);
+        assert_eq!(
+            problems("self.items.all(i, i.prot > 0)"),
+            ["undefined field 'prot'"]
+        );
+        assert_eq!(
+            problems("self.name.first == 'a'"),
+            ["type 'string' does not support field selection"]
+        );
     }
 
     #[test]

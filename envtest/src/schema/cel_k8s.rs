@@ -187,7 +187,51 @@ fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Ret<'b, 'v> {
 }
 
 /// Register the functions of this module on `env`.
+/// The two lists of a `sets.*` call.
+fn two_lists(
+    function: &str,
+    args: &[CowVal<'_, '_>],
+) -> Result<(Vec<Value>, Vec<Value>), ExecutionError> {
+    let a = values(args)?;
+    match (a.first(), a.get(1)) {
+        (Some(Value::List(x)), Some(Value::List(y))) => Ok((x.to_vec(), y.to_vec())),
+        (Some(_), Some(_)) => Err(bad(function, "both arguments must be lists")),
+        _ => Err(ExecutionError::invalid_argument_count(2, a.len())),
+    }
+}
+
+/// `sets.contains(a, b)`: every element of `b` is in `a`.
+fn sets_contains<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Ret<'b, 'v> {
+    let (a, b) = two_lists("sets.contains", &args)?;
+    out(Value::Bool(b.iter().all(|x| a.contains(x))))
+}
+
+/// `sets.equivalent(a, b)`: each list contains every element of the other.
+fn sets_equivalent<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Ret<'b, 'v> {
+    let (a, b) = two_lists("sets.equivalent", &args)?;
+    out(Value::Bool(
+        b.iter().all(|x| a.contains(x)) && a.iter().all(|x| b.contains(x)),
+    ))
+}
+
+/// `sets.intersects(a, b)`: the lists share an element.
+fn sets_intersects<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Ret<'b, 'v> {
+    let (a, b) = two_lists("sets.intersects", &args)?;
+    out(Value::Bool(b.iter().any(|x| a.contains(x))))
+}
+
 pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
+    for (name, id, f) in [
+        (
+            "sets.contains",
+            "k8s_sets_contains",
+            sets_contains as cel::common::functions::Function,
+        ),
+        ("sets.equivalent", "k8s_sets_equivalent", sets_equivalent),
+        ("sets.intersects", "k8s_sets_intersects", sets_intersects),
+    ] {
+        env.add_overload(name, id, vec![LIST_TYPE, LIST_TYPE], f)?;
+    }
     env.add_member_overload(
         "find",
         "k8s_string_find",

@@ -19,7 +19,7 @@ use std::sync::{Arc, LazyLock};
 /// them), the Kubernetes regex and list functions of [`super::cel_k8s`],
 /// the quantity library of [`super::cel_quantity`] and the URL library of
 /// [`super::cel_url`]. Everything else the Kubernetes libraries define
-/// (`ip`, `cidr`, `sets.*`, `format.*`, `semver`) is refused at CRD write.
+/// (`ip`, `cidr`, `format.*`, `semver`) is refused at CRD write.
 const SUPPORTED: &[&str] = &[
     // Operators.
     "_==_",
@@ -88,6 +88,10 @@ const SUPPORTED: &[&str] = &[
     "sum",
     "min",
     "max",
+    // Kubernetes sets library.
+    "sets.contains",
+    "sets.equivalent",
+    "sets.intersects",
     // Kubernetes quantity library.
     "quantity",
     "isQuantity",
@@ -120,7 +124,7 @@ const SUPPORTED: &[&str] = &[
 ];
 
 /// Namespaces whose functions are called as `namespace.function(...)`.
-const NAMESPACES: &[&str] = &["strings", "optional"];
+const NAMESPACES: &[&str] = &["strings", "optional", "sets"];
 
 /// The shared environment every rule is compiled and run in.
 pub(super) static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
@@ -291,6 +295,10 @@ mod tests {
             "isURL('https://h:1/p?q=v') && url('https://h:1/p').getScheme() == 'https' && url('https://h:1/p').getHost() == 'h:1'",
             "url('https://h:1/p').getHostname() == 'h' && url('https://h:1/p').getPort() == '1'",
             "url('https://h/p').getEscapedPath() == '/p' && url('https://h/?q=v').getQuery() == {'q': ['v']}",
+            // Results documented for the Kubernetes sets library.
+            "sets.contains([], []) && sets.contains([1, 2, 3, 4], [2, 3]) && !sets.contains([1, 2, 3], [3, 4])",
+            "sets.equivalent([], []) && sets.equivalent([1], [1, 1]) && sets.equivalent([1, 2, 3], [3, 2, 1]) && !sets.equivalent([1, 2], [1, 2, 3])",
+            "!sets.intersects([], []) && !sets.intersects([1], []) && sets.intersects([1], [1, 2]) && !sets.intersects([1, 2], [3])",
             "[1, 2].exists(x, x == 2) && {'a': 1}['a'] == 1 && 1 in [1] && -(1) == -1 && 3 % 2 == 1",
             "!(1 != 1) && 2 * 2 / 2 - 1 + 0 >= 1 && 1 <= 1 && (true ? 1 : 2) == 1 && [1].all(x, x > 0)",
         ];

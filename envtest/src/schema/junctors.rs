@@ -10,8 +10,8 @@
 //!
 //! When the CRD is written ([`check_structural`]) a junctor may not carry
 //! what shapes the object (`type`, `default`, `description`, `nullable`,
-//! `additionalProperties`, `x-kubernetes-*` extensions other than the
-//! int-or-string pattern), and every property or item it mentions must
+//! `additionalProperties`, the `x-kubernetes-*` extensions including CEL
+//! rules; a `type` only in the int-or-string pattern), and every property or item it mentions must
 //! also be specified outside the junctors.
 
 use crate::error::Cause;
@@ -118,7 +118,7 @@ fn forbid(causes: &mut Vec<Cause>, field: String, message: &str) {
 }
 
 /// Keys a value validation may not carry, with the API server's message.
-const NOT_IN_VALUE_VALIDATIONS: [(&str, &str); 8] = [
+const NOT_IN_VALUE_VALIDATIONS: [(&str, &str); 12] = [
     ("type", "must be empty to be structural"),
     ("default", "must be undefined to be structural"),
     ("description", "must be empty to be structural"),
@@ -136,6 +136,19 @@ const NOT_IN_VALUE_VALIDATIONS: [(&str, &str); 8] = [
         "x-kubernetes-list-type",
         "must be undefined to be structural",
     ),
+    (
+        "x-kubernetes-list-map-keys",
+        "must be empty to be structural",
+    ),
+    (
+        "x-kubernetes-map-type",
+        "must be undefined to be structural",
+    ),
+    (
+        "x-kubernetes-int-or-string",
+        "must be false to be structural",
+    ),
+    ("x-kubernetes-validations", "must be empty to be structural"),
 ];
 
 /// A subschema of a junctor at `path` (`outer` is the schema node the
@@ -298,7 +311,8 @@ mod tests {
             "port": {"x-kubernetes-int-or-string": true,
                 "anyOf": [{"type": "integer"}, {"type": "string"}]}},
             "anyOf": [{"type": "object", "properties": {"a": {"default": "x"}, "ghost": {"minLength": 1}}}],
-            "not": {"nullable": true, "items": {"maxLength": 1}}
+            "not": {"nullable": true, "items": {"maxLength": 1},
+                "x-kubernetes-validations": [{"rule": "true"}]}
         });
         let mut c = Vec::new();
         check_structural(&schema, "s", &mut c);
@@ -312,6 +326,7 @@ mod tests {
                 "s.anyOf[0].type",
                 "s.not.items",
                 "s.not.nullable",
+                "s.not.x-kubernetes-validations",
             ]
         );
         let mut c = Vec::new();
