@@ -164,7 +164,8 @@ impl Conv<pb::apis::meta::v1::FieldsV1> for FieldsV1 {
 }
 
 /// How a field nests on each side: `opt` is `Option` on both, `req` a plain
-/// JSON field that protobuf keeps optional, `optvec`/`optmap` a JSON
+/// JSON field that protobuf keeps optional (`reqtime` a time, which has no
+/// default to fall back on when the message lacks it), `optvec`/`optmap` a JSON
 /// `Option` of a list/map protobuf keeps bare (empty reads back as absent),
 /// `vec`/`map` bare on both.
 mod nest {
