@@ -45,3 +45,8 @@ pub struct Performance;
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/reliability.md")]
 pub struct Reliability;
+
+/// `docs/macros.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/macros.md")]
+pub struct Macros;

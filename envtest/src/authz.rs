@@ -46,7 +46,20 @@ impl UserInfo {
             ],
         }
     }
+
+    /// The identity of every request RBAC is not enforced on: the default
+    /// client, and the `--token` user (`system:masters`, as Go envtest's
+    /// admin user).
+    pub fn admin() -> Self {
+        UserInfo {
+            name: ADMIN.into(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+        }
+    }
 }
+
+/// The user name of [`UserInfo::admin`].
+pub const ADMIN: &str = "envtest-admin";
 
 /// The tokens this server knows, and whose they are.
 #[derive(Debug, Default)]
@@ -194,14 +207,21 @@ impl Authz {
         self.tokens.write().insert(token, user);
     }
 
+    /// Whether `user` may do what `attrs` describe: a rule of some binding
+    /// of theirs matches, or (for non-resource paths) it is a read.
+    pub fn allows(&self, store: &Store, user: &UserInfo, attrs: &Attributes) -> bool {
+        if !attrs.is_resource_request() {
+            // system:discovery and system:public-info-viewer: reads only.
+            return matches!(attrs.verb.as_str(), "get" | "head");
+        }
+        rules_for(store, user, &attrs.namespace)
+            .iter()
+            .any(|rule| rule_allows(rule, attrs))
+    }
+
     /// The user whose token the request carries, if it is one of ours.
     pub fn identify(&self, headers: &HeaderMap) -> Option<UserInfo> {
-        let token = headers
-            .get(header::AUTHORIZATION)?
-            .to_str()
-            .ok()?
-            .strip_prefix("Bearer ")?
-            .trim();
+        let token = bearer_token(headers)?;
         self.tokens.read().get(token).cloned()
     }
 
@@ -215,23 +235,22 @@ impl Authz {
         query: &str,
     ) -> Result<(), ApiError> {
         let attrs = Attributes::resolve(method, path, query);
-        if !attrs.is_resource_request() {
-            // system:discovery and system:public-info-viewer: reads only.
-            return if matches!(*method, Method::GET | Method::HEAD) {
-                Ok(())
-            } else {
-                Err(attrs.forbidden(user))
-            };
-        }
-        if rules_for(store, user, &attrs.namespace)
-            .iter()
-            .any(|rule| rule_allows(rule, &attrs))
-        {
+        if self.allows(store, user, &attrs) {
             Ok(())
         } else {
             Err(attrs.forbidden(user))
         }
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header. The scheme is
+/// matched without regard to case (RFC 9110 section 11.1), as Kubernetes'
+/// token authenticator does, so `bearer x` works too.
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 fn strings<'a>(v: &'a Value, key: &str) -> impl Iterator<Item = &'a str> {
@@ -271,9 +290,20 @@ fn binds(binding: &Value, user: &UserInfo, binding_ns: &str) -> bool {
         })
 }
 
+/// What every authenticated user may do whatever is stored, as a cluster's
+/// `system:basic-user` ClusterRole (bound to `system:authenticated`) grants:
+/// ask what they may do, and who they are.
+fn basic_user_rules() -> Vec<Value> {
+    vec![
+        serde_json::json!({"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]}),
+        serde_json::json!({"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]}),
+    ]
+}
+
 /// Every rule granted to `user` that applies in `namespace` (cluster-wide
-/// bindings everywhere, RoleBindings only in their own namespace).
-fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> {
+/// bindings everywhere, RoleBindings only in their own namespace), the
+/// `system:basic-user` rules first.
+pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> {
     let key = |plural: &str| format!("{RBAC_GROUP}/{plural}");
     store.txn(|txn| {
         let role_rules = |plural: &str, ns: &str, name: &str| -> Vec<Value> {
@@ -281,7 +311,7 @@ fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> {
                 .and_then(|o| o.value.get("rules").and_then(Value::as_array).cloned())
                 .unwrap_or_default()
         };
-        let mut out = Vec::new();
+        let mut out = basic_user_rules();
         for (_, crb) in txn.list(&key("clusterrolebindings"), None) {
             if binds(&crb.value, user, "") && str_at(&crb.value, "/roleRef/kind") == "ClusterRole" {
                 out.extend(role_rules(
@@ -309,7 +339,7 @@ fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> {
 }
 
 /// Whether one `PolicyRule` (as stored JSON) allows the request.
-fn rule_allows(rule: &Value, a: &Attributes) -> bool {
+pub fn rule_allows(rule: &Value, a: &Attributes) -> bool {
     let verb_ok = strings(rule, "verbs").any(|v| v == "*" || v == a.verb);
     let group_ok = strings(rule, "apiGroups").any(|g| g == "*" || g == a.group);
     let wanted = if a.subresource.is_empty() {
@@ -437,6 +467,22 @@ mod tests {
             e.message
                 .contains("cannot update resource \"foos/status\" in API group \"x.io\"")
         );
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, v.parse().unwrap());
+            bearer_token(&h).map(str::to_string)
+        };
+        assert_eq!(with("Bearer abc").as_deref(), Some("abc"));
+        assert_eq!(with("bearer abc").as_deref(), Some("abc"));
+        assert_eq!(with("BEARER  abc ").as_deref(), Some("abc"));
+        assert_eq!(with("Basic abc"), None);
+        assert_eq!(with("Bearerabc"), None);
+        assert_eq!(with("Bearer "), None);
+        assert_eq!(bearer_token(&HeaderMap::new()), None);
     }
 
     #[test]

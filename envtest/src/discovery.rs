@@ -83,6 +83,9 @@ fn groups(srv: &Server) -> BTreeMap<String, Vec<String>> {
             vs.push(r.version.clone());
         }
     }
+    for (g, v) in crate::auth_review::groups() {
+        out.entry(g.to_string()).or_default().push(v.to_string());
+    }
     for vs in out.values_mut() {
         vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
     }
@@ -146,7 +149,8 @@ fn resource_entry(r: &Arc<ResourceInfo>) -> Vec<Value> {
 /// `/api/v1` or `/apis/{group}/{version}`.
 pub fn resource_list(srv: &Server, g: &str, v: &str) -> Result<Response, ApiError> {
     let rs = srv.registry.group_version(g, v);
-    if rs.is_empty() {
+    let reviews = crate::auth_review::discovery_resources(g, v);
+    if rs.is_empty() && reviews.is_empty() {
         return Err(ApiError::no_route(&format!("/apis/{g}/{v}")));
     }
     let gv = if g.is_empty() {
@@ -154,7 +158,8 @@ pub fn resource_list(srv: &Server, g: &str, v: &str) -> Result<Response, ApiErro
     } else {
         format!("{g}/{v}")
     };
-    let resources: Vec<Value> = rs.iter().flat_map(resource_entry).collect();
+    let mut resources: Vec<Value> = rs.iter().flat_map(resource_entry).collect();
+    resources.extend(reviews);
     Ok(value_response(
         200,
         &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
@@ -195,7 +200,7 @@ pub fn aggregated(srv: &Server, core: bool) -> Response {
             by_group.entry(r.group.clone()).or_default().push(r);
         }
     }
-    let items: Vec<Value> = by_group
+    let mut items: Vec<Value> = by_group
         .into_iter()
         .map(|(g, rs)| {
             let mut versions: Vec<String> = rs.iter().map(|r| r.version.clone()).collect();
@@ -216,6 +221,9 @@ pub fn aggregated(srv: &Server, core: bool) -> Response {
             json!({"metadata": {"name": g}, "versions": versions})
         })
         .collect();
+    if !core {
+        items.extend(crate::auth_review::aggregated_items());
+    }
     let body = json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items});
     let mut resp = value_response(200, &body);
     resp.headers_mut().insert(

@@ -8,27 +8,27 @@
 
 use crate::error::ApiError;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
-/// A TCP listener whose connections rewrite the HTTP layer's bodiless
-/// error answers (see the module docs).
+/// A listener (plain TCP, or TLS whose streams carry plain HTTP once
+/// decrypted) whose connections rewrite the HTTP layer's bodiless error
+/// answers (see the module docs).
 #[derive(Debug)]
-pub struct StatusListener(pub TcpListener);
+pub struct StatusListener<L = TcpListener>(pub L);
 
-impl axum::serve::Listener for StatusListener {
-    type Io = StatusIo<TcpStream>;
-    type Addr = SocketAddr;
+impl<L: axum::serve::Listener> axum::serve::Listener for StatusListener<L> {
+    type Io = StatusIo<L::Io>;
+    type Addr = L::Addr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         let (io, addr) = axum::serve::Listener::accept(&mut self.0).await;
         (StatusIo::new(io), addr)
     }
 
-    fn local_addr(&self) -> io::Result<SocketAddr> {
+    fn local_addr(&self) -> io::Result<L::Addr> {
         self.0.local_addr()
     }
 }

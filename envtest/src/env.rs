@@ -4,9 +4,11 @@
 
 use crate::error::Error;
 use crate::faults::{Faults, RequestRecord};
+use crate::kubeconfig::kubeconfig_yaml_with_ca;
 use crate::registry::Registry;
 use crate::server::{Config, Server, router};
 use crate::storage::Store;
+use crate::tls::{Certificates, TlsListener};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::json;
 use std::sync::Arc;
@@ -40,6 +42,8 @@ pub const DEFAULT_NAMESPACES: &[&str] =
 pub struct TestEnv {
     server: Arc<Server>,
     base_url: String,
+    /// The generated CA's certificate (PEM, DER) when serving HTTPS.
+    ca: Option<(String, Vec<u8>)>,
     client: kube_client::Client,
     shutdown: CancellationToken,
 }
@@ -73,6 +77,7 @@ pub struct TestEnvBuilder {
     watch_buffer: usize,
     port: u16,
     bearer_token: Option<String>,
+    tls: bool,
     data_dir: Option<std::path::PathBuf>,
     crds: Vec<CustomResourceDefinition>,
     crd_dirs: Vec<std::path::PathBuf>,
@@ -88,6 +93,7 @@ impl Default for TestEnvBuilder {
             watch_buffer: 8192,
             port: 0,
             bearer_token: None,
+            tls: false,
             data_dir: None,
             crds: Vec::new(),
             crd_dirs: Vec::new(),
@@ -146,6 +152,25 @@ impl TestEnvBuilder {
     /// checks (401 otherwise). The client and kubeconfig carry the token.
     pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
         self.bearer_token = Some(token.into());
+        self
+    }
+
+    /// Serve HTTPS instead of plain HTTP, with a certificate authority and
+    /// a server certificate (for `127.0.0.1`, `::1` and `localhost`)
+    /// generated at start. [`TestEnv::client`] and the kubeconfig trust
+    /// that CA. Needed for programs on client-go (kubectl, Go controllers)
+    /// to send a [bearer token](Self::bearer_token): they never send one
+    /// over plain HTTP.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::builder().tls().bearer_token("s3cret").start().await?;
+    /// assert!(env.base_url().starts_with("https://"));
+    /// assert!(env.kubeconfig_yaml().contains("certificate-authority-data: "));
+    /// # Ok(()) }
+    /// ```
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
         self
     }
 
@@ -226,17 +251,27 @@ impl TestEnvBuilder {
         });
         seed_namespaces(&server);
         restore_crds(&server);
-        let base_url = format!("http://{local}");
         let shutdown = CancellationToken::new();
         let app = router(server.clone());
-        let token = shutdown.clone();
-        tokio::spawn(async move {
-            let listener = crate::early_errors::StatusListener(listener);
-            let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
-            if let Err(e) = serve.await {
-                tracing::warn!(error = %e, "envtest server stopped with an error");
-            }
-        });
+        let (base_url, ca) = if self.tls {
+            let certs = Certificates::generate()?;
+            let listener =
+                TlsListener::new(listener, certs.server_config()?).map_err(|source| {
+                    Error::Bind {
+                        addr: addr.clone(),
+                        source,
+                    }
+                })?;
+            crate::tls::install_default_provider();
+            serve(listener, app, shutdown.clone());
+            (
+                format!("https://{local}"),
+                Some((certs.ca_pem, certs.ca_der)),
+            )
+        } else {
+            serve(listener, app, shutdown.clone());
+            (format!("http://{local}"), None)
+        };
         let uri: http::Uri =
             base_url
                 .parse()
@@ -244,7 +279,8 @@ impl TestEnvBuilder {
                     url: base_url.clone(),
                     message: e.to_string(),
                 })?;
-        let config = client_config(uri, self.bearer_token.as_deref());
+        let ca_der = ca.as_ref().map(|(_, der)| der.as_slice());
+        let config = client_config(uri, self.bearer_token.as_deref(), ca_der);
         let client = kube_client::Client::try_from(config).map_err(|e| Error::Client {
             url: base_url.clone(),
             message: e.to_string(),
@@ -253,12 +289,29 @@ impl TestEnvBuilder {
         let env = TestEnv {
             server,
             base_url,
+            ca,
             client,
             shutdown,
         };
         install_crds(&env, &crds).await?;
         Ok(env)
     }
+}
+
+/// Serve `app` on `listener` until `shutdown`, with the HTTP layer's own
+/// error answers made into `Status` bodies.
+fn serve<L>(listener: L, app: axum::Router, shutdown: CancellationToken)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    tokio::spawn(async move {
+        let listener = crate::early_errors::StatusListener(listener);
+        let serve = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned());
+        if let Err(e) = serve.await {
+            tracing::warn!(error = %e, "envtest server stopped with an error");
+        }
+    });
 }
 
 /// How long [`TestEnvBuilder::start`] waits for installed CRDs to be served.
@@ -348,11 +401,17 @@ async fn install_crds(env: &TestEnv, crds: &[CustomResourceDefinition]) -> Resul
 
 /// The client configuration [`TestEnv::client`] uses: default namespace
 /// `default`, and kube-client's automatic retry of 429/503/504 turned off so
-/// that injected faults reach the code under test exactly as configured.
-fn client_config(uri: http::Uri, token: Option<&str>) -> kube_client::Config {
+/// that injected faults reach the code under test exactly as configured;
+/// with TLS, the generated CA (DER) as the only trusted root.
+fn client_config(
+    uri: http::Uri,
+    token: Option<&str>,
+    ca_der: Option<&[u8]>,
+) -> kube_client::Config {
     let mut config = kube_client::Config::new(uri);
     config.default_namespace = "default".into();
     config.default_retry = false;
+    config.root_cert = ca_der.map(|der| vec![der.to_vec()]);
     if let Some(t) = token {
         // An AuthInfo with only a token always deserializes.
         if let Ok(auth) = serde_json::from_value(json!({ "token": t })) {
@@ -418,6 +477,7 @@ impl TestEnv {
         client_config(
             self.base_url.parse().unwrap_or_default(),
             self.server.config.bearer_token.as_deref(),
+            self.ca_der(),
         )
     }
 
@@ -448,16 +508,40 @@ impl TestEnv {
             token.clone(),
             crate::authz::UserInfo::service_account(namespace, name),
         );
-        let config = client_config(self.base_url.parse().unwrap_or_default(), Some(&token));
+        let config = client_config(
+            self.base_url.parse().unwrap_or_default(),
+            Some(&token),
+            self.ca_der(),
+        );
         kube_client::Client::try_from(config).map_err(|e| Error::Client {
             url: self.base_url.clone(),
             message: e.to_string(),
         })
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://127.0.0.1:PORT` with
+    /// [`TestEnvBuilder::tls`].
     pub fn base_url(&self) -> &str {
         &self.base_url
+    }
+
+    /// The PEM certificate of the CA that signed this server's certificate
+    /// ([`TestEnvBuilder::tls`]); `None` for plain HTTP. Generated at start,
+    /// so each server has its own.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::builder().tls().start().await?;
+    /// let pem = env.ca_pem().unwrap_or_default();
+    /// assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"));
+    /// # Ok(()) }
+    /// ```
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca.as_ref().map(|(pem, _)| pem.as_str())
+    }
+
+    fn ca_der(&self) -> Option<&[u8]> {
+        self.ca.as_ref().map(|(_, der)| der.as_slice())
     }
 
     /// A kubeconfig pointing at this server.
@@ -466,9 +550,14 @@ impl TestEnv {
         kube_client::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml()).unwrap_or_default()
     }
 
-    /// The kubeconfig as YAML (what `envtest-server --kubeconfig` writes).
+    /// The kubeconfig as YAML (what `envtest-server --kubeconfig` writes):
+    /// the server, its CA with TLS, and the bearer token if there is one.
     pub fn kubeconfig_yaml(&self) -> String {
-        kubeconfig_yaml_with_token(&self.base_url, self.server.config.bearer_token.as_deref())
+        kubeconfig_yaml_with_ca(
+            &self.base_url,
+            self.server.config.bearer_token.as_deref(),
+            self.ca_pem(),
+        )
     }
 
     /// Fault injection controls.
@@ -485,22 +574,6 @@ impl TestEnv {
     pub fn current_revision(&self) -> u64 {
         self.server.store.rev()
     }
-}
-
-/// A kubeconfig for a server at `base_url` (context and cluster `envtest`).
-pub fn kubeconfig_yaml(base_url: &str) -> String {
-    kubeconfig_yaml_with_token(base_url, None)
-}
-
-/// A kubeconfig for a server at `base_url` whose user carries `token`.
-pub fn kubeconfig_yaml_with_token(base_url: &str, token: Option<&str>) -> String {
-    let user = match token {
-        Some(t) => format!("\n    token: {}", serde_json::Value::String(t.to_string())),
-        None => " {}".to_string(),
-    };
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: envtest\n  cluster:\n    server: {base_url}\nusers:\n- name: envtest\n  user:{user}\ncontexts:\n- name: envtest\n  context:\n    cluster: envtest\n    user: envtest\n    namespace: default\ncurrent-context: envtest\n"
-    )
 }
 
 impl Drop for TestEnv {

@@ -27,20 +27,54 @@ fn subject(namespace: &str, name: &str) -> Subject {
     }
 }
 
+/// Make a caller's role storable: named (`default_name` when it has no
+/// name), in `namespace` for a Role, without a resourceVersion (it is
+/// created or replaced whatever is stored).
+fn prepare(meta: &mut ObjectMeta, default_name: &str, namespace: Option<String>) {
+    if meta.name.is_none() {
+        meta.name = Some(default_name.to_string());
+    }
+    meta.namespace = namespace;
+    meta.resource_version = None;
+}
+
+/// The binding of role `meta` (of kind `kind`) to service account
+/// `namespace/name`: (metadata, roleRef, subjects), named as the role.
+fn binding_parts(
+    meta: &ObjectMeta,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> (ObjectMeta, RoleRef, Option<Vec<Subject>>) {
+    let role_name = meta.name.clone().unwrap_or_default();
+    let binding_meta = ObjectMeta {
+        name: Some(role_name.clone()),
+        namespace: meta.namespace.clone(),
+        ..ObjectMeta::default()
+    };
+    let role_ref = RoleRef {
+        api_group: "rbac.authorization.k8s.io".into(),
+        kind: kind.into(),
+        name: role_name,
+    };
+    (binding_meta, role_ref, Some(vec![subject(namespace, name)]))
+}
+
 /// Create or replace `obj` (server-side apply, forced).
-async fn apply<K>(api: &Api<K>, name: &str, obj: &K, what: &str) -> Result<(), Error>
+async fn apply<K>(api: &Api<K>, obj: &K) -> Result<(), Error>
 where
-    K: kube_client::Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: kube_client::Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
 {
+    let name = obj.meta().name.clone().unwrap_or_default();
     api.patch(
-        name,
+        &name,
         &PatchParams::apply(MANAGER).force(),
         &Patch::Apply(obj),
     )
     .await
     .map(drop)
     .map_err(|source| Error::Setup {
-        what: format!("apply {what} {name}"),
+        what: format!("apply {} {name}", K::kind(&())),
         source,
     })
 }
@@ -75,35 +109,18 @@ impl TestEnv {
         name: &str,
         role: &ClusterRole,
     ) -> Result<kube_client::Client, Error> {
-        let role_name = role
-            .metadata
-            .name
-            .clone()
-            .unwrap_or_else(|| name.to_string());
         let mut role = role.clone();
-        role.metadata.name = Some(role_name.clone());
-        role.metadata.resource_version = None;
-        apply(&Api::all(self.client()), &role_name, &role, "ClusterRole").await?;
+        prepare(&mut role.metadata, name, None);
+        let (metadata, role_ref, subjects) =
+            binding_parts(&role.metadata, "ClusterRole", namespace, name);
         let binding = ClusterRoleBinding {
-            metadata: ObjectMeta {
-                name: Some(role_name.clone()),
-                ..ObjectMeta::default()
-            },
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "ClusterRole".into(),
-                name: role_name.clone(),
-            },
-            subjects: Some(vec![subject(namespace, name)]),
+            metadata,
+            role_ref,
+            subjects,
         };
-        apply(
-            &Api::all(self.client()),
-            &role_name,
-            &binding,
-            "ClusterRoleBinding",
-        )
-        .await?;
-        self.service_account_client(namespace, name)
+        let (roles, bindings) = (Api::all(self.client()), Api::all(self.client()));
+        self.grant(&roles, &role, &bindings, &binding, namespace, name)
+            .await
     }
 
     /// Store `role` (create or replace) in its namespace (default
@@ -126,42 +143,41 @@ impl TestEnv {
         name: &str,
         role: &Role,
     ) -> Result<kube_client::Client, Error> {
-        let role_name = role
-            .metadata
-            .name
-            .clone()
-            .unwrap_or_else(|| name.to_string());
+        let mut role = role.clone();
         let role_ns = role
             .metadata
             .namespace
             .clone()
             .unwrap_or_else(|| namespace.to_string());
-        let mut role = role.clone();
-        role.metadata.name = Some(role_name.clone());
-        role.metadata.namespace = Some(role_ns.clone());
-        role.metadata.resource_version = None;
-        apply(
-            &Api::namespaced(self.client(), &role_ns),
-            &role_name,
-            &role,
-            "Role",
-        )
-        .await?;
+        prepare(&mut role.metadata, name, Some(role_ns.clone()));
+        let (metadata, role_ref, subjects) = binding_parts(&role.metadata, "Role", namespace, name);
         let binding = RoleBinding {
-            metadata: ObjectMeta {
-                name: Some(role_name.clone()),
-                namespace: Some(role_ns.clone()),
-                ..ObjectMeta::default()
-            },
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "Role".into(),
-                name: role_name.clone(),
-            },
-            subjects: Some(vec![subject(namespace, name)]),
+            metadata,
+            role_ref,
+            subjects,
         };
-        let api = Api::namespaced(self.client(), &role_ns);
-        apply(&api, &role_name, &binding, "RoleBinding").await?;
+        let roles = Api::namespaced(self.client(), &role_ns);
+        let bindings = Api::namespaced(self.client(), &role_ns);
+        self.grant(&roles, &role, &bindings, &binding, namespace, name)
+            .await
+    }
+
+    /// Store a role and its binding, then hand out the bound account's client.
+    async fn grant<R, B>(
+        &self,
+        roles: &Api<R>,
+        role: &R,
+        bindings: &Api<B>,
+        binding: &B,
+        namespace: &str,
+        name: &str,
+    ) -> Result<kube_client::Client, Error>
+    where
+        R: kube_client::Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+        B: kube_client::Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+    {
+        apply(roles, role).await?;
+        apply(bindings, binding).await?;
         self.service_account_client(namespace, name)
     }
 }

@@ -44,6 +44,10 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The TLS certificates could not be generated or loaded
+    /// ([`crate::TestEnvBuilder::tls`]).
+    #[error("could not set up TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// One cause inside a 422 Invalid answer: which field, what is wrong.

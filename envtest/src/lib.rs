@@ -12,9 +12,11 @@
 //! field path), `fieldValidation` Strict/Warn/Ignore is honoured, metadata
 //! syntax and immutable fields are checked, CRD schemas are defaulted and
 //! enforced, and sizes (objects, annotations, JSON patches, URLs) and
-//! request time are bounded. Faults (dropped watches, compaction, injected
-//! errors, latency, pause) are scoped to one server so tests can run in
-//! parallel.
+//! request time are bounded. `kubectl explain` reads the real OpenAPI v3
+//! schemas of built-in kinds and CRD versions, and `kubectl get` shows each
+//! kind's columns, as on a cluster. Faults (dropped watches, compaction,
+//! injected errors, latency, pause) are scoped to one server so tests can
+//! run in parallel.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -30,6 +32,7 @@
 //! # Ok(()) }
 //! ```
 
+mod auth_review;
 mod authz;
 pub mod codec;
 mod crd;
@@ -41,6 +44,7 @@ mod env;
 mod env_rbac;
 mod error;
 mod faults;
+mod kubeconfig;
 mod limits;
 mod objects;
 mod openapi;
@@ -52,13 +56,16 @@ mod selectors;
 mod server;
 mod storage;
 mod table;
+mod tls;
 mod validation;
 mod watch;
 
 pub use env::{
     DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_WINDOW, DEFAULT_MAX_BODY_BYTES, DEFAULT_NAMESPACES,
-    DEFAULT_REQUEST_TIMEOUT, TestEnv, TestEnvBuilder, kubeconfig_yaml, kubeconfig_yaml_with_token,
+    DEFAULT_REQUEST_TIMEOUT, TestEnv, TestEnvBuilder,
 };
 pub use error::{ApiError, Cause, Details, Error};
 pub use faults::{FailureRule, Faults, RequestRecord, WatchLineFault};
+pub use kubeconfig::{kubeconfig_yaml, kubeconfig_yaml_with_ca, kubeconfig_yaml_with_token};
 pub use selectors::{FieldSelector, LabelSelector, SelectorError};
+pub use tls::TlsError;

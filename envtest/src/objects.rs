@@ -12,15 +12,29 @@ use http::{HeaderValue, StatusCode, header};
 use serde_json::Value;
 
 /// The object's JSON at the resource's version (custom resources may be
-/// stored at one served version and read at another).
+/// stored at one served version and read at another), with its schema's
+/// defaults filled in (see [`read_view`]).
 pub fn render(obj: &StoredObject, info: &ResourceInfo) -> Bytes {
-    let av = info.api_version();
-    if obj.value.get("apiVersion").and_then(Value::as_str) == Some(av.as_str()) {
-        return obj.json.clone();
+    match read_view(obj, info) {
+        None => obj.json.clone(),
+        Some(v) => Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
     }
-    let mut v = obj.value.clone();
-    v["apiVersion"] = Value::String(av);
-    Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+}
+
+/// The object as a reader of `info` sees it, when that differs from the
+/// stored bytes: at the resource's version, and with the CRD schema's
+/// `default`s applied as the API server applies them when it decodes from
+/// storage. `None` when the stored bytes are what the reader sees.
+pub fn read_view(obj: &StoredObject, info: &ResourceInfo) -> Option<Value> {
+    let av = info.api_version();
+    let mut v = info
+        .schema
+        .as_ref()
+        .and_then(|s| crate::schema::default_on_read(s, &obj.value));
+    if obj.value.get("apiVersion").and_then(Value::as_str) != Some(av.as_str()) {
+        v.get_or_insert_with(|| obj.value.clone())["apiVersion"] = Value::String(av);
+    }
+    v
 }
 
 /// A JSON response with a status code.

@@ -8,7 +8,7 @@ use crate::error::ApiError;
 use crate::faults::{Faults, RequestRecord};
 use crate::registry::{Registry, ResourceInfo};
 use crate::storage::Store;
-use crate::{crud, discovery, openapi, watch};
+use crate::{auth_review, crud, discovery, openapi, watch};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
@@ -182,11 +182,7 @@ fn authorized(config: &Config, path: &str, headers: &HeaderMap) -> bool {
     if matches!(path, "/healthz" | "/livez" | "/readyz") {
         return true;
     }
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t.trim() == token)
+    crate::authz::bearer_token(headers).is_some_and(|t| t == token)
 }
 
 async fn handle(State(srv): State<Arc<Server>>, req: Request) -> Response {
@@ -293,6 +289,9 @@ async fn handle_inner(srv: Arc<Server>, req: Request) -> Result<Response, ApiErr
         ["apis"] => get_only(Ok(discovery::group_list(&srv))),
         ["apis", g] => get_only(discovery::group(&srv, g)),
         ["apis", g, v] => get_only(discovery::resource_list(&srv, g, v)),
+        ["apis", g, v, plural] if auth_review::kind(g, v, plural).is_some() => {
+            auth_review::serve(&srv, g, v, plural, &r, &path)
+        }
         ["apis", g, v, rest @ ..] => resource(&srv, g, v, rest, r, &path).await,
         ["openapi", "v3"] => get_only(Ok(openapi::root(&srv))),
         ["openapi", "v3", gv @ ..] => get_only(openapi::group_version(&srv, &gv.join("/"))),

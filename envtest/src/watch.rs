@@ -188,10 +188,15 @@ impl Watcher {
             }
             return Bytes::from(format!("{{\"type\":\"{kind}\",\"object\":{v}}}\n"));
         }
-        let same_version =
-            obj.value["apiVersion"].as_str() == Some(self.info.api_version().as_str());
+        // The line written with the event serves unless this reader sees the
+        // object differently (another version, or defaults added since).
         match natural {
-            Some(ev) if same_version && ev.kind.as_str() == kind => ev.line.clone(),
+            Some(ev)
+                if ev.kind.as_str() == kind
+                    && crate::objects::read_view(obj, &self.info).is_none() =>
+            {
+                ev.line.clone()
+            }
             _ => event_line(kind, &render(obj, &self.info)),
         }
     }

@@ -86,6 +86,20 @@ pub trait ReflectorStore<K>: Send + Sync {
     fn replace(&self, list: Vec<K>, resource_version: &str);
     /// The resync period elapsed.
     fn resync(&self);
+    /// One listed object, as its page arrives and before the list is
+    /// complete. A store that transforms what enters it (a FIFO stripping
+    /// `managedFields`) does it here, so the reflector never holds a whole
+    /// untransformed list; what this returns reaches
+    /// [`replace_prepared`](Self::replace_prepared). By default, the object
+    /// as it is.
+    fn prepare_listed(&self, obj: K) -> K {
+        obj
+    }
+    /// Like [`replace`](Self::replace), for objects that went through
+    /// [`prepare_listed`](Self::prepare_listed) (by default, `replace`).
+    fn replace_prepared(&self, list: Vec<K>, resource_version: &str) {
+        self.replace(list, resource_version);
+    }
 }
 
 impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
@@ -103,6 +117,12 @@ impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
     }
     fn resync(&self) {
         (**self).resync();
+    }
+    fn prepare_listed(&self, obj: K) -> K {
+        (**self).prepare_listed(obj)
+    }
+    fn replace_prepared(&self, list: Vec<K>, resource_version: &str) {
+        (**self).replace_prepared(list, resource_version);
     }
 }
 

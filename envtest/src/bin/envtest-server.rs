@@ -17,9 +17,16 @@ struct Args {
     /// Persist state in this directory (every write fsync'd; restarts keep it).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Require this bearer token on every request (401 otherwise).
+    /// Require this bearer token on every request but health checks (401
+    /// otherwise); the kubeconfig carries it. Use it with --tls for kubectl
+    /// and other client-go programs: they never send a token over plain
+    /// HTTP, so without --tls only clients that do (curl, kube-rs) get in.
     #[arg(long)]
     token: Option<String>,
+    /// Serve HTTPS with a CA and server certificate (127.0.0.1, ::1,
+    /// localhost) generated at start; the kubeconfig trusts that CA.
+    #[arg(long)]
+    tls: bool,
     /// Events of watch history kept for resume.
     #[arg(long, default_value_t = envtest::DEFAULT_HISTORY_WINDOW)]
     history_window: usize,
@@ -39,6 +46,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .history_window(args.history_window);
     if let Some(t) = &args.token {
         builder = builder.bearer_token(t.clone());
+        if !args.tls {
+            eprintln!(
+                "note: --token without --tls: kubectl and other client-go programs never send \
+                 a bearer token over plain HTTP and will get 401; add --tls for them"
+            );
+        }
+    }
+    if args.tls {
+        builder = builder.tls();
     }
     if let Some(d) = &args.data_dir {
         builder = builder.data_dir(d.clone());

@@ -121,31 +121,26 @@ pub fn list(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError
         }
     };
 
-    let mut items: Vec<Bytes> = Vec::new();
-    let mut matched: Vec<Arc<StoredObject>> = Vec::new();
-    let mut last_key: Option<ObjKey> = None;
-    let mut more = false;
-    let mut remaining = 0usize;
-    let scanned = srv.store.scan(
-        &res,
+    // O(page): the storage stops at the first object past the page and
+    // remembers the remaining count from one page to the next.
+    let request = crate::storage::PageRequest {
+        res: &res,
         at,
-        filter.namespace.as_deref(),
-        after.as_ref(),
-        |k, obj| {
-            if !filter.matches(info, &obj.value) {
-                return true;
-            }
-            if limit > 0 && matched.len() >= limit {
-                more = true;
-                remaining += 1;
-                return true;
-            }
-            matched.push(obj.clone());
-            last_key = Some(k.clone());
-            true
-        },
-    );
-    let snap_rev = scanned.map_err(|e| match (e, cont.is_some()) {
+        ns: filter.namespace.as_deref(),
+        after: after.as_ref(),
+        limit,
+        count_remaining: !filter.has_selectors(),
+    };
+    let page = srv
+        .store
+        .list_page(&request, |obj| filter.matches(info, &obj.value));
+    let crate::storage::Page {
+        rev: snap_rev,
+        items: matched,
+        last: last_key,
+        more,
+        remaining,
+    } = page.map_err(|e| match (e, cont.is_some()) {
         (e @ StorageError::Expired { .. }, true) => expired_continue(e),
         (StorageError::Expired { requested, oldest }, false) => {
             ApiError::expired(format!("too old resource version: {requested} ({oldest})"))
@@ -167,7 +162,7 @@ pub fn list(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError
             continue_token.as_deref(),
         ));
     }
-    items.extend(matched.iter().map(|o| render(o, info)));
+    let items: Vec<Bytes> = matched.iter().map(|o| render(o, info)).collect();
 
     let mut meta = serde_json::json!({"resourceVersion": snap_rev.to_string()});
     if let Some(tok) = &continue_token {

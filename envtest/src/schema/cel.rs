@@ -46,6 +46,7 @@ struct Rule {
     field_path: Option<String>,
     transition: bool,
     optional_old_self: bool,
+    cost: f64,
 }
 
 /// How old list items are found for new ones.
@@ -67,9 +68,17 @@ pub struct Node {
     additional: Option<Box<Node>>,
     items: Option<Box<Node>>,
     list_type: ListType,
+    /// Estimated cost of this node's rules and, times the number of times
+    /// they can run, of the rules below ([`super::cel_cost`]).
+    cost: f64,
 }
 
 impl Node {
+    /// Estimated worst-case cost of every rule in this subtree.
+    pub fn cost(&self) -> f64 {
+        self.cost
+    }
+
     fn is_empty(&self) -> bool {
         self.rules.is_empty()
             && self.properties.is_empty()
@@ -107,8 +116,34 @@ fn program(src: &str, field: String, causes: &mut Vec<Cause>) -> Option<(cel::Pr
     None
 }
 
+/// Refuse a program whose estimated cost is over the per-rule limit;
+/// answers the estimate.
+fn priced(
+    p: &cel::Program,
+    schema: &Value,
+    what: &str,
+    field: String,
+    causes: &mut Vec<Cause>,
+) -> f64 {
+    let cost = super::cel_cost::estimate(p.expression(), schema);
+    if cost > super::cel_cost::RULE_LIMIT {
+        cause(
+            causes,
+            "FieldValueForbidden",
+            field,
+            super::cel_cost::over_budget(
+                &format!("estimated {what} cost"),
+                cost,
+                super::cel_cost::RULE_LIMIT,
+            ),
+        );
+    }
+    cost
+}
+
 fn compile_rule(
     raw: &Value,
+    schema: &Value,
     at: &str,
     correlatable: bool,
     causes: &mut Vec<Cause>,
@@ -125,6 +160,9 @@ fn compile_rule(
         return None;
     }
     let compiled = program(&src, format!("{at}.rule"), causes);
+    let mut cost = compiled.as_ref().map_or(0.0, |(p, _)| {
+        priced(p, schema, "rule", format!("{at}.rule"), causes)
+    });
     let transition = compiled
         .as_ref()
         .is_some_and(|(_, r)| r.variables.contains("oldSelf"));
@@ -132,7 +170,16 @@ fn compile_rule(
         .as_str()
         .filter(|m| !m.trim().is_empty())
         .and_then(|m| program(m, format!("{at}.messageExpression"), causes))
-        .map(|(p, _)| p);
+        .map(|(p, _)| {
+            cost += priced(
+                &p,
+                schema,
+                "messageExpression",
+                format!("{at}.messageExpression"),
+                causes,
+            );
+            p
+        });
     let reason = match raw["reason"].as_str().unwrap_or("FieldValueInvalid") {
         "FieldValueInvalid" => Reason::Invalid,
         "FieldValueForbidden" => Reason::Forbidden,
@@ -189,6 +236,7 @@ fn compile_rule(
     }
     let (program, _) = compiled?;
     (causes.len() == before).then(|| Rule {
+        cost,
         source: src,
         program,
         message: raw["message"]
@@ -219,7 +267,7 @@ pub fn compile(schema: &Value, path: &str, correlatable: bool, causes: &mut Vec<
     {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
         node.rules
-            .extend(compile_rule(raw, &at, correlatable, causes));
+            .extend(compile_rule(raw, schema, &at, correlatable, causes));
     }
     if let Some(props) = schema["properties"].as_object() {
         for (k, sub) in props {
@@ -230,6 +278,7 @@ pub fn compile(schema: &Value, path: &str, correlatable: bool, causes: &mut Vec<
                 causes,
             );
             if !child.is_empty() {
+                node.cost += child.cost;
                 node.properties.insert(k.clone(), child);
             }
         }
@@ -241,6 +290,7 @@ pub fn compile(schema: &Value, path: &str, correlatable: bool, causes: &mut Vec<
             correlatable,
             causes,
         );
+        node.cost += child.cost * super::cel_cost::bound(schema);
         node.additional = (!child.is_empty()).then(|| Box::new(child));
     }
     if schema["items"].is_object() {
@@ -266,8 +316,10 @@ pub fn compile(schema: &Value, path: &str, correlatable: bool, causes: &mut Vec<
             items_correlate,
             causes,
         );
+        node.cost += child.cost * super::cel_cost::bound(schema);
         node.items = (!child.is_empty()).then(|| Box::new(child));
     }
+    node.cost += node.rules.iter().map(|r| r.cost).sum::<f64>();
     node
 }
 

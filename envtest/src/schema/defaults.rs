@@ -4,11 +4,17 @@
 //! objects, array items and `additionalProperties` values — and a default
 //! that is itself an object gets the defaults of its own properties.
 //! `apiVersion`, `kind` and `metadata` at the root are left alone.
+//!
+//! Defaults are applied on writes and again on reads ([`super::default_on_read`]):
+//! an object stored before its CRD gained a default shows it on the next
+//! GET, LIST or watch event, without being rewritten in storage.
 
 use serde_json::Value;
 
-/// Fill in defaults in `v` from `schema` (`root` for the object itself).
-pub fn apply(schema: &Value, v: &mut Value, root: bool) {
+/// Fill in defaults in `v` from `schema` (`root` for the object itself);
+/// true when anything was filled in.
+pub fn apply(schema: &Value, v: &mut Value, root: bool) -> bool {
+    let mut changed = false;
     match v {
         Value::Object(map) => {
             let props = schema["properties"].as_object();
@@ -24,17 +30,18 @@ pub fn apply(schema: &Value, v: &mut Value, root: bool) {
                     };
                     if missing {
                         map.insert(k.clone(), d.clone());
+                        changed = true;
                     }
                 }
                 if let Some(child) = map.get_mut(k) {
-                    apply(sub, child, false);
+                    changed |= apply(sub, child, false);
                 }
             }
             let additional = &schema["additionalProperties"];
             if additional.is_object() {
                 for (k, child) in map.iter_mut() {
                     if props.is_none_or(|p| !p.contains_key(k)) {
-                        apply(additional, child, false);
+                        changed |= apply(additional, child, false);
                     }
                 }
             }
@@ -42,12 +49,27 @@ pub fn apply(schema: &Value, v: &mut Value, root: bool) {
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for i in items {
-                    apply(item_schema, i, false);
+                    changed |= apply(item_schema, i, false);
                 }
             }
         }
         _ => {}
     }
+    changed
+}
+
+/// Whether `schema` declares a `default` anywhere (so reads need defaulting).
+pub fn declares_any(schema: &Value) -> bool {
+    let Some(map) = schema.as_object() else {
+        return false;
+    };
+    map.contains_key("default")
+        || map
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.values().any(declares_any))
+        || map.get("additionalProperties").is_some_and(declares_any)
+        || map.get("items").is_some_and(declares_any)
 }
 
 #[cfg(test)]
@@ -70,7 +92,11 @@ mod tests {
             }}
         }});
         let mut empty = json!({"metadata": {}});
-        apply(&schema, &mut empty, true);
+        assert!(apply(&schema, &mut empty, true));
+        assert!(!apply(&schema, &mut empty, true), "nothing left to fill");
+        assert!(declares_any(&schema));
+        assert!(!declares_any(&json!({"type": "object", "properties": {
+            "a": {"type": "array", "items": {"type": "string"}}}})));
         assert_eq!(
             empty["spec"],
             json!({"replicas": 1, "mode": "auto", "note": "n"})

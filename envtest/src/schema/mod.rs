@@ -7,16 +7,20 @@
 //! violation becomes a cause with its field path in one 422 Invalid answer.
 //! Between pruning and validation, [`defaults`] fill in `default` values.
 //! `apiVersion`, `kind` and `metadata` at the root are never pruned.
-//! [`structural`] checks the schema itself when its CRD is written, and
+//! The junctors `allOf`/`anyOf`/`oneOf`/`not` are value validations
+//! ([`junctors`]). [`structural`] checks the schema itself when its CRD is
+//! written, and
 //! [`cel`] compiles and evaluates its `x-kubernetes-validations` rules.
 
 mod cel;
+mod cel_cost;
 mod cel_k8s;
 mod cel_library;
 mod cel_quantity;
 mod cel_url;
 mod constraints;
 mod defaults;
+mod junctors;
 mod structural;
 
 pub use structural::check_crd_schemas;
@@ -147,6 +151,9 @@ pub fn validate(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) 
             ),
         );
     }
+    if junctors::present(schema) {
+        junctors::check(schema, v, path, causes);
+    }
     match v {
         Value::Number(n) => {
             constraints::check_number(schema, n, path, causes);
@@ -274,6 +281,38 @@ fn validate_object(schema: &Value, map: &Map<String, Value>, path: &str, causes:
     }
 }
 
+/// Schemas known to declare (true) or not declare (false) a `default`,
+/// keyed by the schema's allocation; entries whose schema was dropped are
+/// evicted on the next miss.
+static DECLARES_DEFAULTS: parking_lot::Mutex<Vec<(std::sync::Weak<Value>, bool)>> =
+    parking_lot::Mutex::new(Vec::new());
+
+fn declares_defaults(schema: &Arc<Value>) -> bool {
+    let mut cache = DECLARES_DEFAULTS.lock();
+    if let Some((_, d)) = cache
+        .iter()
+        .find(|(w, _)| w.upgrade().is_some_and(|s| Arc::ptr_eq(&s, schema)))
+    {
+        return *d;
+    }
+    cache.retain(|(w, _)| w.strong_count() > 0);
+    let d = defaults::declares_any(schema);
+    cache.push((Arc::downgrade(schema), d));
+    d
+}
+
+/// A stored custom resource as a reader sees it: with the `default`s of
+/// `schema` filled in, as the API server defaults objects it decodes from
+/// storage. `None` when nothing needs filling in (the stored bytes can be
+/// served as they are). Storage is not rewritten.
+pub fn default_on_read(schema: &Arc<Value>, stored: &Value) -> Option<Value> {
+    if !declares_defaults(schema) {
+        return None;
+    }
+    let mut v = stored.clone();
+    defaults::apply(schema, &mut v, true).then_some(v)
+}
+
 /// Prune then validate a custom resource being created; 422 Invalid listing
 /// every violation. Answers the paths of the pruned (unknown) fields.
 pub fn check(schema: &Arc<Value>, obj: &mut Value, kind: &str) -> Result<Vec<String>, ApiError> {
@@ -291,7 +330,7 @@ pub fn check_update(
 ) -> Result<Vec<String>, ApiError> {
     let mut pruned = Vec::new();
     prune(schema, obj, "", &mut pruned);
-    defaults::apply(schema, obj, true);
+    let _ = defaults::apply(schema, obj, true);
     let mut causes = Vec::new();
     validate(schema, obj, "", &mut causes);
     if causes.is_empty() {

@@ -4,7 +4,8 @@
 //! `x-kubernetes-preserve-unknown-fields` stands in for it), the root is an
 //! object, arrays have `items`, `properties` and `additionalProperties` are
 //! not both given, `uniqueItems: true` is forbidden, patterns compile,
-//! list types are known and map lists name their keys.
+//! list types are known and map lists name their keys, and the junctors
+//! (`allOf`, `anyOf`, `oneOf`, `not`) hold value validations only.
 //!
 //! `x-kubernetes-validations` (CEL rules) are compiled by [`super::cel`]:
 //! a rule that is malformed, or that calls what envtest cannot evaluate, is
@@ -103,6 +104,7 @@ fn node(schema: &Value, path: &str, root: bool, causes: &mut Vec<Cause>) {
             format!("Unsupported value: {other:?}: supported values: \"atomic\", \"map\", \"set\""),
         ),
     }
+    super::junctors::check_structural(schema, path, causes);
     if let Some(props) = schema["properties"].as_object() {
         for (k, sub) in props {
             node(sub, &format!("{path}.properties[{k}]"), false, causes);
@@ -134,7 +136,19 @@ pub fn check_crd_schemas(crd: &Value) -> Result<(), ApiError> {
         if schema.is_object() {
             let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
             node(schema, &path, true, &mut causes);
-            super::cel::compile(schema, &path, true, &mut causes);
+            let rules = super::cel::compile(schema, &path, true, &mut causes);
+            if rules.cost() > super::cel_cost::CRD_LIMIT {
+                push(
+                    &mut causes,
+                    "FieldValueForbidden",
+                    path.clone(),
+                    super::cel_cost::over_budget(
+                        "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                        rules.cost(),
+                        super::cel_cost::CRD_LIMIT,
+                    ),
+                );
+            }
         }
     }
     if causes.is_empty() {

@@ -9,7 +9,10 @@
 //! inside the window.
 
 mod journal;
+mod page;
 mod scan;
+
+pub use page::{Page, PageRequest};
 
 use crate::owners::{Location, OwnerIndex};
 use bytes::Bytes;
@@ -340,6 +343,8 @@ pub struct WatchStart {
 /// The storage of one server.
 pub struct Store {
     state: Mutex<State>,
+    /// Remaining counts of unfinished paginated lists (see [`page`]).
+    page_counts: Mutex<page::PageCounts>,
 }
 
 impl Store {
@@ -357,6 +362,7 @@ impl Store {
                 owners: OwnerIndex::default(),
                 journal: None,
             }),
+            page_counts: Mutex::new(page::PageCounts::default()),
         }
     }
 

@@ -52,7 +52,7 @@ fn scaling() -> Value {
             "replicas": {"type": "integer"},
             "maxReplicas": {"type": "integer"},
             "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self.startsWith('w-')"}]},
-            "tags": {"type": "array", "items": {"type": "string"},
+            "tags": {"type": "array", "maxItems": 16, "items": {"type": "string", "maxLength": 63},
                 "x-kubernetes-validations": [{"rule": "self.all(t, t.matches('^[a-z]+$')) && self.isSorted()", "message": "tags are sorted lowercase words"}]}}})
 }
 

@@ -180,10 +180,15 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     }
 
     fn enter(&self, obj: K) -> Arc<K> {
-        Arc::new(match &self.transform {
+        Arc::new(self.transformed(obj))
+    }
+
+    /// `obj` after the transform (if any).
+    pub(crate) fn transformed(&self, obj: K) -> K {
+        match &self.transform {
             Some(t) => t(obj),
             None => obj,
-        })
+        }
     }
 
     fn push(&self, kind: DeltaType, obj: K) {
@@ -244,10 +249,17 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     /// `list` (queued keys in queue order, then known keys sorted), with the
     /// newest object seen for it. Records `resource_version`.
     pub fn replace(&self, list: Vec<K>, resource_version: &str) {
+        let list = list.into_iter().map(|o| self.transformed(o)).collect();
+        self.replace_transformed(list, resource_version);
+    }
+
+    /// [`replace`](Self::replace) for objects already transformed (the
+    /// reflector transforms each list page as it arrives).
+    pub(crate) fn replace_transformed(&self, list: Vec<K>, resource_version: &str) {
         let objs: Vec<(Arc<str>, Arc<K>)> = list
             .into_iter()
             .map(|o| {
-                let o = self.enter(o);
+                let o = Arc::new(o);
                 (object_key_arc(&*o), o)
             })
             .collect();

@@ -27,6 +27,14 @@ impl<K: Resource + Clone + Send + Sync + 'static> ReflectorStore<K> for DeltaFif
     fn resync(&self) {
         DeltaFifo::resync(self);
     }
+
+    fn prepare_listed(&self, obj: K) -> K {
+        self.transformed(obj)
+    }
+
+    fn replace_prepared(&self, list: Vec<K>, resource_version: &str) {
+        self.replace_transformed(list, resource_version);
+    }
 }
 
 #[cfg(test)]

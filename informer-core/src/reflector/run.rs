@@ -145,7 +145,7 @@ where
         }
         st.rv_unavailable = false;
         let count = items.len();
-        self.store.replace(items, &list_rv);
+        self.store.replace_prepared(items, &list_rv);
         self.set_resource_version(st, &list_rv);
         self.metrics
             .list_completed(&self.name, count, pages, started.elapsed());
@@ -194,13 +194,14 @@ where
                         let page = self.lister_watcher.list(full).await?;
                         pages += 1;
                         self.skip_undecodable(&page.undecodable);
-                        return Ok((page.items, page.resource_version, pages));
+                        let items = self.prepare_page(page.items);
+                        return Ok((items, page.resource_version, pages));
                     }
                     Err(e) => return Err(e),
                 };
                 pages += 1;
                 self.skip_undecodable(&page.undecodable);
-                pages_items.push(page.items);
+                pages_items.push(self.prepare_page(page.items));
                 match page.continue_token {
                     Some(token) => req.continue_token = Some(token),
                     None => return Ok((join_pages(pages_items), page.resource_version, pages)),
@@ -209,6 +210,16 @@ where
         }
         .instrument(span)
         .await
+    }
+
+    /// Hands one list page's objects to the store's
+    /// [`prepare_listed`](ReflectorStore::prepare_listed) as the page
+    /// arrives (in place: the page's vector is reused).
+    fn prepare_page(&self, items: Vec<K>) -> Vec<K> {
+        items
+            .into_iter()
+            .map(|o| self.store.prepare_listed(o))
+            .collect()
     }
 
     /// Opens (or continues) watches until a relist is needed.

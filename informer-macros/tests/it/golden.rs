@@ -15,7 +15,7 @@ use kube_client::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 use crate::envtest::install;
-use crate::types::{Foo, Gadget, Route};
+use crate::types::{Foo, Gadget, Pool, Route};
 
 fn golden(name: &str, crd: &CustomResourceDefinition) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -42,6 +42,7 @@ fn generated_crds_match_the_checked_in_ones() {
     golden("foos.samplecontroller.k8s.io", &Foo::crd().unwrap());
     golden("gadgets.example.com", &Gadget::crd().unwrap());
     golden("routes.example.com", &Route::crd().unwrap());
+    golden("pools.example.com", &Pool::crd().unwrap());
 }
 
 fn dynamic(

@@ -1,7 +1,7 @@
 //! Integration tests for the derive macros: compile-fail and compile-pass
 //! cases (`ui`), checked-in CRDs (`golden`), the generated types against
-//! envtest over real HTTP (`envtest`, `informer`, and the field rules in
-//! `rules`) and a round-trip property (`props`).
+//! envtest over real HTTP (`envtest`, `informer`, the field rules in
+//! `rules`, k8s-openapi types and nested rules in `pool`) and a round-trip property (`props`).
 
 // Helpers outside #[test] functions panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -9,6 +9,7 @@
 mod envtest;
 mod golden;
 mod informer;
+mod pool;
 mod props;
 mod rules;
 mod types;

@@ -1,6 +1,8 @@
 //! Derived kinds shared by the tests.
 
 use controller_runtime::CustomResource;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -183,4 +185,75 @@ pub struct RouteStatus {
     /// Conditions, newest last.
     #[serde(default)]
     pub messages: Vec<String>,
+}
+
+/// A worker pool: k8s-openapi types in a spec (`IntOrString`, `Quantity`,
+/// alone, optional and in a map) and validation rules on the fields of
+/// nested types, given with schemars' own attributes.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[resource(group = "example.com", version = "v1", kind = "Pool", namespaced)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSpec {
+    /// Workers that may be down at once: a count or a percentage.
+    pub max_unavailable: IntOrString,
+    /// Extra workers during a rollout, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<IntOrString>,
+    /// Memory per worker.
+    pub memory: Quantity,
+    /// Further limits by resource name.
+    #[serde(default)]
+    pub limits: std::collections::BTreeMap<String, Quantity>,
+    /// What each worker runs (rules on its fields).
+    pub worker: Worker,
+    /// Autoscaling bounds, if any (a CEL rule on the nested type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<Autoscale>,
+}
+
+/// A worker template: schemars' `length`, `pattern` and `extend` on the
+/// fields of a type nested in the spec.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Worker {
+    /// Container image name.
+    #[schemars(length(min = 1, max = 63), pattern(r"^[a-z0-9./:-]+$"))]
+    pub image: String,
+    /// Ports, unique by name.
+    #[serde(default)]
+    #[schemars(
+        length(max = 4),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])
+    )]
+    pub ports: Vec<WorkerPort>,
+    /// Working directory.
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self.startsWith('/')", "message": "workDir must be absolute"}
+    ]))]
+    pub work_dir: String,
+}
+
+/// A named port.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct WorkerPort {
+    /// Unique name.
+    pub name: String,
+    /// Port number.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: i32,
+}
+
+/// Autoscaling bounds: a CEL rule on the type, ranges on its fields.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.minReplicas <= self.maxReplicas", "message": "minReplicas must not exceed maxReplicas", "reason": "FieldValueInvalid"}
+]))]
+pub struct Autoscale {
+    /// Lower bound.
+    #[schemars(range(min = 1, max = 100))]
+    pub min_replicas: u32,
+    /// Upper bound.
+    #[schemars(range(min = 1, max = 100))]
+    pub max_replicas: u32,
 }
