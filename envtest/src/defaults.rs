@@ -65,7 +65,8 @@ fn pod_spec(spec: &mut Value) {
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "enableServiceLinks", json!(true));
     for list in ["containers", "initContainers"] {
-        if let Some(cs) = spec[list].as_array_mut() {
+        // `get_mut`, not indexing: indexing would store `"initContainers": null`.
+        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
             cs.iter_mut().for_each(container);
         }
     }

@@ -6,9 +6,9 @@
 //! the list of their message's fields (Time, MicroTime, IntOrString,
 //! Quantity, RawExtension, FieldsV1, byte strings) are written out here by
 //! hand; every other message gets its `Conv` from one `bridge!` line in
-//! `bridge_table.rs`, which `gen_bridge.py` writes from the two crates'
-//! sources and the compiler checks (a field named wrongly on either side does
-//! not build). How a field nests differs between the two: protobuf has no
+//! `bridge_tables/` (one file per Kubernetes version), which `gen_bridge.py`
+//! writes from the two crates' sources and the compiler checks (a field
+//! named wrongly on either side does not build). How a field nests differs between the two: protobuf has no
 //! "absent list" (an empty list or map reads back as absent, as on a
 //! cluster), and Go's embedded structs are flat in JSON but a nested message
 //! in protobuf (`Volume` holds a `VolumeSource`).
@@ -164,7 +164,8 @@ impl Conv<pb::apis::meta::v1::FieldsV1> for FieldsV1 {
 }
 
 /// How a field nests on each side: `opt` is `Option` on both, `req` a plain
-/// JSON field that protobuf keeps optional, `optvec`/`optmap` a JSON
+/// JSON field that protobuf keeps optional (`reqtime` a time, which has no
+/// default to fall back on when the message lacks it), `optvec`/`optmap` a JSON
 /// `Option` of a list/map protobuf keeps bare (empty reads back as absent),
 /// `vec`/`map` bare on both.
 mod nest {
@@ -284,4 +285,10 @@ macro_rules! bridge {
     };
 }
 
-include!("bridge_table.rs");
+// One table per Kubernetes version k8s-openapi can be built for: the JSON
+// types gain fields from version to version.
+k8s_openapi::k8s_if_1_33! { include!("bridge_tables/v1_33.rs"); }
+k8s_openapi::k8s_if_1_34! { include!("bridge_tables/v1_34.rs"); }
+k8s_openapi::k8s_if_1_35! { include!("bridge_tables/v1_35.rs"); }
+k8s_openapi::k8s_if_1_36! { include!("bridge_tables/v1_36.rs"); }
+k8s_openapi::k8s_if_1_37! { include!("bridge_tables/v1_37.rs"); }

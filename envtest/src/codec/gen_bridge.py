@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes `bridge_table.rs`: one `bridge!` line per protobuf message reachable
+"""Writes a `bridge_tables/v1_NN.rs` (one per k8s-openapi version): one `bridge!` line per protobuf message reachable
 from the built-in kinds envtest serves, naming each field present in both the
 k8s-pb struct and the k8s-openapi struct of the same path, with how the two
 field types nest (`opt`, `req`, `optvec`, `vec`, `optmap`, `map`).
@@ -7,8 +7,10 @@ field types nest (`opt`, `req`, `optvec`, `vec`, `optmap`, `map`).
 The compiler checks every line (a wrong name or nesting does not build), so
 this script only saves typing. Run it after bumping k8s-pb or k8s-openapi:
 
-    python3 envtest/src/codec/gen_bridge.py K8S_PB_SRC K8S_OPENAPI_SRC/v1_34 \
-        > envtest/src/codec/bridge_table.rs
+    for v in 33 34 35 36 37; do
+      python3 envtest/src/codec/gen_bridge.py K8S_PB_SRC K8S_OPENAPI_SRC/v1_$v \
+        > envtest/src/codec/bridge_tables/v1_$v.rs
+    done
 
 (the two source folders of the crates as cargo unpacked them, `cargo metadata`
 names them). Fields only one side has are listed as comments in the output.
@@ -138,8 +140,11 @@ def main():
             oname = by_norm.get(norm(name))
             if oname is None:
                 inner = refs(ty)
-                if inner and inner[0] in pb and inner[0] not in LEAVES and all(
-                        norm(n) in by_norm for _, n, _ in pb[inner[0]]):
+                # An embedded Go struct: most of its fields sit in the JSON type
+                # (a few may belong to another Kubernetes version).
+                fields = pb.get(inner[0], []) if inner else []
+                found = sum(norm(n) in by_norm for _, n, _ in fields)
+                if inner and inner[0] not in LEAVES and fields and 2 * found >= len(fields):
                     sub, _ = fields_of(inner[0], oaf, notes)
                     embeds.append((f"{raw}{name}", inner[0], sub))
                     continue

@@ -108,10 +108,13 @@ pub(crate) enum Answer {
     Protobuf,
 }
 
+/// A media type and its parameters (without `q`).
+type MediaRange = (String, Vec<(String, String)>);
+
 /// The media types of an `Accept` header in the client's order of
 /// preference (by `q`, then by position), with their parameters.
-fn accepted(accept: &str) -> Vec<(String, Vec<(String, String)>)> {
-    let mut out: Vec<(f32, usize, String, Vec<(String, String)>)> = Vec::new();
+fn accepted(accept: &str) -> Vec<MediaRange> {
+    let mut out: Vec<(f32, usize, MediaRange)> = Vec::new();
     for (i, part) in accept.split(',').enumerate() {
         let mut bits = part.split(';');
         let mt = bits.next().unwrap_or("").trim().to_ascii_lowercase();
@@ -130,11 +133,11 @@ fn accepted(accept: &str) -> Vec<(String, Vec<(String, String)>)> {
             }
         }
         if q > 0.0 {
-            out.push((q, i, mt, params));
+            out.push((q, i, (mt, params)));
         }
     }
     out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    out.into_iter().map(|(_, _, m, p)| (m, p)).collect()
+    out.into_iter().map(|(_, _, m)| m).collect()
 }
 
 /// Which encoding answers a request for this resource (406 when the client
@@ -256,7 +259,11 @@ pub(crate) async fn encode_response(
             let av = v["apiVersion"].as_str().unwrap_or("");
             proto::has_protobuf(av, v["kind"].as_str().unwrap_or(""))
         })
-        .and_then(|v| to_protobuf(&v).ok());
+        .and_then(|v| {
+            to_protobuf(&v)
+                .inspect_err(|e| tracing::warn!("answer not sent as protobuf: {e}"))
+                .ok()
+        });
     match encoded {
         Some(pb) => {
             parts.headers.remove(header::CONTENT_LENGTH);

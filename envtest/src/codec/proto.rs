@@ -215,14 +215,8 @@ fn decode_list(mut raw: &[u8], c: KindCodec) -> Result<Value, CodecError> {
                 let m = k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta::from_pb(m)?;
                 meta = serde_json::to_value(m).map_err(|e| CodecError::Json(e.to_string()))?;
             }
-            2 => {
-                let mut it = (c.decode)(field)?;
-                if let Some(m) = it.as_object_mut() {
-                    m.remove("apiVersion");
-                    m.remove("kind");
-                }
-                items.push(it);
-            }
+            // Items carry their type, as in envtest's JSON lists.
+            2 => items.push((c.decode)(field)?),
             _ => {}
         }
     }

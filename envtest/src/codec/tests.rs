@@ -70,7 +70,7 @@ fn meta() -> impl Strategy<Value = ObjectMeta> {
                 namespace: Some("default".into()),
                 labels,
                 annotations,
-                creation_timestamp: created,
+                creation_timestamp: created.clone(),
                 generation,
                 managed_fields: managed.then(|| {
                     vec![ManagedFieldsEntry {
@@ -227,7 +227,8 @@ fn empty_lists_read_back_as_absent_as_on_a_cluster() {
 fn lists_and_status_encode_with_their_envelope() {
     let list = json!({"apiVersion": "v1", "kind": "ConfigMapList",
         "metadata": {"resourceVersion": "7", "continue": "abc"},
-        "items": [{"metadata": {"name": "a"}, "data": {"k": "v"}}, {"metadata": {"name": "b"}}]});
+        "items": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}},
+                  {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}}]});
     let bytes = to_protobuf(&list).unwrap();
     assert_eq!(from_protobuf(&bytes).unwrap(), list);
     let status = json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",

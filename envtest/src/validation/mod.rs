@@ -166,7 +166,8 @@ pub fn media_type(content_type: Option<&str>) -> String {
         .to_ascii_lowercase()
 }
 
-/// Accept only JSON bodies for create/update (415 otherwise).
+/// Accept only JSON bodies for create/update (415 otherwise): the codec has
+/// already turned YAML and protobuf bodies into JSON.
 pub fn require_json(content_type: Option<&str>) -> Result<(), ApiError> {
     let mt = media_type(content_type);
     if mt == "application/json" || mt.is_empty() || mt == "*/*" {
@@ -176,7 +177,7 @@ pub fn require_json(content_type: Option<&str>) -> Result<(), ApiError> {
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json (got {mt:?})"
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf (got {mt:?})"
             ),
         ))
     }
