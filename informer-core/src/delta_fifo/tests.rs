@@ -1,5 +1,7 @@
 //! Unit tests: one per DeltaFIFO rule.
 
+mod shrink;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
