@@ -122,6 +122,19 @@ pub fn validate(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) 
         }
         return;
     }
+    if schema["x-kubernetes-int-or-string"] == true && !(v.is_i64() || v.is_u64() || v.is_string())
+    {
+        let got = type_name(v);
+        invalid(
+            causes,
+            "FieldValueTypeInvalid",
+            path,
+            format!(
+                "Invalid value: \"{got}\": {path} in body must be of type integer,string: \"{got}\""
+            ),
+        );
+        return;
+    }
     if let Some(want) = schema["type"].as_str() {
         let got = type_name(v);
         let ok = want == got || (want == "number" && got == "integer");
@@ -377,6 +390,23 @@ mod tests {
             }},
             "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}
         }})
+    }
+
+    #[test]
+    fn int_or_string_takes_an_integer_or_a_string_only() {
+        let s = json!({"x-kubernetes-int-or-string": true});
+        for ok in [json!(8080), json!("http")] {
+            let mut causes = Vec::new();
+            validate(&s, &ok, "spec.port", &mut causes);
+            assert!(causes.is_empty(), "{ok} refused: {causes:?}");
+        }
+        for bad in [json!(true), json!(1.5), json!({"a": 1}), json!([1])] {
+            let mut causes = Vec::new();
+            validate(&s, &bad, "spec.port", &mut causes);
+            assert_eq!(causes.len(), 1, "{bad} accepted");
+            assert_eq!(causes[0].field, "spec.port");
+            assert!(causes[0].message.contains("must be of type integer,string"));
+        }
     }
 
     #[test]

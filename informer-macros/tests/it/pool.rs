@@ -188,11 +188,14 @@ async fn int_or_string_fields_take_an_integer_or_a_string() {
         json!({"cpu": 2, "ephemeral-storage": "1Gi"})
     );
 
-    // What a cluster also does, and envtest does not yet: refuse a value
-    // that is neither an integer nor a string at an int-or-string node
-    // (`true` for `maxUnavailable` is stored as it is). That check belongs
-    // in envtest's schema validation; until it is there this test cannot
-    // show it.
+    // Neither an integer nor a string: refused at the field, as a cluster does.
+    let mut spec = valid();
+    spec["maxUnavailable"] = json!(true);
+    let causes = refused(&api, spec).await;
+    assert!(
+        has(&causes, "spec.maxUnavailable", "FieldValueTypeInvalid"),
+        "{causes:?}"
+    );
 }
 
 #[tokio::test]
