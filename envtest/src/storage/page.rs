@@ -127,9 +127,7 @@ impl Store {
             remaining = total.saturating_sub(items.len());
         }
         if let (true, true, Some(last)) = (more, req.count_remaining, &last) {
-            self.page_counts
-                .lock()
-                .put(count_key(rev, last), remaining);
+            self.page_counts.lock().put(count_key(rev, last), remaining);
         }
         Ok(Page {
             rev,
