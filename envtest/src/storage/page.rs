@@ -257,7 +257,7 @@ mod tests {
     #[test]
     fn without_counting_a_page_stops_at_the_next_match() {
         let s = store(10);
-        let even = |o: &StoredObject| o.value["data"]["i"].as_u64().unwrap() % 2 == 0;
+        let even = |o: &StoredObject| o.value["data"]["i"].as_u64().unwrap().is_multiple_of(2);
         let req = PageRequest {
             res: "/configmaps",
             at: None,

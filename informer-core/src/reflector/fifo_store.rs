@@ -106,4 +106,59 @@ mod tests {
         cancel.cancel();
         task.await.unwrap();
     }
+
+    /// The FIFO's transform runs on each list page as it arrives (before
+    /// the next page is requested), once per object: `replace_prepared`
+    /// does not transform again.
+    #[tokio::test(start_paused = true)]
+    async fn list_pages_are_transformed_as_they_arrive_and_only_once() {
+        let bump = Bump::new();
+        let lw = FakeLw::new(
+            &bump,
+            vec![
+                Step::List(Ok(page("10", &["a", "b"], Some("next")))),
+                Step::List(Ok(page("10", &["c"], None))),
+                Step::Watch(vec![Item::Hang]),
+            ],
+        );
+        // For each transformed object: how many requests had been made.
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let transform: crate::delta_fifo::Transform<k8s_openapi::api::core::v1::ConfigMap> = {
+            let (seen, lw) = (seen.clone(), lw.clone());
+            Arc::new(move |mut obj| {
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                seen.lock().unwrap().push((name, lw.calls().len()));
+                obj.metadata.labels = Some([("t".to_owned(), "1".to_owned())].into());
+                obj
+            })
+        };
+        let fifo = Arc::new(DeltaFifo::new(None).with_transform(transform));
+        let reflector = Reflector::builder(lw.clone(), fifo.clone())
+            .page_size(2)
+            .build();
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(reflector.run(cancel.clone()));
+        let lw2 = lw.clone();
+        bump.until("the watch is open", move || lw2.hung() == 1)
+            .await;
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                ("a".to_owned(), 1),
+                ("b".to_owned(), 1),
+                ("c".to_owned(), 2)
+            ]
+        );
+        let labelled = fifo
+            .pop(|d| {
+                d.deltas
+                    .iter()
+                    .all(|d| d.object.object().metadata.labels.is_some())
+            })
+            .await
+            .unwrap();
+        assert!(labelled);
+        cancel.cancel();
+        task.await.unwrap();
+    }
 }

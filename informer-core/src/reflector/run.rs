@@ -218,7 +218,11 @@ where
     fn prepare_page(&self, items: Vec<K>) -> Vec<K> {
         items
             .into_iter()
-            .map(|o| self.store.prepare_listed(o))
+            .map(|o| {
+                let mut o = self.store.prepare_listed(o);
+                fit_metadata(&mut o);
+                o
+            })
             .collect()
     }
 
@@ -355,18 +359,21 @@ where
 
     fn apply(&self, st: &mut State, event: WatchEvent<K>) {
         match event {
-            WatchEvent::Added(obj) => {
+            WatchEvent::Added(mut obj) => {
                 let rv = obj.meta().resource_version.clone();
+                fit_metadata(&mut obj);
                 self.store.add(obj);
                 self.event_applied(st, WatchEventType::Added, rv.as_deref());
             }
-            WatchEvent::Modified(obj) => {
+            WatchEvent::Modified(mut obj) => {
                 let rv = obj.meta().resource_version.clone();
+                fit_metadata(&mut obj);
                 self.store.update(obj);
                 self.event_applied(st, WatchEventType::Modified, rv.as_deref());
             }
-            WatchEvent::Deleted(obj) => {
+            WatchEvent::Deleted(mut obj) => {
                 let rv = obj.meta().resource_version.clone();
+                fit_metadata(&mut obj);
                 self.store.delete(obj);
                 self.event_applied(st, WatchEventType::Deleted, rv.as_deref());
             }
@@ -546,6 +553,23 @@ fn failure_reason(err: &ListWatchError) -> &str {
     }
 }
 
+/// Gives back the spare room of the metadata lists a JSON decoder grew by
+/// doubling: serde_json gives no length up front, so one managedFields entry
+/// (about 170 B) otherwise sits in room for four, about 500 B per cached
+/// object for nothing.
+fn fit_metadata<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    if let Some(v) = meta.managed_fields.as_mut() {
+        v.shrink_to_fit();
+    }
+    if let Some(v) = meta.owner_references.as_mut() {
+        v.shrink_to_fit();
+    }
+    if let Some(v) = meta.finalizers.as_mut() {
+        v.shrink_to_fit();
+    }
+}
+
 /// Joins list pages into one vector of exactly their total length (a single
 /// page is passed on as it is).
 fn join_pages<K>(mut pages: Vec<Vec<K>>) -> Vec<K> {
@@ -561,7 +585,23 @@ fn join_pages<K>(mut pages: Vec<Vec<K>>) -> Vec<K> {
 
 #[cfg(test)]
 mod join_tests {
-    use super::join_pages;
+    use super::{fit_metadata, join_pages};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
+    #[test]
+    fn decoded_metadata_lists_keep_no_spare_room() {
+        let json = r#"{"metadata":{"name":"a","finalizers":["f"],
+            "managedFields":[{"manager":"m","operation":"Update"}]}}"#;
+        let mut cm: ConfigMap = serde_json::from_str(json).unwrap();
+        let grown = |cm: &ConfigMap| cm.metadata.managed_fields.as_ref().unwrap().capacity();
+        assert!(grown(&cm) > 1, "the decoder grows by doubling");
+        fit_metadata(&mut cm);
+        assert_eq!(grown(&cm), 1);
+        assert_eq!(cm.metadata.finalizers.as_ref().unwrap().capacity(), 1);
+        let entry: &ManagedFieldsEntry = &cm.metadata.managed_fields.as_ref().unwrap()[0];
+        assert_eq!(entry.manager.as_deref(), Some("m"));
+    }
 
     #[test]
     fn pages_join_in_order_into_an_exact_fit() {
