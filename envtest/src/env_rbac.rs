@@ -52,8 +52,11 @@ fn binding_parts(
         namespace: meta.namespace.clone(),
         ..ObjectMeta::default()
     };
+    // `api_group` is a `String` up to Kubernetes 1.35 and an
+    // `Option<String>` from 1.36: `.into()` is one spelling for both.
+    #[allow(clippy::useless_conversion)]
     let role_ref = RoleRef {
-        api_group: "rbac.authorization.k8s.io".into(),
+        api_group: String::from("rbac.authorization.k8s.io").into(),
         kind: kind.into(),
         name: role_name,
     };

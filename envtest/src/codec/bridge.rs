@@ -6,7 +6,7 @@
 //! the list of their message's fields (Time, MicroTime, IntOrString,
 //! Quantity, RawExtension, FieldsV1, byte strings) are written out here by
 //! hand; every other message gets its `Conv` from one `bridge!` line in
-//! `bridge_tables/` (one file per Kubernetes version), which `gen_bridge.py`
+//! `bridge_tables/` (`common.rs` and one file per Kubernetes version for what differs), which `gen_bridge.py`
 //! writes from the two crates' sources and the compiler checks (a field
 //! named wrongly on either side does not build). How a field nests differs between the two: protobuf has no
 //! "absent list" (an empty list or map reads back as absent, as on a
@@ -285,8 +285,10 @@ macro_rules! bridge {
     };
 }
 
-// One table per Kubernetes version k8s-openapi can be built for: the JSON
-// types gain fields from version to version.
+// The lines every Kubernetes version k8s-openapi can be built for shares,
+// then one table per version for what differs (the JSON types gain fields
+// from version to version).
+include!("bridge_tables/common.rs");
 k8s_openapi::k8s_if_1_33! { include!("bridge_tables/v1_33.rs"); }
 k8s_openapi::k8s_if_1_34! { include!("bridge_tables/v1_34.rs"); }
 k8s_openapi::k8s_if_1_35! { include!("bridge_tables/v1_35.rs"); }
