@@ -15,10 +15,10 @@ use kube_client::Client;
 use kube_client::api::{Api, DynamicObject, PostParams};
 use kube_client::core::{ApiResource, GroupVersionKind};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Value, json};
 
 use crate::envtest::install;
+use crate::props::round_trip;
 use crate::types::{Autoscale, Pool, PoolSpec, Worker, WorkerPort};
 
 /// The `spec` schema of `Pool`'s CRD.
@@ -313,28 +313,5 @@ fn spec() -> impl Strategy<Value = PoolSpec> {
 async fn random_pool_specs_round_trip_through_envtest_unchanged() {
     let (_env, client) = started().await;
     let api: Api<Pool> = Api::namespaced(client, "default");
-    let handle = tokio::runtime::Handle::current();
-    let mut runner = TestRunner::new(Config {
-        cases: 48,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let n = std::sync::atomic::AtomicU32::new(0);
-    let result = runner.run(&spec(), |spec| {
-        let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("p{i}");
-        let back = tokio::task::block_in_place(|| {
-            handle.block_on(async {
-                api.create(&PostParams::default(), &Pool::new(&name, spec.clone()))
-                    .await?;
-                api.get(&name).await
-            })
-        })
-        .map_err(|e| TestCaseError::fail(format!("{e}")))?;
-        prop_assert_eq!(&back.spec, &spec);
-        Ok(())
-    });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    round_trip(&api, "p", spec(), Pool::new, |p| &p.spec);
 }
