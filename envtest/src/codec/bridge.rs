@@ -4,8 +4,8 @@
 //!
 //! [`Conv`] converts one value each way. The few types whose JSON form is not
 //! the list of their message's fields (Time, MicroTime, IntOrString,
-//! Quantity, RawExtension, FieldsV1, byte strings) are written out here by
-//! hand; every other message gets its `Conv` from one `bridge!` line in
+//! Quantity, byte strings) are written out here by hand (RawExtension and
+//! FieldsV1, which may embed a whole protobuf object, in `proto`); every other message gets its `Conv` from one `bridge!` line in
 //! `bridge_tables/` (`common.rs` and one file per Kubernetes version for what differs), which `gen_bridge.py`
 //! writes from the two crates' sources and the compiler checks (a field
 //! named wrongly on either side does not build). How a field nests differs between the two: protobuf has no
@@ -15,8 +15,7 @@
 
 use super::CodecError;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, MicroTime, Time};
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use k8s_pb::apimachinery::pkg as pb;
@@ -119,47 +118,6 @@ impl Conv<pb::api::resource::Quantity> for Quantity {
     }
     fn from_pb(p: pb::api::resource::Quantity) -> Result<Self, CodecError> {
         Ok(Quantity(p.string.unwrap_or_default()))
-    }
-}
-
-/// Embedded JSON as bytes: `null` is absent.
-fn json_bytes(v: &serde_json::Value) -> Option<Vec<u8>> {
-    (!v.is_null()).then(|| v.to_string().into_bytes())
-}
-
-/// Bytes of an embedded object: JSON, or a whole protobuf object (its
-/// `k8s\0` envelope) as a client that speaks protobuf sends it.
-fn embedded(raw: Option<Vec<u8>>, what: &'static str) -> Result<serde_json::Value, CodecError> {
-    match raw {
-        None => Ok(serde_json::Value::Null),
-        Some(b) if b.is_empty() => Ok(serde_json::Value::Null),
-        Some(b) if b.starts_with(super::proto::MAGIC) => super::proto::decode_object(&b),
-        Some(b) => serde_json::from_slice(&b).map_err(|e| CodecError::Field {
-            what,
-            message: e.to_string(),
-        }),
-    }
-}
-
-impl Conv<pb::runtime::RawExtension> for RawExtension {
-    fn to_pb(&self) -> pb::runtime::RawExtension {
-        pb::runtime::RawExtension {
-            raw: json_bytes(&self.0),
-        }
-    }
-    fn from_pb(p: pb::runtime::RawExtension) -> Result<Self, CodecError> {
-        embedded(p.raw, "RawExtension").map(RawExtension)
-    }
-}
-
-impl Conv<pb::apis::meta::v1::FieldsV1> for FieldsV1 {
-    fn to_pb(&self) -> pb::apis::meta::v1::FieldsV1 {
-        pb::apis::meta::v1::FieldsV1 {
-            raw: json_bytes(&self.0),
-        }
-    }
-    fn from_pb(p: pb::apis::meta::v1::FieldsV1) -> Result<Self, CodecError> {
-        embedded(p.raw, "FieldsV1").map(FieldsV1)
     }
 }
 

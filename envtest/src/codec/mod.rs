@@ -16,8 +16,8 @@ mod bridge;
 mod proto;
 
 use crate::error::ApiError;
-use crate::registry::ResourceInfo;
-use crate::server::Req;
+use crate::request::Req;
+use crate::resources::registry::ResourceInfo;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -172,7 +172,7 @@ pub(crate) fn decode_request(info: &ResourceInfo, r: &mut Req) -> Result<(), Api
     if !matches!(r.method, Method::POST | Method::PUT | Method::DELETE) || r.body.is_empty() {
         return Ok(());
     }
-    let mt = crate::validation::media_type(r.content_type());
+    let mt = crate::resources::validation::media_type(r.content_type());
     let json = match mt.as_str() {
         PROTOBUF if info.custom => {
             return Err(ApiError::new(

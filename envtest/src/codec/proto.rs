@@ -8,6 +8,8 @@
 
 use super::CodecError;
 use super::bridge::Conv;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
 use k8s_pb::apimachinery::pkg::runtime as pb_runtime;
 use prost::Message;
@@ -246,4 +248,45 @@ pub(crate) fn decode_watch_event(msg: &[u8]) -> Result<Value, CodecError> {
     let ev = pb_meta::WatchEvent::decode(msg).map_err(|e| CodecError::Protobuf(e.to_string()))?;
     let raw = ev.object.and_then(|o| o.raw).unwrap_or_default();
     Ok(serde_json::json!({"type": ev.r#type, "object": decode_object(&raw)?}))
+}
+
+/// Embedded JSON as bytes: `null` is absent.
+fn json_bytes(v: &serde_json::Value) -> Option<Vec<u8>> {
+    (!v.is_null()).then(|| v.to_string().into_bytes())
+}
+
+/// Bytes of an embedded object: JSON, or a whole protobuf object (its
+/// `k8s\0` envelope) as a client that speaks protobuf sends it.
+fn embedded(raw: Option<Vec<u8>>, what: &'static str) -> Result<serde_json::Value, CodecError> {
+    match raw {
+        None => Ok(serde_json::Value::Null),
+        Some(b) if b.is_empty() => Ok(serde_json::Value::Null),
+        Some(b) if b.starts_with(MAGIC) => decode_object(&b),
+        Some(b) => serde_json::from_slice(&b).map_err(|e| CodecError::Field {
+            what,
+            message: e.to_string(),
+        }),
+    }
+}
+
+impl Conv<pb_runtime::RawExtension> for RawExtension {
+    fn to_pb(&self) -> pb_runtime::RawExtension {
+        pb_runtime::RawExtension {
+            raw: json_bytes(&self.0),
+        }
+    }
+    fn from_pb(p: pb_runtime::RawExtension) -> Result<Self, CodecError> {
+        embedded(p.raw, "RawExtension").map(RawExtension)
+    }
+}
+
+impl Conv<pb_meta::FieldsV1> for FieldsV1 {
+    fn to_pb(&self) -> pb_meta::FieldsV1 {
+        pb_meta::FieldsV1 {
+            raw: json_bytes(&self.0),
+        }
+    }
+    fn from_pb(p: pb_meta::FieldsV1) -> Result<Self, CodecError> {
+        embedded(p.raw, "FieldsV1").map(FieldsV1)
+    }
 }

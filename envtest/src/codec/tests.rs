@@ -257,7 +257,7 @@ fn malformed_protobuf_is_a_typed_error() {
 }
 
 fn info(custom: bool) -> ResourceInfo {
-    let mut i = crate::registry::Registry::with_builtins()
+    let mut i = crate::resources::registry::Registry::with_builtins()
         .get("", "v1", "configmaps")
         .map(|i| (*i).clone())
         .expect("configmaps are built in");

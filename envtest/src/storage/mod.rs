@@ -9,12 +9,13 @@
 //! inside the window.
 
 mod journal;
+pub mod owners;
 mod page;
 mod scan;
 
 pub use page::{Page, PageRequest};
 
-use crate::owners::{Location, OwnerIndex};
+use crate::storage::owners::{Location, OwnerIndex};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::Value;

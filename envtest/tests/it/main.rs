@@ -20,6 +20,7 @@ mod junctors;
 mod limits;
 mod metadata;
 mod metadata_identity;
+mod module_graph;
 mod openapi;
 mod persist;
 mod props;
