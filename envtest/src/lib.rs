@@ -32,6 +32,7 @@
 //! # Ok(()) }
 //! ```
 
+mod admin;
 mod auth_review;
 mod authz;
 pub mod codec;

@@ -32,6 +32,8 @@ pub struct Config {
     /// When set, every request but health checks must carry
     /// `Authorization: Bearer <token>` (401 otherwise).
     pub bearer_token: Option<String>,
+    /// Serve the test-only admin endpoints (`/envtest/v1/...`, see `admin`).
+    pub admin: bool,
 }
 
 /// Everything one server instance owns.
@@ -186,6 +188,9 @@ fn authorized(config: &Config, path: &str, headers: &HeaderMap) -> bool {
 }
 
 async fn handle(State(srv): State<Arc<Server>>, req: Request) -> Response {
+    if let Some(r) = crate::admin::handle(&srv, req.method(), req.uri().path()) {
+        return r;
+    }
     let timeout = srv.config.request_timeout;
     match tokio::time::timeout(timeout, handle_inner(srv, req)).await {
         Ok(Ok(r)) => r,
