@@ -6,7 +6,7 @@
 
 use crate::error::ApiError;
 use crate::resources::objects::now_rfc3339;
-use crate::resources::registry::{NameRule, Registry, ResourceInfo};
+use crate::resources::registry::{NameRule, PrinterColumn, Registry, ResourceInfo};
 use crate::storage::Txn;
 use serde_json::{Value, json};
 
@@ -202,12 +202,16 @@ pub fn resources(obj: &Value) -> Vec<ResourceInfo> {
                 .as_array()
                 .map(|a| {
                     a.iter()
-                        .map(|c| {
-                            (
-                                text(c, &["name"]).to_string(),
-                                text(c, &["type"]).to_string(),
-                                text(c, &["jsonPath"]).trim_start_matches('.').to_string(),
-                            )
+                        .map(|c| PrinterColumn {
+                            name: text(c, &["name"]).to_string(),
+                            ty: text(c, &["type"]).to_string(),
+                            format: text(c, &["format"]).to_string(),
+                            description: text(c, &["description"]).to_string(),
+                            priority: c["priority"]
+                                .as_i64()
+                                .and_then(|p| i32::try_from(p).ok())
+                                .unwrap_or(0),
+                            path: text(c, &["jsonPath"]).trim_start_matches('.').to_string(),
                         })
                         .collect()
                 })

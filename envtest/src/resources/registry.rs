@@ -8,6 +8,24 @@ use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// One of a custom resource version's `additionalPrinterColumns`, as its
+/// CRD declares it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrinterColumn {
+    /// Header, as kubectl prints it upper-cased.
+    pub name: String,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub ty: String,
+    /// An OpenAPI format hint such as `int32` or `byte` (often empty).
+    pub format: String,
+    /// What the column shows.
+    pub description: String,
+    /// 0 for default columns; kubectl shows higher ones only with `-o wide`.
+    pub priority: i32,
+    /// Dotted path of the value (its `jsonPath` without the leading dot).
+    pub path: String,
+}
+
 /// How an object name is validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameRule {
@@ -61,8 +79,8 @@ pub struct ResourceInfo {
     pub name_rule: NameRule,
     /// Whether this is a custom resource (PUT without RV is 422).
     pub custom: bool,
-    /// Extra printer columns for table output: (name, type, dotted path).
-    pub printer_columns: Vec<(String, String, String)>,
+    /// Extra printer columns for table output.
+    pub printer_columns: Vec<PrinterColumn>,
     /// Categories such as `all` (for `kubectl get all`).
     pub categories: Vec<String>,
     /// A custom resource version's `openAPIV3Schema` (pruning and validation).

@@ -273,13 +273,27 @@ async fn custom_resources_keep_their_printer_columns() {
         "spec": {"group": "example.com", "scope": "Namespaced",
             "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
             "versions": [{"name": "v1", "served": true, "storage": true,
-                "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}],
+                "additionalPrinterColumns": [
+                    {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                    {"name": "Weight", "type": "number", "format": "float", "priority": 1,
+                        "description": "Grams of brass.", "jsonPath": ".spec.weight"}],
                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})).await;
     create(&c, "/apis/example.com/v1/namespaces/default/gizmos",
-        json!({"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": "cog"}, "spec": {"size": 7}})).await;
+        json!({"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": "cog"}, "spec": {"size": 7, "weight": 2.5}})).await;
     let (_, t) = get_table(&c, "/apis/example.com/v1/namespaces/default/gizmos").await;
+    // Weight has priority 1: kubectl shows it only with -o wide.
     assert_eq!(headers(&t), ["Name", "Size"]);
+    assert_eq!(columns(&t).last().unwrap(), &("Weight".to_string(), 1));
     assert_eq!(row(&t, "cog")[1], 7.0);
+    assert_eq!(row(&t, "cog")[2], 2.5);
+    // Declared priority, format and description travel with the column, as on a
+    // cluster (kubectl shows priority > 0 only with -o wide).
+    assert_eq!(
+        t["columnDefinitions"][2],
+        json!({"name": "Weight", "type": "number", "format": "float",
+            "description": "Grams of brass.", "priority": 1})
+    );
+    assert_eq!(t["columnDefinitions"][1]["priority"], 0);
     let (_, t) = get_table(
         &c,
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",

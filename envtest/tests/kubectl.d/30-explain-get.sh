@@ -29,6 +29,7 @@ spec:
     storage: true
     additionalPrinterColumns:
     - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Shape, type: string, jsonPath: .spec.shape, priority: 1, description: The gizmo's outline.}
     schema:
       openAPIV3Schema:
         type: object
@@ -41,6 +42,8 @@ spec:
               size:
                 type: integer
                 description: How many cogs the gizmo has.
+              shape:
+                type: string
 YAML
 kubectl apply -f "$WORK/gizmo-crd.yaml" >/dev/null
 kubectl wait --for condition=established --timeout=10s crd/gizmos.example.com >/dev/null
@@ -109,7 +112,7 @@ message: Started container app
 apiVersion: example.com/v1
 kind: Gizmo
 metadata: {name: cog, namespace: shop}
-spec: {size: 7}
+spec: {size: 7, shape: round}
 YAML
 kubectl apply -f "$WORK/shop.yaml" >/dev/null
 
@@ -141,6 +144,10 @@ expect_contains "get deploy shows ready/desired" "0/2" "$out"
 out=$(kubectl get gizmos -n shop)
 expect_contains "custom resources keep their printer columns" "SIZE" "$out"
 expect_contains "custom resource printer column value" "7" "$out"
+expect_not_contains "a priority-1 printer column is hidden without -o wide" "SHAPE" "$out"
+out=$(kubectl get gizmos -n shop -o wide)
+expect_contains "-o wide shows a priority-1 printer column" "SHAPE" "$out"
+expect_contains "-o wide shows the priority-1 column's value" "round" "$out"
 out=$(kubectl get crd gizmos.example.com)
 expect_contains "get crd shows CREATED AT" "CREATED AT" "$out"
 

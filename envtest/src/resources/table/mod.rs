@@ -14,7 +14,7 @@ mod pod;
 mod workloads;
 
 use crate::resources::objects::{json_response, value_response};
-use crate::resources::registry::ResourceInfo;
+use crate::resources::registry::{PrinterColumn, ResourceInfo};
 use crate::resources::selectors::field_value;
 use crate::storage::StoredObject;
 use axum::response::Response;
@@ -135,10 +135,14 @@ fn columns(info: &ResourceInfo) -> Value {
         return Value::Array(p.columns.iter().map(column_value).collect());
     }
     let mut cols = vec![column_value(&NAME)];
-    for (name, ty, _) in &info.printer_columns {
-        cols.push(
-            json!({"name": name, "type": ty, "format": "", "description": "", "priority": 0}),
-        );
+    for c in &info.printer_columns {
+        cols.push(json!({
+            "name": c.name,
+            "type": c.ty,
+            "format": c.format,
+            "description": c.description,
+            "priority": c.priority,
+        }));
     }
     if info.printer_columns.is_empty() {
         cols.push(column_value(&AGE));
@@ -151,7 +155,7 @@ fn cells(info: &ResourceInfo, v: &Value, now: Timestamp) -> Vec<Value> {
         return (p.cells)(v, now);
     }
     let mut cells = vec![v["metadata"]["name"].clone()];
-    for (_, ty, path) in &info.printer_columns {
+    for PrinterColumn { ty, path, .. } in &info.printer_columns {
         let cell = match field_value(v, path) {
             None => Value::Null,
             Some(s) if ty == "integer" || ty == "number" => s

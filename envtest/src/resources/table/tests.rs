@@ -394,8 +394,20 @@ fn custom_resources_keep_their_printer_columns() {
     let mut info = (*Registry::with_builtins().get("", "v1", "pods").unwrap()).clone();
     info.custom = true;
     info.printer_columns = vec![
-        ("Color".into(), "string".into(), "spec.color".into()),
-        ("Size".into(), "integer".into(), "spec.size".into()),
+        PrinterColumn {
+            name: "Color".into(),
+            ty: "string".into(),
+            path: "spec.color".into(),
+            ..PrinterColumn::default()
+        },
+        PrinterColumn {
+            name: "Size".into(),
+            ty: "integer".into(),
+            format: "int32".into(),
+            description: "Cogs in the widget.".into(),
+            priority: 1,
+            path: "spec.size".into(),
+        },
     ];
     let t = table_at(
         &info,
@@ -409,6 +421,13 @@ fn custom_resources_keep_their_printer_columns() {
         .map(|c| c["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["Name", "Color", "Size"]);
+    // Each column carries its declared priority, format and description.
+    assert_eq!(
+        t["columnDefinitions"][2],
+        json!({"name": "Size", "type": "integer", "format": "int32",
+            "description": "Cogs in the widget.", "priority": 1})
+    );
+    assert_eq!(t["columnDefinitions"][1]["priority"], 0);
     assert_eq!(t["rows"][0]["cells"], json!(["w", "red", 3.0]));
     info.printer_columns.clear();
     let t = table_at(
