@@ -88,6 +88,11 @@ pub use macro_support::__private;
 /// Derives a custom resource from its spec struct: see [`crd`] and `docs/macros.md`.
 pub use informer_macros::CustomResource;
 
+/// Checks every JSONPath of the `#[resource(...)]`s in an inline module of
+/// API types through nested and status types at compile time: see
+/// `docs/macros.md`.
+pub use informer_macros::api_types;
+
 /// Derives a reconciler's controller registration, finalizer flow and
 /// least-privilege RBAC role from `#[reconciler(...)]`: see [`reconciler`],
 /// [`rbac`] and `docs/macros.md`.

@@ -3,12 +3,12 @@
 //! [`expand`] generates the root type and [`listers`] the typed lister and
 //! handler.
 
-mod attrs;
+pub(crate) mod attrs;
 mod expand;
 mod fields;
 mod listers;
-mod names;
-mod paths;
+pub(crate) mod names;
+pub(crate) mod paths;
 
 use darling::FromDeriveInput;
 use proc_macro2::TokenStream;
