@@ -562,3 +562,4 @@ async fn a_hung_acquire_attempt_is_abandoned_and_retried() {
 }
 
 mod slow_reads;
+mod cadence_and_reporting;
