@@ -100,3 +100,33 @@ fn the_default_identity_is_the_host_and_a_random_suffix() {
         assert!(suffix.chars().all(|c| c.is_ascii_hexdigit()), "{id}");
     }
 }
+
+/// A lease naming no positive duration (0 or negative) is judged with the
+/// candidate's own lease duration, never as already expired.
+#[tokio::test(start_paused = true)]
+async fn a_lease_without_a_positive_duration_uses_the_fallback() {
+    let fallback = Duration::from_secs(15);
+    let t0 = Instant::now();
+    for seconds in [0, -5] {
+        let mut lease = lease_held_by("other", 0);
+        lease.spec.as_mut().unwrap().lease_duration_seconds = Some(seconds);
+        let seen = Observed::update(None, lease, t0);
+        assert_eq!(
+            decide(&seen, "me", t0, fallback),
+            Decision::Wait {
+                expires_at: t0 + fallback
+            },
+            "leaseDurationSeconds {seconds}"
+        );
+    }
+}
+
+/// The lease a candidate creates is named and placed as configured (the
+/// API server rejects a create without them).
+#[test]
+fn a_new_lease_carries_its_name_and_namespace() {
+    let lease = lock::new_lease("kube-system", "my-operator", LeaseSpec::default());
+    assert_eq!(lease.metadata.name.as_deref(), Some("my-operator"));
+    assert_eq!(lease.metadata.namespace.as_deref(), Some("kube-system"));
+    assert_eq!(lease.spec, Some(LeaseSpec::default()));
+}
