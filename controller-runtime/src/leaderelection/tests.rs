@@ -561,4 +561,5 @@ async fn a_hung_acquire_attempt_is_abandoned_and_retried() {
     ra.await.unwrap().unwrap();
 }
 
+mod cadence_and_reporting;
 mod slow_reads;

@@ -6,8 +6,11 @@
 
 use super::*;
 
+/// Every `(listener, pending)` call an observer received, in order.
+type Heard = Arc<Mutex<Vec<(ListenerId, usize)>>>;
+
 /// An observer that records every `(listener, pending)` call.
-fn recording_observer() -> (PendingObserver, Arc<Mutex<Vec<(ListenerId, usize)>>>) {
+fn recording_observer() -> (PendingObserver, Heard) {
     let heard = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&heard);
     let observer: PendingObserver = Arc::new(move |id, n| sink.lock().push((id, n)));
