@@ -42,6 +42,12 @@ impl Window {
         Window { start: current() }
     }
 
+    /// Forgets the peak so far: [`Window::peak`] then reports the most in
+    /// use from now on (still above the window's start).
+    pub fn reset_peak(&self) {
+        HEAP.reset_peak_usage();
+    }
+
     /// Bytes allocated and not freed since the window started.
     pub fn retained(&self) -> i64 {
         current() - self.start

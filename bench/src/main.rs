@@ -13,6 +13,7 @@ mod fixtures;
 mod heap;
 mod indexer;
 mod record;
+mod relist;
 mod sync;
 mod watch;
 mod workqueue;
@@ -37,7 +38,7 @@ struct Args {
     #[arg(long)]
     runs: Option<usize>,
     /// Only these scenarios (comma-separated: workqueue, indexer,
-    /// controller, watch, fanout, sync).
+    /// controller, watch, fanout, sync, relist).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Initial-sync sizes instead of the default ones (comma-separated).
@@ -173,6 +174,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if wanted("sync") {
             sync::run(&client, &plan, &mut out).await?;
+        }
+        // Last: it compacts the server's watch history.
+        if wanted("relist") {
+            relist::run(&client, &plan, &mut out).await?;
         }
         eprintln!(
             "all scenarios done in {:.1} s",

@@ -306,3 +306,5 @@ mod props {
         }
     }
 }
+
+mod classification;

@@ -30,6 +30,10 @@ struct Args {
     /// Events of watch history kept for resume.
     #[arg(long, default_value_t = envtest::DEFAULT_HISTORY_WINDOW)]
     history_window: usize,
+    /// Serve the test-only admin endpoints POST /envtest/v1/compact and
+    /// POST /envtest/v1/drop-watches (off by default: 404 there).
+    #[arg(long)]
+    admin: bool,
 }
 
 #[tokio::main]
@@ -52,6 +56,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                  a bearer token over plain HTTP and will get 401; add --tls for them"
             );
         }
+    }
+    if args.admin {
+        builder = builder.admin_endpoints();
     }
     if args.tls {
         builder = builder.tls();

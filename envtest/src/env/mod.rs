@@ -84,6 +84,7 @@ pub struct TestEnvBuilder {
     data_dir: Option<std::path::PathBuf>,
     crds: Vec<CustomResourceDefinition>,
     crd_dirs: Vec<std::path::PathBuf>,
+    admin: bool,
 }
 
 impl Default for TestEnvBuilder {
@@ -100,6 +101,7 @@ impl Default for TestEnvBuilder {
             data_dir: None,
             crds: Vec::new(),
             crd_dirs: Vec::new(),
+            admin: false,
         }
     }
 }
@@ -142,6 +144,20 @@ impl TestEnvBuilder {
     /// How many events one watcher may fall behind before it is closed.
     pub fn watch_buffer(mut self, events: usize) -> Self {
         self.watch_buffer = events;
+        self
+    }
+
+    /// Serve the test-only admin endpoints `POST /envtest/v1/compact` and
+    /// `POST /envtest/v1/drop-watches`, so a client in another process can
+    /// force a 410 on watch resume (off by default: 404 there, as on a cluster).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::builder().admin_endpoints().start().await?;
+    /// # drop(env); Ok(()) }
+    /// ```
+    pub fn admin_endpoints(mut self) -> Self {
+        self.admin = true;
         self
     }
 
@@ -250,6 +266,7 @@ impl TestEnvBuilder {
                 request_timeout: self.request_timeout,
                 addr: local.to_string(),
                 bearer_token: self.bearer_token.clone(),
+                admin: self.admin,
             },
         });
         seed_namespaces(&server);

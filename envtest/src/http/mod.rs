@@ -5,6 +5,7 @@
 //! listener that answers malformed requests with a `Status`. A request flows
 //! down from here: through the codec, to the resource strategies, to storage.
 
+pub mod admin;
 pub mod auth_review;
 pub mod authz;
 pub mod crud;

@@ -69,6 +69,9 @@ fn authorized(config: &Config, path: &str, headers: &HeaderMap) -> bool {
 }
 
 async fn handle(State(srv): State<Arc<Server>>, req: Request) -> Response {
+    if let Some(r) = crate::http::admin::handle(&srv, req.method(), req.uri().path()) {
+        return r;
+    }
     let timeout = srv.config.request_timeout;
     match tokio::time::timeout(timeout, handle_inner(srv, req)).await {
         Ok(Ok(r)) => r,

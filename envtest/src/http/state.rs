@@ -25,6 +25,8 @@ pub struct Config {
     /// When set, every request but health checks must carry
     /// `Authorization: Bearer <token>` (401 otherwise).
     pub bearer_token: Option<String>,
+    /// Serve the test-only admin endpoints (`/envtest/v1/...`, see `admin`).
+    pub admin: bool,
 }
 
 /// Everything one server instance owns.

@@ -4,6 +4,7 @@
 // Helpers outside #[test] functions panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod admin;
 mod apply;
 mod auth_review;
 mod authz;

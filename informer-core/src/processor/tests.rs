@@ -431,3 +431,5 @@ mod properties {
         }
     }
 }
+
+mod bookkeeping;

@@ -25,7 +25,7 @@ pub struct Args {
     #[arg(long)]
     runs: Option<usize>,
     /// Only these scenarios (comma-separated: workqueue, indexer,
-    /// controller, watch, fanout, sync).
+    /// controller, watch, fanout, sync, relist).
     #[arg(long)]
     only: Option<String>,
     /// Build with the release profile even with --quick.
@@ -90,7 +90,7 @@ pub fn run(args: &Args) -> Result<(), String> {
 
     let mut server = Server(
         Command::new(bin.join("envtest-server"))
-            .args(["--port", "0", "--history-window", "200000"])
+            .args(["--port", "0", "--history-window", "200000", "--admin"])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
