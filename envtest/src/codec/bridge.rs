@@ -252,3 +252,25 @@ k8s_openapi::k8s_if_1_34! { include!("bridge_tables/v1_34.rs"); }
 k8s_openapi::k8s_if_1_35! { include!("bridge_tables/v1_35.rs"); }
 k8s_openapi::k8s_if_1_36! { include!("bridge_tables/v1_36.rs"); }
 k8s_openapi::k8s_if_1_37! { include!("bridge_tables/v1_37.rs"); }
+
+// Discovery documents (`/api`, `/apis`, `/apis/{group}`, `/api/v1`,
+// `/apis/{group}/{version}`), which client-go and kubectl ask for in
+// protobuf. No served kind reaches them, so gen_bridge.py does not write
+// them; their lines are here by hand.
+impl Conv<pb::apis::meta::v1::Verbs> for Vec<String> {
+    fn to_pb(&self) -> pb::apis::meta::v1::Verbs {
+        pb::apis::meta::v1::Verbs {
+            items: self.clone(),
+        }
+    }
+    fn from_pb(p: pb::apis::meta::v1::Verbs) -> Result<Self, CodecError> {
+        Ok(p.items)
+    }
+}
+bridge!(apimachinery::pkg::apis::meta::v1::APIVersions => apimachinery::pkg::apis::meta::v1::APIVersions [(versions, versions, vec), (server_address_by_client_cid_rs, server_address_by_client_cidrs, vec)] []);
+bridge!(apimachinery::pkg::apis::meta::v1::ServerAddressByClientCIDR => apimachinery::pkg::apis::meta::v1::ServerAddressByClientCIDR [(client_cidr, client_cidr, req), (server_address, server_address, req)] []);
+bridge!(apimachinery::pkg::apis::meta::v1::APIGroupList => apimachinery::pkg::apis::meta::v1::APIGroupList [(groups, groups, vec)] []);
+bridge!(apimachinery::pkg::apis::meta::v1::APIGroup => apimachinery::pkg::apis::meta::v1::APIGroup [(name, name, req), (versions, versions, vec), (preferred_version, preferred_version, opt), (server_address_by_client_cid_rs, server_address_by_client_cidrs, optvec)] []);
+bridge!(apimachinery::pkg::apis::meta::v1::GroupVersionForDiscovery => apimachinery::pkg::apis::meta::v1::GroupVersionForDiscovery [(group_version, group_version, req), (version, version, req)] []);
+bridge!(apimachinery::pkg::apis::meta::v1::APIResourceList => apimachinery::pkg::apis::meta::v1::APIResourceList [(group_version, group_version, req), (resources, resources, vec)] []);
+bridge!(apimachinery::pkg::apis::meta::v1::APIResource => apimachinery::pkg::apis::meta::v1::APIResource [(name, name, req), (singular_name, singular_name, req), (namespaced, namespaced, req), (group, group, opt), (version, version, opt), (kind, kind, req), (verbs, verbs, req), (short_names, short_names, optvec), (categories, categories, optvec), (storage_version_hash, storage_version_hash, opt)] []);

@@ -166,6 +166,19 @@ pub(crate) fn negotiate(info: &ResourceInfo, accept: &str) -> Result<Answer, Api
     ))
 }
 
+/// Which encoding answers a discovery request (`/api`, `/apis`, a group or
+/// a group version): protobuf when the client prefers it, JSON otherwise
+/// (discovery documents are built-in kinds, so nothing is refused).
+pub(crate) fn negotiate_discovery(accept: &str) -> Answer {
+    let preferred = accepted(accept).into_iter().next();
+    match preferred {
+        Some((mt, params)) if mt == PROTOBUF && !params.iter().any(|(k, _)| k == "as") => {
+            Answer::Protobuf
+        }
+        _ => Answer::Json,
+    }
+}
+
 /// Turn a protobuf or YAML request body into JSON, so every handler reads
 /// JSON (415 for protobuf on a custom resource, as a cluster answers).
 pub(crate) fn decode_request(info: &ResourceInfo, r: &mut Req) -> Result<(), ApiError> {
@@ -256,8 +269,12 @@ pub(crate) async fn encode_response(
     let encoded = serde_json::from_slice::<Value>(&bytes)
         .ok()
         .filter(|v| {
-            let av = v["apiVersion"].as_str().unwrap_or("");
-            proto::has_protobuf(av, v["kind"].as_str().unwrap_or(""))
+            let kind = v["kind"].as_str().unwrap_or("");
+            let av = match v["apiVersion"].as_str() {
+                None if kind == "APIVersions" => "v1",
+                av => av.unwrap_or(""),
+            };
+            proto::has_protobuf(av, kind)
         })
         .and_then(|v| {
             to_protobuf(&v)

@@ -81,6 +81,10 @@ kinds! {
     "v1" "ResourceQuota" => api::core::v1::ResourceQuota;
     "v1" "LimitRange" => api::core::v1::LimitRange;
     "v1" "Status" => apimachinery::pkg::apis::meta::v1::Status;
+    "v1" "APIVersions" => apimachinery::pkg::apis::meta::v1::APIVersions;
+    "v1" "APIGroupList" => apimachinery::pkg::apis::meta::v1::APIGroupList;
+    "v1" "APIGroup" => apimachinery::pkg::apis::meta::v1::APIGroup;
+    "v1" "APIResourceList" => apimachinery::pkg::apis::meta::v1::APIResourceList;
     "apps/v1" "Deployment" => api::apps::v1::Deployment;
     "apps/v1" "ReplicaSet" => api::apps::v1::ReplicaSet;
     "apps/v1" "StatefulSet" => api::apps::v1::StatefulSet;
@@ -126,8 +130,13 @@ fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
 }
 
 fn type_of(v: &Value) -> Result<(&str, &str), CodecError> {
-    let av = v["apiVersion"].as_str().unwrap_or("");
     let kind = v["kind"].as_str().unwrap_or("");
+    let av = match v["apiVersion"].as_str() {
+        // `/api` answers APIVersions without an apiVersion in JSON; its
+        // protobuf envelope names the version its type is registered in.
+        None if kind == "APIVersions" => "v1",
+        av => av.unwrap_or(""),
+    };
     if kind.is_empty() {
         return Err(CodecError::NoKind);
     }

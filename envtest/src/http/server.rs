@@ -166,15 +166,15 @@ async fn handle_inner(srv: Arc<Server>, req: Request) -> Result<Response, ApiErr
         ["api"] if discovery::wants_aggregated(r.accept()) => {
             get_only(Ok(discovery::aggregated(&srv, true)))
         }
-        ["api"] => get_only(Ok(discovery::api_versions(&srv))),
-        ["api", "v1"] => get_only(discovery::resource_list(&srv, "", "v1")),
+        ["api"] => discovered(&r, get_only(Ok(discovery::api_versions(&srv)))).await,
+        ["api", "v1"] => discovered(&r, get_only(discovery::resource_list(&srv, "", "v1"))).await,
         ["api", "v1", rest @ ..] => resource(&srv, "", "v1", rest, r, &path).await,
         ["apis"] if discovery::wants_aggregated(r.accept()) => {
             get_only(Ok(discovery::aggregated(&srv, false)))
         }
-        ["apis"] => get_only(Ok(discovery::group_list(&srv))),
-        ["apis", g] => get_only(discovery::group(&srv, g)),
-        ["apis", g, v] => get_only(discovery::resource_list(&srv, g, v)),
+        ["apis"] => discovered(&r, get_only(Ok(discovery::group_list(&srv)))).await,
+        ["apis", g] => discovered(&r, get_only(discovery::group(&srv, g))).await,
+        ["apis", g, v] => discovered(&r, get_only(discovery::resource_list(&srv, g, v))).await,
         ["apis", g, v, plural] if auth_review::kind(g, v, plural).is_some() => {
             auth_review::serve(&srv, g, v, plural, &r, &path)
         }
@@ -183,6 +183,13 @@ async fn handle_inner(srv: Arc<Server>, req: Request) -> Result<Response, ApiErr
         ["openapi", "v3", gv @ ..] => get_only(openapi::group_version(&srv, &gv.join("/"))),
         _ => Err(ApiError::no_route(&path)),
     }
+}
+
+/// A discovery document (or its error) in the encoding the client prefers:
+/// client-go and kubectl ask for protobuf first.
+async fn discovered(r: &Req, result: Result<Response, ApiError>) -> Result<Response, ApiError> {
+    let answer = crate::codec::negotiate_discovery(r.accept());
+    Ok(crate::codec::encode_response(answer, false, result).await)
 }
 
 fn parse_target(

@@ -1,6 +1,7 @@
 //! Protobuf bodies and answers for built-in kinds, as kubectl and client-go
 //! send and prefer them: create, get, list and watch round-trip to the same
-//! JSON objects; custom resources stay JSON-only (415 / 406).
+//! JSON objects; discovery documents too; custom resources stay JSON-only
+//! (415 / 406).
 
 use crate::WAIT;
 use crate::crd::widget_crd;
@@ -409,4 +410,77 @@ async fn custom_resources_are_json_only() {
     // Preferring protobuf but accepting JSON gets JSON.
     let (code, ct, _) = send(&client, "GET", path, None, PREFER_PB, vec![]).await;
     assert_eq!((code, ct.as_str()), (200, "application/json"));
+}
+
+#[tokio::test]
+async fn discovery_answers_in_protobuf_when_preferred() {
+    use prost::Message;
+    let env = TestEnv::start().await.unwrap();
+    let c = env.client();
+    for (path, kind) in [
+        ("/api", "APIVersions"),
+        ("/apis", "APIGroupList"),
+        ("/apis/apps", "APIGroup"),
+        ("/api/v1", "APIResourceList"),
+        ("/apis/apps/v1", "APIResourceList"),
+    ] {
+        let json = get_json(&c, path).await;
+        let (code, ct, body) = send(&c, "GET", path, None, PREFER_PB, vec![]).await;
+        assert_eq!((code, ct.as_str()), (200, PROTOBUF), "GET {path}");
+        // The envelope names the type, as a cluster's does, and the decoded
+        // document holds everything the JSON answer holds.
+        let raw = body.strip_prefix(b"k8s\0").expect("magic");
+        let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(raw).unwrap();
+        let tm = unknown.type_meta.unwrap();
+        assert_eq!(
+            (tm.api_version.as_deref(), tm.kind.as_deref()),
+            (Some("v1"), Some(kind)),
+            "{path}"
+        );
+        // (protobuf has no empty-versus-absent list, as on a cluster).
+        assert_kept(
+            &without_empty_lists(json),
+            &from_protobuf(&body).unwrap(),
+            path,
+        );
+        if path == "/apis/apps/v1" {
+            let list = k8s_pb::apimachinery::pkg::apis::meta::v1::APIResourceList::decode(
+                unknown.raw.unwrap_or_default().as_slice(),
+            )
+            .unwrap();
+            assert_eq!(list.group_version.as_deref(), Some("apps/v1"));
+            let deployments = list
+                .resources
+                .iter()
+                .find(|r| r.name.as_deref() == Some("deployments"))
+                .unwrap();
+            assert!(
+                deployments
+                    .verbs
+                    .as_ref()
+                    .is_some_and(|v| v.items.iter().any(|v| v == "watch"))
+            );
+        }
+    }
+    // JSON stays the answer for clients that prefer it, and errors follow the
+    // preference too (a Status in protobuf).
+    let (_, ct, _) = send(&c, "GET", "/apis", None, "application/json", vec![]).await;
+    assert_eq!(ct, "application/json");
+    let (code, ct, body) = send(&c, "GET", "/apis/nope.example.com", None, PREFER_PB, vec![]).await;
+    assert_eq!((code, ct.as_str()), (404, PROTOBUF));
+    assert_eq!(from_protobuf(&body).unwrap()["kind"], "Status");
+}
+
+/// `v` without its empty lists (at any depth).
+fn without_empty_lists(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .filter(|(_, v)| v.as_array().is_none_or(|a| !a.is_empty()))
+                .map(|(k, v)| (k, without_empty_lists(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(without_empty_lists).collect()),
+        v => v,
+    }
 }
