@@ -116,10 +116,11 @@ async fn trigger(client: &Client) -> Result<(), BenchError> {
         let req = http::Request::post(path)
             .body(Vec::new())
             .map_err(BenchError::msg)?;
-        client
-            .request_text(req)
-            .await
-            .map_err(|e| BenchError(format!("POST {path} (is the server started with --admin?): {e}")))?;
+        client.request_text(req).await.map_err(|e| {
+            BenchError(format!(
+                "POST {path} (is the server started with --admin?): {e}"
+            ))
+        })?;
     }
     Ok(())
 }
@@ -261,7 +262,11 @@ fn push(out: &mut Records, case: &str, side: &str, s: Sample, objects: usize) {
         unit,
         higher_is_better: false,
     };
-    out.push(&metric("peak heap during relist / steady state", "×"), side, ratio(s));
+    out.push(
+        &metric("peak heap during relist / steady state", "×"),
+        side,
+        ratio(s),
+    );
     out.push(
         &metric("steady-state heap once synced", "B/object"),
         side,
