@@ -100,6 +100,30 @@ pub trait ReflectorStore<K>: Send + Sync {
     fn replace_prepared(&self, list: Vec<K>, resource_version: &str) {
         self.replace(list, resource_version);
     }
+    /// Whether this store takes a LIST page by page: the reflector then
+    /// calls [`replace_begin`](Self::replace_begin), hands each prepared page
+    /// to [`replace_page`](Self::replace_page) as it arrives and ends with
+    /// [`replace_finish`](Self::replace_finish), instead of collecting every
+    /// page for one [`replace_prepared`](Self::replace_prepared). The store
+    /// can then let go of the old objects while the list is still coming,
+    /// rather than hold two full copies. By default `false`.
+    fn replaces_by_page(&self) -> bool {
+        false
+    }
+    /// A paged LIST starts (again, if an earlier one broke off): forget the
+    /// keys listed so far. Called only when [`replaces_by_page`](Self::replaces_by_page).
+    fn replace_begin(&self) {}
+    /// One page of the paged LIST, its objects prepared. Called only when
+    /// [`replaces_by_page`](Self::replaces_by_page).
+    fn replace_page(&self, page: Vec<K>) {
+        let _ = page;
+    }
+    /// The paged LIST is complete at `resource_version`: whatever the store
+    /// holds that no page listed is gone. Called only when
+    /// [`replaces_by_page`](Self::replaces_by_page).
+    fn replace_finish(&self, resource_version: &str) {
+        let _ = resource_version;
+    }
 }
 
 impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
@@ -123,6 +147,18 @@ impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
     }
     fn replace_prepared(&self, list: Vec<K>, resource_version: &str) {
         (**self).replace_prepared(list, resource_version);
+    }
+    fn replaces_by_page(&self) -> bool {
+        (**self).replaces_by_page()
+    }
+    fn replace_begin(&self) {
+        (**self).replace_begin();
+    }
+    fn replace_page(&self, page: Vec<K>) {
+        (**self).replace_page(page);
+    }
+    fn replace_finish(&self, resource_version: &str) {
+        (**self).replace_finish(resource_version);
     }
 }
 

@@ -48,6 +48,7 @@
 
 mod state;
 
+use std::collections::HashSet;
 use std::fmt;
 use std::pin::pin;
 use std::sync::Arc;
@@ -58,7 +59,7 @@ use tokio::sync::Notify;
 
 use crate::key::{DeletedFinalStateUnknown, ObjectOrTombstone, object_key_arc};
 use crate::store::KnownObjects;
-use state::State;
+use state::{Listed, State};
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -256,64 +257,65 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     /// [`replace`](Self::replace) for objects already transformed (the
     /// reflector transforms each list page as it arrives).
     pub(crate) fn replace_transformed(&self, list: Vec<K>, resource_version: &str) {
-        let objs: Vec<(Arc<str>, Arc<K>)> = list
-            .into_iter()
-            .map(|o| {
-                let o = Arc::new(o);
-                (object_key_arc(&*o), o)
-            })
-            .collect();
+        let objs = keyed(list);
         let mut state = self.state.lock();
-        let known_keys = match &self.known {
-            Some(known) => {
-                let mut keys = known.list_keys();
-                keys.sort_unstable();
-                keys
-            }
-            None => Vec::new(),
-        };
-        // Nothing queued and nothing known (the first list): no tombstones,
-        // so no need to index the listed keys.
-        let tombstones = if state.queue.is_empty() && known_keys.is_empty() {
-            Vec::new()
+        self.begin_locked(&mut state);
+        page_locked(&mut state, objs);
+        self.finish_locked(&mut state, resource_version);
+        drop(state);
+        self.not_empty.notify_waiters();
+    }
+
+    /// Starts a [`replace`](Self::replace) that arrives page by page (the
+    /// reflector's paged LIST): [`replace_page`](Self::replace_page) queues
+    /// each page's objects at once, so the informer can apply them (and let
+    /// the old objects go) while the rest of the list is still coming;
+    /// [`replace_finish`](Self::replace_finish) then queues the tombstones.
+    /// The deltas are the same as one `replace` of every page's objects.
+    /// Beginning again forgets the keys listed so far (a list that broke
+    /// off and starts over).
+    pub(crate) fn replace_begin(&self) {
+        self.begin_locked(&mut self.state.lock());
+    }
+
+    /// One page of a paged replace (objects already transformed).
+    pub(crate) fn replace_page(&self, page: Vec<K>) {
+        let objs = keyed(page);
+        page_locked(&mut self.state.lock(), objs);
+        self.not_empty.notify_waiters();
+    }
+
+    /// Ends a paged replace: tombstones for every queued or known key no
+    /// page listed; records `resource_version`.
+    pub(crate) fn replace_finish(&self, resource_version: &str) {
+        self.finish_locked(&mut self.state.lock(), resource_version);
+        self.not_empty.notify_waiters();
+    }
+
+    fn begin_locked(&self, state: &mut State<K>) {
+        // Nothing queued and nothing known (the first list): there can be no
+        // tombstones, so the listed keys need not be kept.
+        let nothing_to_delete = !state.populated
+            && state.queue.is_empty()
+            && self.known.as_ref().is_none_or(|k| k.list_keys().is_empty());
+        state.replacing = Some(if nothing_to_delete {
+            Listed::Untracked
         } else {
-            let listed: std::collections::HashSet<&str> = objs.iter().map(|(k, _)| &**k).collect();
-            let mut tombstones: Vec<(Arc<str>, Arc<K>)> = state
-                .queue
-                .iter()
-                .filter(|k| !listed.contains(&***k))
-                .filter_map(|k| {
-                    Some((
-                        k.clone(),
-                        state.items.get(&**k)?.last()?.object.object().clone(),
-                    ))
-                })
-                .collect();
-            if let Some(known) = &self.known {
-                for key in known_keys {
-                    if listed.contains(key.as_str()) || state.items.contains_key(key.as_str()) {
-                        continue;
-                    }
-                    if let Some(obj) = known.get_by_key(&key) {
-                        tombstones.push((Arc::from(key), obj));
-                    }
-                }
-            }
-            tombstones
+            Listed::Keys(HashSet::new())
+        });
+    }
+
+    fn finish_locked(&self, state: &mut State<K>, resource_version: &str) {
+        let listed = state
+            .replacing
+            .take()
+            .unwrap_or_else(|| Listed::Keys(HashSet::new()));
+        let tombstones = match listed {
+            Listed::Untracked => Vec::new(),
+            Listed::Keys(listed) => self.tombstones(state, &listed),
         };
-        // Grow once rather than rehashing step by step through the list.
-        let incoming = objs.len() + tombstones.len();
-        state.queue.reserve(incoming);
-        state.items.reserve(incoming);
-        for (key, obj) in objs {
-            state.queue_action(
-                key,
-                Delta {
-                    kind: DeltaType::Replaced,
-                    object: ObjectOrTombstone::Object(obj),
-                },
-            );
-        }
+        state.queue.reserve(tombstones.len());
+        state.items.reserve(tombstones.len());
         for (key, obj) in tombstones {
             let tombstone = ObjectOrTombstone::Tombstone(DeletedFinalStateUnknown {
                 key: key.to_string(),
@@ -332,8 +334,35 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
             state.initial_population_count = state.queue.len();
         }
         state.last_sync_rv = Some(resource_version.to_owned());
-        drop(state);
-        self.not_empty.notify_waiters();
+    }
+
+    /// Queued keys (in queue order), then known keys (sorted), that are not
+    /// in `listed`, each with the newest object seen for it.
+    fn tombstones(&self, state: &State<K>, listed: &HashSet<Arc<str>>) -> Vec<(Arc<str>, Arc<K>)> {
+        let mut tombstones: Vec<(Arc<str>, Arc<K>)> = state
+            .queue
+            .iter()
+            .filter(|k| !listed.contains(&***k))
+            .filter_map(|k| {
+                Some((
+                    k.clone(),
+                    state.items.get(&**k)?.last()?.object.object().clone(),
+                ))
+            })
+            .collect();
+        if let Some(known) = &self.known {
+            let mut keys = known.list_keys();
+            keys.sort_unstable();
+            for key in keys {
+                if listed.contains(key.as_str()) || state.items.contains_key(key.as_str()) {
+                    continue;
+                }
+                if let Some(obj) = known.get_by_key(&key) {
+                    tombstones.push((Arc::from(key), obj));
+                }
+            }
+        }
+        tombstones
     }
 
     /// Queues `Sync` for every known object whose key has no queued deltas
@@ -471,6 +500,41 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     pub fn last_sync_resource_version(&self) -> Option<String> {
         self.state.lock().last_sync_rv.clone()
     }
+}
+
+/// Each object shared, with its key.
+fn keyed<K: Resource>(list: Vec<K>) -> Vec<(Arc<str>, Arc<K>)> {
+    list.into_iter()
+        .map(|o| {
+            let o = Arc::new(o);
+            (object_key_arc(&*o), o)
+        })
+        .collect()
+}
+
+/// Queues `Replaced` for each of `objs`, noting their keys when the replace
+/// in progress keeps them.
+fn page_locked<K>(state: &mut State<K>, objs: Vec<(Arc<str>, Arc<K>)>) {
+    // Grow once per page rather than rehashing step by step.
+    state.queue.reserve(objs.len());
+    state.items.reserve(objs.len());
+    let mut listed = state
+        .replacing
+        .take()
+        .unwrap_or_else(|| Listed::Keys(HashSet::new()));
+    for (key, obj) in objs {
+        if let Listed::Keys(keys) = &mut listed {
+            keys.insert(key.clone());
+        }
+        state.queue_action(
+            key,
+            Delta {
+                kind: DeltaType::Replaced,
+                object: ObjectOrTombstone::Object(obj),
+            },
+        );
+    }
+    state.replacing = Some(listed);
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! keeps no per-object capacity once that list has been popped.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use super::{Delta, DeltaType, Deltas};
@@ -22,6 +22,17 @@ pub(super) struct State<K> {
     pub(super) initial_population_count: usize,
     pub(super) closed: bool,
     pub(super) last_sync_rv: Option<String>,
+    /// The keys listed so far by a replace that arrives page by page.
+    pub(super) replacing: Option<Listed>,
+}
+
+/// What a replace in progress keeps of the keys it listed.
+pub(super) enum Listed {
+    /// None: nothing was queued or known when it began (the first list), so
+    /// no key can need a tombstone.
+    Untracked,
+    /// Every key listed so far.
+    Keys(HashSet<Arc<str>>),
 }
 
 impl<K> Default for State<K> {
@@ -33,6 +44,7 @@ impl<K> Default for State<K> {
             initial_population_count: 0,
             closed: false,
             last_sync_rv: None,
+            replacing: None,
         }
     }
 }

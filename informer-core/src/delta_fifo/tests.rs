@@ -1,5 +1,6 @@
 //! Unit tests: one per DeltaFIFO rule.
 
+mod paged;
 mod shrink;
 
 use std::sync::Arc;

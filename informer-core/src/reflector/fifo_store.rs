@@ -35,6 +35,22 @@ impl<K: Resource + Clone + Send + Sync + 'static> ReflectorStore<K> for DeltaFif
     fn replace_prepared(&self, list: Vec<K>, resource_version: &str) {
         self.replace_transformed(list, resource_version);
     }
+
+    fn replaces_by_page(&self) -> bool {
+        true
+    }
+
+    fn replace_begin(&self) {
+        DeltaFifo::replace_begin(self);
+    }
+
+    fn replace_page(&self, page: Vec<K>) {
+        DeltaFifo::replace_page(self, page);
+    }
+
+    fn replace_finish(&self, resource_version: &str) {
+        DeltaFifo::replace_finish(self, resource_version);
+    }
 }
 
 #[cfg(test)]

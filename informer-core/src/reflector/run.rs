@@ -132,7 +132,7 @@ where
             }
             other => other,
         };
-        let (items, list_rv, pages) = result.map_err(|source| {
+        let (items, list_rv, pages, count) = result.map_err(|source| {
             self.metrics
                 .list_failed(&self.name, failure_reason(&source));
             ReflectorError::List {
@@ -144,8 +144,11 @@ where
             st.paginated_result = true;
         }
         st.rv_unavailable = false;
-        let count = items.len();
-        self.store.replace_prepared(items, &list_rv);
+        if self.store.replaces_by_page() {
+            self.store.replace_finish(&list_rv);
+        } else {
+            self.store.replace_prepared(items, &list_rv);
+        }
         self.set_resource_version(st, &list_rv);
         self.metrics
             .list_completed(&self.name, count, pages, started.elapsed());
@@ -153,13 +156,15 @@ where
         Ok(())
     }
 
-    /// Fetches every page of a list at `rv`. Returns the items, the list's
-    /// resource version and the number of requests made.
+    /// Fetches every page of a list at `rv`. Returns the items (none when
+    /// the store takes pages as they come: each went to
+    /// [`replace_page`](ReflectorStore::replace_page)), the list's resource
+    /// version, the number of requests made and the number of items.
     async fn list_pages(
         &self,
         st: &State,
         rv: &str,
-    ) -> Result<(Vec<K>, String, usize), ListWatchError> {
+    ) -> Result<(Vec<K>, String, usize, usize), ListWatchError> {
         let limit = match self.config.page_size {
             Some(0) => None,
             Some(n) => Some(n),
@@ -176,11 +181,17 @@ where
                 ..ListRequest::default()
             };
             let mut req = first.clone();
-            // Pages are kept as they come and joined once at the end into a
-            // vector of the exact size: no regrowing (and copying) of one
-            // vector that ends up with up to twice the capacity it needs.
+            let by_page = self.store.replaces_by_page();
+            if by_page {
+                self.store.replace_begin();
+            }
+            // Pages the store does not take one by one are kept as they come
+            // and joined once at the end into a vector of the exact size: no
+            // regrowing (and copying) of one vector that ends up with up to
+            // twice the capacity it needs.
             let mut pages_items: Vec<Vec<K>> = Vec::new();
             let mut pages = 0usize;
+            let mut count = 0usize;
             loop {
                 let page = match self.lister_watcher.list(req.clone()).await {
                     Ok(page) => page,
@@ -195,16 +206,32 @@ where
                         pages += 1;
                         self.skip_undecodable(&page.undecodable);
                         let items = self.prepare_page(page.items);
-                        return Ok((items, page.resource_version, pages));
+                        let count = items.len();
+                        if by_page {
+                            // The pages taken so far are superseded: start over.
+                            self.store.replace_begin();
+                            self.store.replace_page(items);
+                            return Ok((Vec::new(), page.resource_version, pages, count));
+                        }
+                        return Ok((items, page.resource_version, pages, count));
                     }
                     Err(e) => return Err(e),
                 };
                 pages += 1;
                 self.skip_undecodable(&page.undecodable);
-                pages_items.push(self.prepare_page(page.items));
+                let items = self.prepare_page(page.items);
+                count += items.len();
+                if by_page {
+                    self.store.replace_page(items);
+                } else {
+                    pages_items.push(items);
+                }
                 match page.continue_token {
                     Some(token) => req.continue_token = Some(token),
-                    None => return Ok((join_pages(pages_items), page.resource_version, pages)),
+                    None => {
+                        let items = join_pages(pages_items);
+                        return Ok((items, page.resource_version, pages, count));
+                    }
                 }
             }
         }
