@@ -126,3 +126,21 @@ pub fn sent_of(cm: &ConfigMap) -> Option<u64> {
         .and_then(|a| a.get("sent"))
         .and_then(|s| s.parse().ok())
 }
+
+/// Waits until a kube-runtime reflector store has seen its first full list,
+/// for at most `limit`.
+pub async fn kube_store_ready<K>(
+    store: &kube_runtime::reflector::Store<K>,
+    limit: std::time::Duration,
+) -> Result<(), crate::BenchError>
+where
+    K: kube_runtime::reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    match tokio::time::timeout(limit, store.wait_until_ready()).await {
+        Ok(Ok(())) => Ok(()),
+        other => Err(crate::BenchError(format!(
+            "kube-runtime reflector did not sync: {other:?}"
+        ))),
+    }
+}

@@ -192,14 +192,7 @@ pub async fn kube(client: &Client, namespace: &str, objects: usize) -> Result<Sa
             }
         }
     });
-    match tokio::time::timeout(LIMIT, store.wait_until_ready()).await {
-        Ok(Ok(())) => {}
-        other => {
-            return Err(BenchError(format!(
-                "kube-runtime reflector did not sync: {other:?}"
-            )));
-        }
-    }
+    crate::fixtures::kube_store_ready(&store, LIMIT).await?;
     crate::heap::settle().await;
     let steady = heap.retained();
     heap.reset_peak();

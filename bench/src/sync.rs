@@ -125,14 +125,7 @@ pub async fn kube(
             }
         }
     });
-    match tokio::time::timeout(LIMIT, store.wait_until_ready()).await {
-        Ok(Ok(())) => {}
-        other => {
-            return Err(BenchError(format!(
-                "kube-runtime reflector did not sync: {other:?}"
-            )));
-        }
-    }
+    crate::fixtures::kube_store_ready(&store, LIMIT).await?;
     let elapsed = start.elapsed();
     let (peak, retained) = (heap.peak(), heap.retained());
     let len = store.state().len();

@@ -191,14 +191,7 @@ async fn kube(client: &Client, plan: &Plan, round: u32) -> Result<Throughput, Be
             }
         }
     });
-    match tokio::time::timeout(LIMIT, store.wait_until_ready()).await {
-        Ok(Ok(())) => {}
-        other => {
-            return Err(BenchError(format!(
-                "kube-runtime reflector did not sync: {other:?}"
-            )));
-        }
-    }
+    crate::fixtures::kube_store_ready(&store, LIMIT).await?;
     let result = write_and_wait(client, plan, &seen, plan.watch_writes, plan.watch_writes).await;
     stop.cancel();
     let _ = task.await;
