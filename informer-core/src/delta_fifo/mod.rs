@@ -297,7 +297,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
         // tombstones, so the listed keys need not be kept.
         let nothing_to_delete = !state.populated
             && state.queue.is_empty()
-            && self.known.as_ref().is_none_or(|k| k.list_keys().is_empty());
+            && self.known.as_ref().is_none_or(|k| k.is_empty());
         state.replacing = Some(if nothing_to_delete {
             Listed::Untracked
         } else {

@@ -47,6 +47,11 @@ pub type IndexFn<K> = Arc<dyn Fn(&K) -> Result<Vec<String>, String> + Send + Syn
 pub trait KnownObjects<K>: Send + Sync {
     /// Keys of all known objects.
     fn list_keys(&self) -> Vec<String>;
+    /// Whether no object is known (without listing the keys, where the
+    /// store can tell).
+    fn is_empty(&self) -> bool {
+        self.list_keys().is_empty()
+    }
     /// The known object under `key`, if any.
     fn get_by_key(&self, key: &str) -> Option<Arc<K>>;
 }
@@ -367,6 +372,10 @@ impl<K> Indexer<K> {
 impl<K: Send + Sync> KnownObjects<K> for Indexer<K> {
     fn list_keys(&self) -> Vec<String> {
         Indexer::list_keys(self)
+    }
+
+    fn is_empty(&self) -> bool {
+        Indexer::is_empty(self)
     }
 
     fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
