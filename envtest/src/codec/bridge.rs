@@ -121,6 +121,15 @@ impl Conv<pb::api::resource::Quantity> for Quantity {
     }
 }
 
+impl<O: Conv<P>, P> Conv<Box<P>> for Box<O> {
+    fn to_pb(&self) -> Box<P> {
+        Box::new((**self).to_pb())
+    }
+    fn from_pb(p: Box<P>) -> Result<Self, CodecError> {
+        O::from_pb(*p).map(Box::new)
+    }
+}
+
 /// How a field nests on each side: `opt` is `Option` on both, `req` a plain
 /// JSON field that protobuf keeps optional (`reqtime` a time, which has no
 /// default to fall back on when the message lacks it), `optvec`/`optmap` a JSON
@@ -252,6 +261,118 @@ k8s_openapi::k8s_if_1_34! { include!("bridge_tables/v1_34.rs"); }
 k8s_openapi::k8s_if_1_35! { include!("bridge_tables/v1_35.rs"); }
 k8s_openapi::k8s_if_1_36! { include!("bridge_tables/v1_36.rs"); }
 k8s_openapi::k8s_if_1_37! { include!("bridge_tables/v1_37.rs"); }
+
+// A CRD's `openAPIV3Schema`, by hand: `$ref` is `ref` in protobuf but
+// `ref_path` in k8s-openapi, `default`/`example`/`enum` values are raw JSON
+// bytes in protobuf, and each "or" type is one JSON value of either shape in
+// JSON but a message holding both in protobuf (read back the way the API
+// server's Go types print it).
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as oax;
+use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1 as pbx;
+
+bridge!(apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps => apiextensions_apiserver::pkg::apis::apiextensions::v1::JsonSchemaProps [(id, id, opt), (schema, schema, opt), (r#ref, ref_path, opt), (description, description, opt), (r#type, type_, opt), (format, format, opt), (title, title, opt), (default, default, opt), (maximum, maximum, opt), (exclusive_maximum, exclusive_maximum, opt), (minimum, minimum, opt), (exclusive_minimum, exclusive_minimum, opt), (max_length, max_length, opt), (min_length, min_length, opt), (pattern, pattern, opt), (max_items, max_items, opt), (min_items, min_items, opt), (unique_items, unique_items, opt), (multiple_of, multiple_of, opt), (r#enum, enum_, optvec), (max_properties, max_properties, opt), (min_properties, min_properties, opt), (required, required, optvec), (items, items, opt), (all_of, all_of, optvec), (one_of, one_of, optvec), (any_of, any_of, optvec), (not, not, opt), (properties, properties, optmap), (additional_properties, additional_properties, opt), (pattern_properties, pattern_properties, optmap), (dependencies, dependencies, optmap), (additional_items, additional_items, opt), (definitions, definitions, optmap), (external_docs, external_docs, opt), (example, example, opt), (nullable, nullable, opt), (x_kubernetes_preserve_unknown_fields, x_kubernetes_preserve_unknown_fields, opt), (x_kubernetes_embedded_resource, x_kubernetes_embedded_resource, opt), (x_kubernetes_int_or_string, x_kubernetes_int_or_string, opt), (x_kubernetes_list_map_keys, x_kubernetes_list_map_keys, optvec), (x_kubernetes_list_type, x_kubernetes_list_type, opt), (x_kubernetes_map_type, x_kubernetes_map_type, opt), (x_kubernetes_validations, x_kubernetes_validations, optvec)] []);
+
+impl Conv<pbx::Json> for oax::JSON {
+    fn to_pb(&self) -> pbx::Json {
+        pbx::Json {
+            raw: Some(self.0.to_string().into_bytes()),
+        }
+    }
+    fn from_pb(p: pbx::Json) -> Result<Self, CodecError> {
+        match p.raw {
+            None => Ok(Self(serde_json::Value::Null)),
+            Some(raw) => serde_json::from_slice(&raw)
+                .map(Self)
+                .map_err(|e| CodecError::Field {
+                    what: "JSON",
+                    message: e.to_string(),
+                }),
+        }
+    }
+}
+
+/// `items`: one schema, or a list of them (the list wins when both are set).
+impl Conv<Box<pbx::JsonSchemaPropsOrArray>> for oax::JSONSchemaPropsOrArray {
+    fn to_pb(&self) -> Box<pbx::JsonSchemaPropsOrArray> {
+        Box::new(match self {
+            Self::Schema(s) => pbx::JsonSchemaPropsOrArray {
+                schema: Some(s.to_pb()),
+                j_son_schemas: Vec::new(),
+            },
+            Self::Schemas(v) => pbx::JsonSchemaPropsOrArray {
+                schema: None,
+                j_son_schemas: v.iter().map(Conv::to_pb).collect(),
+            },
+        })
+    }
+    fn from_pb(p: Box<pbx::JsonSchemaPropsOrArray>) -> Result<Self, CodecError> {
+        let p = *p;
+        match p.schema {
+            Some(s) if p.j_son_schemas.is_empty() => Box::from_pb(s).map(Self::Schema),
+            _ => nest::vec::from(p.j_son_schemas).map(Self::Schemas),
+        }
+    }
+}
+
+/// `additionalProperties`/`additionalItems`: `true`, `false` or a schema
+/// (a schema allows, as the API server writes it).
+impl Conv<Box<pbx::JsonSchemaPropsOrBool>> for oax::JSONSchemaPropsOrBool {
+    fn to_pb(&self) -> Box<pbx::JsonSchemaPropsOrBool> {
+        Box::new(match self {
+            Self::Bool(b) => pbx::JsonSchemaPropsOrBool {
+                allows: Some(*b),
+                schema: None,
+            },
+            Self::Schema(s) => pbx::JsonSchemaPropsOrBool {
+                allows: Some(true),
+                schema: Some(s.to_pb()),
+            },
+        })
+    }
+    fn from_pb(p: Box<pbx::JsonSchemaPropsOrBool>) -> Result<Self, CodecError> {
+        let p = *p;
+        match p.schema {
+            Some(s) => Box::from_pb(s).map(Self::Schema),
+            None => Ok(Self::Bool(p.allows.unwrap_or(false))),
+        }
+    }
+}
+
+/// `dependencies` values: a schema or a list of property names (the list
+/// wins when both are set).
+impl Conv<pbx::JsonSchemaPropsOrStringArray> for oax::JSONSchemaPropsOrStringArray {
+    fn to_pb(&self) -> pbx::JsonSchemaPropsOrStringArray {
+        match self {
+            Self::Schema(s) => pbx::JsonSchemaPropsOrStringArray {
+                schema: Some((**s).to_pb()),
+                property: Vec::new(),
+            },
+            Self::Strings(v) => pbx::JsonSchemaPropsOrStringArray {
+                schema: None,
+                property: v.clone(),
+            },
+        }
+    }
+    fn from_pb(p: pbx::JsonSchemaPropsOrStringArray) -> Result<Self, CodecError> {
+        match p.schema {
+            Some(s) if p.property.is_empty() => {
+                oax::JSONSchemaProps::from_pb(s).map(|s| Self::Schema(Box::new(s)))
+            }
+            _ => Ok(Self::Strings(p.property)),
+        }
+    }
+}
+
+/// `subresources.status`: an empty object in JSON, an empty message in
+/// protobuf.
+impl Conv<pbx::CustomResourceSubresourceStatus> for oax::CustomResourceSubresourceStatus {
+    fn to_pb(&self) -> pbx::CustomResourceSubresourceStatus {
+        pbx::CustomResourceSubresourceStatus {}
+    }
+    fn from_pb(_: pbx::CustomResourceSubresourceStatus) -> Result<Self, CodecError> {
+        Ok(Self(serde_json::Value::Object(serde_json::Map::new())))
+    }
+}
 
 // Discovery documents (`/api`, `/apis`, `/apis/{group}`, `/api/v1`,
 // `/apis/{group}/{version}`), which client-go and kubectl ask for in

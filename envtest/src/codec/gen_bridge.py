@@ -36,7 +36,9 @@ ROOTS = [
      "api::networking::v1::NetworkPolicy"
 ] + ["api::rbac::v1::" + k for k in ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"]
 ] + ["apimachinery::pkg::apis::meta::v1::" + k for k in [
-        "Status", "DeleteOptions", "ListMeta"]]
+        "Status", "DeleteOptions", "ListMeta"]] + [
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::" + k for k in [
+        "CustomResourceDefinition", "ExternalDocumentation", "ValidationRule"]]
 
 # Hand-written in bridge.rs (their JSON form is not their message's fields).
 LEAVES = {
@@ -47,6 +49,16 @@ LEAVES = {
     "apimachinery::pkg::util::intstr::IntOrString",
     "apimachinery::pkg::api::resource::Quantity",
     "apimachinery::pkg::runtime::RawExtension",
+    # A CRD's schema (written by hand in bridge.rs): `$ref` is `ref` in
+    # protobuf but `ref_path` in k8s-openapi, each "or" type is one JSON value
+    # of either shape, JSON is raw bytes in protobuf, and the status
+    # subresource is an empty object.
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::JsonSchemaProps",
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::JsonSchemaPropsOrArray",
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::JsonSchemaPropsOrBool",
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::JsonSchemaPropsOrStringArray",
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::Json",
+    "apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceSubresourceStatus",
 }
 
 def pb_structs(root):

@@ -293,4 +293,6 @@ pub(crate) async fn encode_response(
 }
 
 #[cfg(test)]
+mod schema_tests;
+#[cfg(test)]
 mod tests;

@@ -104,6 +104,7 @@ kinds! {
     "rbac.authorization.k8s.io/v1" "ClusterRole" => api::rbac::v1::ClusterRole;
     "rbac.authorization.k8s.io/v1" "RoleBinding" => api::rbac::v1::RoleBinding;
     "rbac.authorization.k8s.io/v1" "ClusterRoleBinding" => api::rbac::v1::ClusterRoleBinding;
+    "apiextensions.k8s.io/v1" "CustomResourceDefinition" => apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 }
 
 /// Whether a kind (or a list of it) has a protobuf form.
