@@ -4,7 +4,8 @@
 //!
 //! [`Conv`] converts one value each way. The few types whose JSON form is not
 //! the list of their message's fields (Time, MicroTime, IntOrString,
-//! Quantity, byte strings) are written out here by hand (RawExtension and
+//! Quantity, byte strings, and a CRD's schema: `JSONSchemaProps` and its
+//! "or" types) are written out here by hand (RawExtension and
 //! FieldsV1, which may embed a whole protobuf object, in `proto`); every other message gets its `Conv` from one `bridge!` line in
 //! `bridge_tables/` (`common.rs` and one file per Kubernetes version for what differs), which `gen_bridge.py`
 //! writes from the two crates' sources and the compiler checks (a field

@@ -26,6 +26,7 @@ mod openapi;
 mod persist;
 mod props;
 mod protobuf;
+mod protobuf_crd;
 mod read_defaults;
 mod reads;
 mod schemas;

@@ -13,10 +13,10 @@ use kube_client::Client;
 use kube_client::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-const PREFER_PB: &str = "application/vnd.kubernetes.protobuf, application/json";
+pub(crate) const PREFER_PB: &str = "application/vnd.kubernetes.protobuf, application/json";
 
 /// One request: (status, Content-Type, body bytes).
-async fn send(
+pub(crate) async fn send(
     client: &Client,
     method: &str,
     path: &str,
@@ -50,7 +50,7 @@ async fn send(
     (code, ct, bytes)
 }
 
-async fn get_json(client: &Client, path: &str) -> Value {
+pub(crate) async fn get_json(client: &Client, path: &str) -> Value {
     let (code, ct, body) = send(client, "GET", path, None, "application/json", vec![]).await;
     assert_eq!((code, ct.as_str()), (200, "application/json"), "GET {path}");
     serde_json::from_slice(&body).unwrap()
@@ -284,7 +284,7 @@ async fn protobuf_updates_and_errors() {
 }
 
 /// Read one length-prefixed frame from a protobuf watch body.
-async fn next_frame(body: &mut kube_client::client::Body, buf: &mut Vec<u8>) -> Value {
+pub(crate) async fn next_frame(body: &mut kube_client::client::Body, buf: &mut Vec<u8>) -> Value {
     loop {
         if buf.len() >= 4 {
             let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
