@@ -81,6 +81,8 @@ mod proptests;
 #[cfg(test)]
 mod queue_tests;
 #[cfg(test)]
+mod state_tests;
+#[cfg(test)]
 mod test_support;
 
 pub use metrics::{

@@ -538,6 +538,12 @@ impl<T: Clone + Eq + Hash> State<T> {
         }
     }
 
+    /// Priority buckets held, empty ones included (for tests).
+    #[cfg(test)]
+    pub(crate) fn buckets(&self) -> usize {
+        self.ready.buckets.len()
+    }
+
     /// Entries held in the buckets and the heap, live or stale (for tests).
     #[cfg(test)]
     pub(crate) fn entries(&self) -> usize {
