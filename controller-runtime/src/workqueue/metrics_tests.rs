@@ -223,3 +223,49 @@ async fn retries_count_every_delayed_add_not_only_rate_limited_ones() {
     q.add_after("dropped", SEC);
     assert_eq!(retries(), Some(5.0), "adds after shut down are dropped");
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_refresher_outlives_an_idle_start_runs_through_a_drain_and_then_stops() {
+    let registry = Registry::new();
+    let provider = Arc::new(PrometheusMetricsProvider::new(&registry).unwrap());
+    let q: Queue<&str> = Queue::builder().name("idle").metrics(provider).build();
+    // The refresher's first ticks find nothing being processed.
+    advance(SEC).await;
+    settle().await;
+    let tasks = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    q.add("a");
+    let a = soon(q.get()).await.unwrap();
+    advance(3 * SEC).await;
+    settle().await;
+    assert_eq!(
+        value(&scrape(&registry), UNFINISHED_WORK_SECONDS, "idle"),
+        Some(3.0)
+    );
+    // Shut down with "a" in flight: still refreshed while it drains.
+    q.shut_down();
+    advance(2 * SEC).await;
+    settle().await;
+    assert_eq!(
+        value(&scrape(&registry), UNFINISHED_WORK_SECONDS, "idle"),
+        Some(5.0)
+    );
+    advance(2 * SEC).await;
+    settle().await;
+    assert_eq!(
+        value(&scrape(&registry), UNFINISHED_WORK_SECONDS, "idle"),
+        Some(7.0),
+        "refreshed on every tick of the drain, not only the first"
+    );
+    q.done(&a);
+    advance(SEC).await;
+    settle().await;
+    assert_eq!(
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks(),
+        tasks - 1,
+        "the refresher stops once the queue is shut down and drained"
+    );
+}

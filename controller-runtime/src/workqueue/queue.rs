@@ -222,6 +222,12 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
         &self.shared
     }
 
+    /// `get` calls asleep waiting for an item (for tests).
+    #[cfg(test)]
+    pub(super) fn waiters(&self) -> usize {
+        self.shared.state.lock().waiters
+    }
+
     /// The queue's name (empty if none was given).
     #[must_use]
     pub fn name(&self) -> &str {

@@ -318,3 +318,50 @@ async fn try_get_takes_only_ready_items() {
     q.done(&1);
     assert_eq!(q.try_get(), Some(1));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_delay_too_long_for_the_clock_waits_thirty_years() {
+    const YEAR: Duration = Duration::from_secs(60 * 60 * 24 * 365);
+    let q = Queue::new();
+    q.add_after("x", Duration::MAX);
+    tokio::time::advance(29 * YEAR).await;
+    assert!(
+        timeout(SEC, q.get()).await.is_err(),
+        "not handed out before 30 years"
+    );
+    tokio::time::advance(YEAR).await;
+    assert_eq!(soon(q.get()).await, Some("x"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_get_stops_counting_as_a_waiter() {
+    let q = std::sync::Arc::new(Queue::<u32>::new());
+    let getter = tokio::spawn({
+        let q = q.clone();
+        async move { q.get().await }
+    });
+    while q.waiters() == 0 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(q.waiters(), 1);
+    getter.abort();
+    assert!(getter.await.is_err(), "cancelled");
+    assert_eq!(q.waiters(), 0);
+}
+
+#[test]
+fn a_queue_shows_its_name() {
+    let q: Queue<u32> = Queue::builder().name("pods").build();
+    assert_eq!(q.name(), "pods");
+    assert!(format!("{q:?}").contains("\"pods\""), "{q:?}");
+    assert_eq!(Queue::<u32>::new().name(), "");
+}
+
+#[test]
+fn add_options_report_their_priority() {
+    assert_eq!(AddOptions::new().get_priority(), Priority::NORMAL);
+    assert_eq!(
+        AddOptions::new().priority(Priority::HIGH).get_priority(),
+        Priority::HIGH
+    );
+}
