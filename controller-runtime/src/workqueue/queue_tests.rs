@@ -365,3 +365,20 @@ fn add_options_report_their_priority() {
         Priority::HIGH
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn done_wakes_a_sleeping_get_for_an_item_re_added_while_processing() {
+    let q = std::sync::Arc::new(Queue::new());
+    q.add("x");
+    let x = soon(q.get()).await.unwrap();
+    q.add("x"); // dirty while processing: not ready until done
+    let getter = tokio::spawn({
+        let q = q.clone();
+        async move { q.get().await }
+    });
+    while q.waiters() == 0 {
+        tokio::task::yield_now().await;
+    }
+    q.done(&x);
+    assert_eq!(soon(getter).await.unwrap(), Some("x"));
+}
