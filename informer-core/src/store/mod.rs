@@ -384,6 +384,8 @@ impl<K: Send + Sync> KnownObjects<K> for Indexer<K> {
 }
 
 #[cfg(test)]
+mod emptiness_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;

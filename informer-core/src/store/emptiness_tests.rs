@@ -1,0 +1,50 @@
+//! `is_empty`, as the DeltaFIFO's relist asks it: the Indexer's own answer
+//! (inherent and through [`KnownObjects`]) and the trait's default for
+//! other stores, which falls back on the key list.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_core::ObjectMeta;
+
+use super::*;
+
+fn cm(name: &str) -> Arc<ConfigMap> {
+    Arc::new(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+}
+
+#[test]
+fn an_indexer_is_empty_until_an_object_is_stored_and_again_once_deleted() {
+    let store: Indexer<ConfigMap> = Indexer::new();
+    let known: &dyn KnownObjects<ConfigMap> = &store;
+    assert!(store.is_empty() && known.is_empty());
+    store.add(cm("a")).unwrap();
+    assert!(!store.is_empty() && !known.is_empty());
+    store.delete("default/a");
+    assert!(store.is_empty() && known.is_empty());
+}
+
+/// A store that only lists keys, as a user's own `KnownObjects` might.
+struct Keys(Vec<String>);
+
+impl KnownObjects<ConfigMap> for Keys {
+    fn list_keys(&self) -> Vec<String> {
+        self.0.clone()
+    }
+    fn get_by_key(&self, _key: &str) -> Option<Arc<ConfigMap>> {
+        None
+    }
+}
+
+#[test]
+fn the_default_is_empty_asks_the_key_list() {
+    assert!(Keys(Vec::new()).is_empty());
+    assert!(!Keys(vec!["default/a".into()]).is_empty());
+}
