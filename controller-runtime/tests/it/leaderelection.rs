@@ -283,3 +283,61 @@ async fn candidates_sampled_continuously_never_lead_together() {
         c.stop().await;
     }
 }
+
+/// The Lease lock itself against the server: each operation, its answers
+/// and how each failure is typed (409 is a lost race, anything else an API
+/// error naming the operation and the lease).
+#[tokio::test]
+async fn the_api_lease_lock_reads_writes_and_types_its_failures() {
+    use controller_runtime::leaderelection::{ApiLeaseLock, LeaseLock};
+    let env = TestEnv::start().await.unwrap();
+    let lock = ApiLeaseLock::new(env.client(), "default", "lock-test");
+    assert_eq!(lock.describe(), "default/lock-test");
+    assert!(lock.get().await.unwrap().is_none(), "no lease yet");
+
+    let mut lease = Lease::default();
+    lease.metadata.name = Some("lock-test".into());
+    lease.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+        holder_identity: Some("a".into()),
+        ..Default::default()
+    });
+    // Updating a lease that does not exist: a 404, typed as an API error.
+    match lock.update(lease.clone()).await {
+        Err(LeaderElectionError::Api { op, lease, source }) => {
+            assert_eq!((op, lease.as_str()), ("update", "default/lock-test"));
+            assert!(matches!(source, kube_client::Error::Api(s) if s.code == 404));
+        }
+        other => panic!("expected an API error, got {other:?}"),
+    }
+    let created = lock.create(lease.clone()).await.unwrap();
+    assert_eq!(created.metadata.name.as_deref(), Some("lock-test"));
+    let got = lock.get().await.unwrap().expect("the lease");
+    assert_eq!(
+        got.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("a")
+    );
+    // Creating it again: AlreadyExists, a lost race.
+    assert!(matches!(
+        lock.create(lease.clone()).await,
+        Err(LeaderElectionError::Conflict { lease }) if lease == "default/lock-test"
+    ));
+    // An update from the version read succeeds; a stale one conflicts.
+    let mut next = created.clone();
+    next.spec.as_mut().unwrap().holder_identity = Some("b".into());
+    let updated = lock.update(next.clone()).await.unwrap();
+    assert_eq!(
+        updated.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("b")
+    );
+    assert!(matches!(
+        lock.update(next).await,
+        Err(LeaderElectionError::Conflict { .. })
+    ));
+    // A failing read is an API error naming the operation.
+    env.faults()
+        .fail_next(FailureRule::new(1, 500).path_contains("/leases/lock-test"));
+    assert!(matches!(
+        lock.get().await,
+        Err(LeaderElectionError::Api { op: "get", .. })
+    ));
+}
