@@ -384,7 +384,7 @@ impl<K: Send + Sync> KnownObjects<K> for Indexer<K> {
 }
 
 #[cfg(test)]
-mod emptiness_tests;
+mod bookkeeping_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! `is_empty`, as the DeltaFIFO's relist asks it: the Indexer's own answer
 //! (inherent and through [`KnownObjects`]) and the trait's default for
-//! other stores, which falls back on the key list.
+//! other stores, which falls back on the key list; and the drain a
+//! `replace` that raced with `add_indexers` starts over from.
 
 use std::sync::Arc;
 
@@ -47,4 +48,31 @@ impl KnownObjects<ConfigMap> for Keys {
 fn the_default_is_empty_asks_the_key_list() {
     assert!(Keys(Vec::new()).is_empty());
     assert!(!Keys(vec!["default/a".into()]).is_empty());
+}
+
+/// `replace` rebuilds its fresh state from scratch when indexes were added
+/// while it computed index values (a race no single thread can stage);
+/// the drain it takes the objects out with must give back every one and
+/// leave no index entry behind.
+#[test]
+fn draining_the_state_gives_back_every_object_and_clears_the_indexes() {
+    let store: Indexer<ConfigMap> = Indexer::new();
+    store.add(cm("a")).unwrap();
+    store.add(cm("b")).unwrap();
+    let mut state = store.state.write();
+    let mut keys: Vec<String> = state
+        .drain_objects()
+        .into_iter()
+        .map(|(k, _)| k.to_string())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["default/a", "default/b"]);
+    assert_eq!(state.len(), 0);
+    drop(state);
+    assert!(
+        store
+            .index_keys(NAMESPACE_INDEX, "default")
+            .unwrap()
+            .is_empty()
+    );
 }
