@@ -4,6 +4,7 @@
 mod errors;
 pub(super) mod fake;
 mod streaming;
+mod surface;
 
 use std::sync::Arc;
 use std::time::Duration;
