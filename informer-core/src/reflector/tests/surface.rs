@@ -114,3 +114,27 @@ fn reflector_errors_name_what_lies_underneath() {
     assert!(cut.list_watch_error().is_none());
     assert!(!cut.is_expired());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reflector_shows_its_name_and_last_synced_version() {
+    let bump = Bump::new();
+    let lw = FakeLw::new(&bump, vec![]);
+    let store = RecordingStore::new(&bump);
+    let reflector = Reflector::builder(lw, store).name("pods").build();
+    assert_eq!(reflector.name(), "pods");
+    assert_eq!(
+        reflector.last_sync_resource_version(),
+        None,
+        "before any list"
+    );
+    reflector.synced.set("42");
+    assert_eq!(
+        reflector.last_sync_resource_version().as_deref(),
+        Some("42")
+    );
+    let shown = format!("{reflector:?}");
+    assert!(
+        shown.contains("\"pods\"") && shown.contains("\"42\""),
+        "{shown}"
+    );
+}
