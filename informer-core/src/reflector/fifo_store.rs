@@ -177,4 +177,72 @@ mod tests {
         cancel.cancel();
         task.await.unwrap();
     }
+
+    fn drain(fifo: &DeltaFifo<super::super::tests::fake::Obj>) -> Vec<(String, Vec<DeltaType>)> {
+        let mut out = Vec::new();
+        while fifo.len() > 0 {
+            let next = fifo.pop(|d| (d.key.to_string(), d.deltas.iter().map(|d| d.kind).collect()));
+            let Some(Ok(item)) = futures::FutureExt::now_or_never(next) else {
+                panic!("a queued item pops at once");
+            };
+            out.push(item);
+        }
+        out
+    }
+
+    /// Each store call the reflector makes reaches the FIFO as its delta.
+    #[test]
+    fn every_store_call_becomes_its_delta() {
+        use super::super::ReflectorStore;
+        use crate::store::Indexer;
+        let known = Arc::new(Indexer::new());
+        known.add(Arc::new(cm("r", "1"))).unwrap();
+        let fifo = DeltaFifo::new(Some(known));
+        let store: &dyn ReflectorStore<_> = &fifo;
+        assert!(store.replaces_by_page());
+        store.add(cm("a", "2"));
+        store.update(cm("a", "3"));
+        store.delete(cm("a", "4"));
+        store.resync();
+        assert_eq!(
+            drain(&fifo),
+            [
+                (
+                    "ns/a".to_owned(),
+                    vec![DeltaType::Added, DeltaType::Updated, DeltaType::Deleted]
+                ),
+                ("ns/r".to_owned(), vec![DeltaType::Sync]),
+            ]
+        );
+
+        let fifo = DeltaFifo::new(None);
+        let store: &dyn ReflectorStore<_> = &fifo;
+        store.replace(vec![cm("x", "5")], "5");
+        assert_eq!(
+            drain(&fifo),
+            [("ns/x".to_owned(), vec![DeltaType::Replaced])]
+        );
+        store.replace_prepared(vec![cm("y", "6")], "6");
+        assert_eq!(
+            drain(&fifo),
+            [("ns/y".to_owned(), vec![DeltaType::Replaced])]
+        );
+        assert_eq!(fifo.last_sync_resource_version().as_deref(), Some("6"));
+        store.add(cm("old", "7"));
+        store.replace_begin();
+        store.replace_page(vec![cm("z", "8")]);
+        store.replace_finish("8");
+        assert_eq!(
+            drain(&fifo),
+            [
+                (
+                    "ns/old".to_owned(),
+                    vec![DeltaType::Added, DeltaType::Deleted]
+                ),
+                ("ns/z".to_owned(), vec![DeltaType::Replaced]),
+            ],
+            "a paged replace: the page, and a tombstone for what it did not list"
+        );
+        assert_eq!(fifo.last_sync_resource_version().as_deref(), Some("8"));
+    }
 }
