@@ -180,7 +180,7 @@ mod tests {
 
     fn drain(fifo: &DeltaFifo<super::super::tests::fake::Obj>) -> Vec<(String, Vec<DeltaType>)> {
         let mut out = Vec::new();
-        while fifo.len() > 0 {
+        while !fifo.is_empty() {
             let next = fifo.pop(|d| (d.key.to_string(), d.deltas.iter().map(|d| d.kind).collect()));
             let Some(Ok(item)) = futures::FutureExt::now_or_never(next) else {
                 panic!("a queued item pops at once");
