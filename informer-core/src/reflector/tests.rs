@@ -1,6 +1,7 @@
 //! One test per Reflector rule, against a scripted lister-watcher on
 //! tokio's paused clock.
 
+mod counts;
 mod errors;
 pub(super) mod fake;
 mod streaming;
@@ -216,6 +217,14 @@ async fn expired_continue_token_falls_back_to_one_full_list() {
     );
     assert_eq!(h.store.ops(), vec![ops_replace(&["a", "b", "c"], "12")]);
     assert_eq!(h.lw.watches()[0].resource_version, "12");
+    // Reported as one list of 3 items in 2 pages (the broken one counts).
+    assert_eq!(
+        (
+            h.metrics.count("list_items:3"),
+            h.metrics.count("list_pages:2")
+        ),
+        (1, 1)
+    );
     h.stop().await;
 }
 

@@ -338,8 +338,10 @@ impl CountingMetrics {
 }
 
 impl InformerMetrics for CountingMetrics {
-    fn list_completed(&self, _: &str, _: usize, _: usize, _: Duration) {
+    fn list_completed(&self, _: &str, items: usize, pages: usize, _: Duration) {
         self.inc("list".into());
+        self.inc(format!("list_items:{items}"));
+        self.inc(format!("list_pages:{pages}"));
     }
     fn list_failed(&self, _: &str, reason: &str) {
         self.inc(format!("list_failed:{reason}"));
