@@ -41,3 +41,21 @@ async fn a_watch_broken_mid_stream_resumes_at_once_from_the_last_event() {
     assert_eq!(h.errors.lock().len(), 1, "reported to the error handler");
     h.stop().await;
 }
+
+/// A minimum watch timeout beyond what the server's `timeoutSeconds` can
+/// carry is clamped to about half the range (so twice it still fits), not
+/// to nothing.
+#[tokio::test(start_paused = true)]
+async fn an_enormous_minimum_watch_timeout_is_clamped_not_lost() {
+    let h = start_with(
+        vec![
+            Step::List(Ok(page("10", &[], None))),
+            Step::Watch(vec![Item::Hang]),
+        ],
+        |b| b.min_watch_timeout(Duration::from_secs(u64::MAX)),
+    );
+    h.until_calls(2).await;
+    let t = h.lw.watches()[0].timeout_seconds.unwrap();
+    assert!(t >= u32::MAX / 2, "timeoutSeconds {t}");
+    h.stop().await;
+}
