@@ -59,3 +59,26 @@ async fn an_enormous_minimum_watch_timeout_is_clamped_not_lost() {
     assert!(t >= u32::MAX / 2, "timeoutSeconds {t}");
     h.stop().await;
 }
+
+/// A failed LIST without a `Status` reason is labelled by what failed.
+#[tokio::test(start_paused = true)]
+async fn list_failures_without_a_reason_are_labelled_transport_or_error() {
+    let undecodable = serde_json::from_str::<u8>("x").unwrap_err();
+    let h = start(vec![
+        Step::List(Err(ListWatchError::Transport(
+            kube_client::Error::LinesCodecMaxLineLengthExceeded,
+        ))),
+        Step::List(Err(ListWatchError::DecodeList(undecodable))),
+        Step::List(Ok(page("10", &[], None))),
+        Step::Watch(vec![Item::Hang]),
+    ]);
+    h.until_calls(4).await;
+    assert_eq!(
+        (
+            h.metrics.count("list_failed:transport"),
+            h.metrics.count("list_failed:error")
+        ),
+        (1, 1)
+    );
+    h.stop().await;
+}

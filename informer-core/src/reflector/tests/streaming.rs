@@ -106,3 +106,31 @@ async fn an_expired_streaming_rv_falls_back_to_a_list_of_the_newest_data() {
     assert_eq!(h.lw.lists(), vec![list_req(Some(500), "", None)]);
     h.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_incomplete_stream_reports_how_many_events_came() {
+    let h = streaming(vec![
+        Step::Watch(vec![add("a", "5"), add("b", "6")]),
+        Step::List(Ok(page("10", &["a", "b"], None))),
+        Step::Watch(vec![Item::Hang]),
+    ]);
+    h.until_calls(3).await;
+    let errors = h.errors.lock().clone();
+    assert!(
+        errors.iter().any(|e| e.contains("after 2 events")),
+        "{errors:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_list_expired_midway_lists_the_newest_data() {
+    let h = streaming(vec![
+        Step::Watch(vec![add("a", "5"), Item::Err(api_err(410, "Expired"))]),
+        Step::List(Ok(page("30", &[], None))),
+        Step::Watch(vec![Item::Hang]),
+    ]);
+    h.until_calls(3).await;
+    assert_eq!(h.lw.lists(), vec![list_req(Some(500), "", None)]);
+    h.stop().await;
+}
