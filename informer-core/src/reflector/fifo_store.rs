@@ -244,5 +244,25 @@ mod tests {
             "a paged replace: the page, and a tombstone for what it did not list"
         );
         assert_eq!(fifo.last_sync_resource_version().as_deref(), Some("8"));
+
+        // A paged list that broke off and began again: only the pages of
+        // the second attempt count as listed.
+        let fifo = DeltaFifo::new(None);
+        let store: &dyn ReflectorStore<_> = &fifo;
+        store.replace_begin();
+        store.replace_page(vec![cm("a", "9")]);
+        store.replace_begin();
+        store.replace_page(vec![cm("b", "9")]);
+        store.replace_finish("9");
+        assert_eq!(
+            drain(&fifo),
+            [
+                (
+                    "ns/a".to_owned(),
+                    vec![DeltaType::Replaced, DeltaType::Deleted]
+                ),
+                ("ns/b".to_owned(), vec![DeltaType::Replaced]),
+            ]
+        );
     }
 }
