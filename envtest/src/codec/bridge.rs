@@ -389,6 +389,17 @@ impl Conv<pb::apis::meta::v1::Verbs> for Vec<String> {
         Ok(p.items)
     }
 }
+// `UserInfo.extra` values: a bare list in JSON, a message in protobuf.
+impl Conv<k8s_pb::api::authentication::v1::ExtraValue> for Vec<String> {
+    fn to_pb(&self) -> k8s_pb::api::authentication::v1::ExtraValue {
+        k8s_pb::api::authentication::v1::ExtraValue {
+            items: self.clone(),
+        }
+    }
+    fn from_pb(p: k8s_pb::api::authentication::v1::ExtraValue) -> Result<Self, CodecError> {
+        Ok(p.items)
+    }
+}
 bridge!(apimachinery::pkg::apis::meta::v1::APIVersions => apimachinery::pkg::apis::meta::v1::APIVersions [(versions, versions, vec), (server_address_by_client_cid_rs, server_address_by_client_cidrs, vec)] []);
 bridge!(apimachinery::pkg::apis::meta::v1::ServerAddressByClientCIDR => apimachinery::pkg::apis::meta::v1::ServerAddressByClientCIDR [(client_cidr, client_cidr, req), (server_address, server_address, req)] []);
 bridge!(apimachinery::pkg::apis::meta::v1::APIGroupList => apimachinery::pkg::apis::meta::v1::APIGroupList [(groups, groups, vec)] []);

@@ -38,7 +38,9 @@ ROOTS = [
 ] + ["apimachinery::pkg::apis::meta::v1::" + k for k in [
         "Status", "DeleteOptions", "ListMeta"]] + [
     "apiextensions_apiserver::pkg::apis::apiextensions::v1::" + k for k in [
-        "CustomResourceDefinition", "ExternalDocumentation", "ValidationRule"]]
+        "CustomResourceDefinition", "ExternalDocumentation", "ValidationRule"]
+] + ["api::authorization::v1::SelfSubjectAccessReview", "api::authorization::v1::SelfSubjectRulesReview",
+     "api::authentication::v1::SelfSubjectReview"]
 
 # Hand-written in bridge.rs (their JSON form is not their message's fields).
 LEAVES = {

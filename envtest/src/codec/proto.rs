@@ -104,6 +104,9 @@ kinds! {
     "rbac.authorization.k8s.io/v1" "ClusterRole" => api::rbac::v1::ClusterRole;
     "rbac.authorization.k8s.io/v1" "RoleBinding" => api::rbac::v1::RoleBinding;
     "rbac.authorization.k8s.io/v1" "ClusterRoleBinding" => api::rbac::v1::ClusterRoleBinding;
+    "authorization.k8s.io/v1" "SelfSubjectAccessReview" => api::authorization::v1::SelfSubjectAccessReview;
+    "authorization.k8s.io/v1" "SelfSubjectRulesReview" => api::authorization::v1::SelfSubjectRulesReview;
+    "authentication.k8s.io/v1" "SelfSubjectReview" => api::authentication::v1::SelfSubjectReview;
     "apiextensions.k8s.io/v1" "CustomResourceDefinition" => apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 }
 

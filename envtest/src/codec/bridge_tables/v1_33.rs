@@ -38,6 +38,7 @@ bridge!(api::core::v1::ConfigMapVolumeSource => api::core::v1::ConfigMapVolumeSo
 bridge!(api::core::v1::ProjectedVolumeSource => api::core::v1::ProjectedVolumeSource [(sources, sources, optvec), (default_mode, default_mode, opt)] []);
 bridge!(api::core::v1::VolumeMount => api::core::v1::VolumeMount [(name, name, req), (read_only, read_only, opt), (recursive_read_only, recursive_read_only, opt), (mount_path, mount_path, req), (sub_path, sub_path, opt), (mount_propagation, mount_propagation, opt), (sub_path_expr, sub_path_expr, opt)] []);
 bridge!(api::core::v1::VolumeMountStatus => api::core::v1::VolumeMountStatus [(name, name, req), (mount_path, mount_path, req), (read_only, read_only, opt), (recursive_read_only, recursive_read_only, opt)] []);
+// api::authentication::v1::ExtraValue: no k8s-openapi struct of this name
 bridge!(api::core::v1::KeyToPath => api::core::v1::KeyToPath [(key, key, req), (path, path, req), (mode, mode, opt)] []);
 bridge!(api::core::v1::DownwardAPIVolumeFile => api::core::v1::DownwardAPIVolumeFile [(path, path, req), (field_ref, field_ref, opt), (resource_field_ref, resource_field_ref, opt), (mode, mode, opt)] []);
 // api::core::v1::VolumeProjection: pod_certificate (protobuf only)

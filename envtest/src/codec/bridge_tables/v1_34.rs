@@ -39,6 +39,7 @@ bridge!(api::core::v1::ContainerRestartRule => api::core::v1::ContainerRestartRu
 bridge!(api::core::v1::VolumeMount => api::core::v1::VolumeMount [(name, name, req), (read_only, read_only, opt), (recursive_read_only, recursive_read_only, opt), (mount_path, mount_path, req), (sub_path, sub_path, opt), (mount_propagation, mount_propagation, opt), (sub_path_expr, sub_path_expr, opt)] []);
 bridge!(api::core::v1::VolumeMountStatus => api::core::v1::VolumeMountStatus [(name, name, req), (mount_path, mount_path, req), (read_only, read_only, opt), (recursive_read_only, recursive_read_only, opt)] []);
 bridge!(api::core::v1::ContainerExtendedResourceRequest => api::core::v1::ContainerExtendedResourceRequest [(container_name, container_name, req), (resource_name, resource_name, req), (request_name, request_name, req)] []);
+// api::authentication::v1::ExtraValue: no k8s-openapi struct of this name
 bridge!(api::core::v1::KeyToPath => api::core::v1::KeyToPath [(key, key, req), (path, path, req), (mode, mode, opt)] []);
 bridge!(api::core::v1::DownwardAPIVolumeFile => api::core::v1::DownwardAPIVolumeFile [(path, path, req), (field_ref, field_ref, opt), (resource_field_ref, resource_field_ref, opt), (mode, mode, opt)] []);
 bridge!(api::core::v1::VolumeProjection => api::core::v1::VolumeProjection [(secret, secret, opt), (downward_api, downward_api, opt), (config_map, config_map, opt), (service_account_token, service_account_token, opt), (cluster_trust_bundle, cluster_trust_bundle, opt), (pod_certificate, pod_certificate, opt)] []);

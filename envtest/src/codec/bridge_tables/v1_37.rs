@@ -48,6 +48,7 @@ bridge!(api::core::v1::VolumeMount => api::core::v1::VolumeMount [(name, name, r
 // api::core::v1::VolumeMountStatus: volume_status (JSON only)
 bridge!(api::core::v1::VolumeMountStatus => api::core::v1::VolumeMountStatus [(name, name, req), (mount_path, mount_path, req), (read_only, read_only, opt), (recursive_read_only, recursive_read_only, opt)] [] Default);
 bridge!(api::core::v1::ContainerExtendedResourceRequest => api::core::v1::ContainerExtendedResourceRequest [(container_name, container_name, req), (resource_name, resource_name, req), (request_name, request_name, req)] []);
+// api::authentication::v1::ExtraValue: no k8s-openapi struct of this name
 // api::core::v1::KeyToPath: user (JSON only)
 bridge!(api::core::v1::KeyToPath => api::core::v1::KeyToPath [(key, key, req), (path, path, req), (mode, mode, opt)] [] Default);
 // api::core::v1::DownwardAPIVolumeFile: user (JSON only)

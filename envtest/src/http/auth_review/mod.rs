@@ -10,9 +10,8 @@
 //! the `--token` user) is not restricted, so it is allowed everything, as
 //! a member of `system:masters` on a cluster. Nothing is stored: a review
 //! is answered 201 with its `status` filled in. Bodies may be JSON, YAML or
-//! protobuf (kubectl sends protobuf); answers are JSON.
-
-mod wire;
+//! protobuf (kubectl sends protobuf; it is read through the codec like
+//! every other built-in kind); answers are JSON.
 
 use crate::error::ApiError;
 use crate::http::authz::{Attributes, UserInfo, rules_for};
@@ -21,7 +20,7 @@ use crate::request::Req;
 use crate::resources::objects::{now_rfc3339, value_response};
 use axum::response::Response;
 use http::Method;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 const AUTHORIZATION: &str = "authorization.k8s.io";
 const AUTHENTICATION: &str = "authentication.k8s.io";
@@ -124,7 +123,7 @@ fn request_spec(plural: &str, r: &Req) -> Result<Value, ApiError> {
     let ct = r.content_type().unwrap_or("application/json");
     let bad = |e: &dyn std::fmt::Display| ApiError::bad_request(format!("decoding the body: {e}"));
     let obj: Value = if ct.starts_with("application/vnd.kubernetes.protobuf") {
-        proto_object(plural, &r.body).map_err(|e| bad(&e))?
+        proto_object(&r.body).map_err(|e| bad(&e))?
     } else if ct.starts_with("application/yaml") {
         let text = std::str::from_utf8(&r.body).map_err(|e| bad(&e))?;
         serde_saphyr::from_str(text).map_err(|e| bad(&e))?
@@ -140,52 +139,10 @@ fn request_spec(plural: &str, r: &Req) -> Result<Value, ApiError> {
     Ok(obj.get("spec").cloned().unwrap_or_else(|| json!({})))
 }
 
-/// The same object as JSON would carry it, read from a protobuf body (only
-/// the fields a review's answer depends on).
-fn proto_object(plural: &str, body: &[u8]) -> Result<Value, wire::WireError> {
-    let raw = wire::unwrap_unknown(body)?;
-    let spec = wire::message(raw, 2)?;
-    let strings = |msg: &[u8], names: &[(u32, &str)]| -> Result<Value, wire::WireError> {
-        let mut out = Map::new();
-        for (n, name) in names {
-            let v = wire::string(msg, *n)?;
-            if !v.is_empty() {
-                out.insert((*name).to_string(), Value::String(v));
-            }
-        }
-        Ok(Value::Object(out))
-    };
-    let spec = match plural {
-        ACCESS => {
-            let mut out = Map::new();
-            let present: Vec<u32> = wire::fields(spec)?.iter().map(|(n, _)| *n).collect();
-            if present.contains(&1) {
-                let resource = wire::message(spec, 1)?;
-                let names = [
-                    (1, "namespace"),
-                    (2, "verb"),
-                    (3, "group"),
-                    (4, "version"),
-                    (5, "resource"),
-                    (6, "subresource"),
-                    (7, "name"),
-                ];
-                out.insert("resourceAttributes".into(), strings(resource, &names)?);
-            }
-            if present.contains(&2) {
-                let non_resource = wire::message(spec, 2)?;
-                let names = [(1, "path"), (2, "verb")];
-                out.insert(
-                    "nonResourceAttributes".into(),
-                    strings(non_resource, &names)?,
-                );
-            }
-            Value::Object(out)
-        }
-        RULES => strings(spec, &[(1, "namespace")])?,
-        _ => json!({}),
-    };
-    Ok(json!({ "spec": spec }))
+/// The same object as JSON would carry it, read from a protobuf body
+/// through the codec's one conversion of the review kinds.
+fn proto_object(body: &[u8]) -> Result<Value, crate::codec::CodecError> {
+    crate::codec::from_protobuf(body)
 }
 
 fn str_at<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -270,34 +227,23 @@ fn whoami(user: Option<&UserInfo>) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use super::wire::tests::{envelope, ld};
     use super::*;
 
     #[test]
-    fn protobuf_access_reviews_read_as_json_would() {
-        let attrs = [
-            ld(1, b"team"),
-            ld(2, b"create"),
-            ld(5, b"configmaps"),
-            ld(7, b"x"),
-        ]
-        .concat();
-        let raw = [ld(1, b""), ld(2, &ld(1, &attrs))].concat();
-        let v = proto_object(ACCESS, &envelope(&raw)).unwrap();
-        assert_eq!(
-            v["spec"],
-            json!({"resourceAttributes": {"namespace": "team", "verb": "create", "resource": "configmaps", "name": "x"}})
-        );
-        let raw = ld(2, &ld(2, &[ld(1, b"/healthz"), ld(2, b"get")].concat()));
-        let v = proto_object(ACCESS, &envelope(&raw)).unwrap();
-        assert_eq!(
-            v["spec"],
-            json!({"nonResourceAttributes": {"path": "/healthz", "verb": "get"}})
-        );
-        let raw = ld(2, &ld(1, b"team"));
-        let v = proto_object(RULES, &envelope(&raw)).unwrap();
-        assert_eq!(v["spec"], json!({"namespace": "team"}));
-        assert!(proto_object(ACCESS, b"{\"spec\":{}}").is_err());
+    fn protobuf_reviews_read_as_json_would() {
+        for review in [
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": {"namespace": "team", "verb": "create",
+                    "resource": "configmaps", "name": "x"}}}),
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"nonResourceAttributes": {"path": "/healthz", "verb": "get"}}}),
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+                "spec": {"namespace": "team"}}),
+        ] {
+            let body = crate::codec::to_protobuf(&review).unwrap();
+            assert_eq!(proto_object(&body).unwrap()["spec"], review["spec"]);
+        }
+        assert!(proto_object(b"{\"spec\":{}}").is_err());
     }
 
     #[test]
