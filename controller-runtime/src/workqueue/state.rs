@@ -555,3 +555,53 @@ impl<T: Clone + Eq + Hash> State<T> {
             + self.delayed.len()
     }
 }
+
+#[cfg(test)]
+mod entry_tests {
+    use std::cmp::Ordering;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::DelayedEntry;
+
+    /// `Eq` must agree with `Ord` (the contract `BinaryHeap` relies on):
+    /// two entries are equal exactly when neither orders before the other,
+    /// whatever items they carry.
+    #[test]
+    fn delayed_entries_are_equal_exactly_when_they_order_equal() {
+        let t0 = Instant::now();
+        let times = [t0, t0 + Duration::from_secs(1)];
+        let entries: Vec<DelayedEntry<&str>> = times
+            .iter()
+            .flat_map(|&ready_at| {
+                [0, 1].into_iter().flat_map(move |stamp| {
+                    ["a", "b"].into_iter().map(move |item| DelayedEntry {
+                        ready_at,
+                        stamp,
+                        item,
+                    })
+                })
+            })
+            .collect();
+        let mut equal_pairs = 0;
+        for a in &entries {
+            for b in &entries {
+                let same = a.cmp(b) == Ordering::Equal;
+                assert_eq!(
+                    a == b,
+                    same,
+                    "({:?}, {}) vs ({:?}, {})",
+                    a.ready_at,
+                    a.stamp,
+                    b.ready_at,
+                    b.stamp
+                );
+                assert_eq!(a != b, !same);
+                equal_pairs += usize::from(same);
+            }
+        }
+        // Each (time, stamp) pair appears with two items: 4 × 2 × 2.
+        assert_eq!(equal_pairs, 16);
+    }
+}
