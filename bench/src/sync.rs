@@ -217,11 +217,29 @@ pub async fn run(client: &Client, plan: &Plan, out: &mut Records) -> Result<(), 
                 for (side, s) in [(OURS, a), (KUBE, b), (FLOOR, f)] {
                     push(out, &case, side, s, objects);
                 }
+                // The other half of a sync: the server rendering the pages
+                // and sending them, one request after the other, with no
+                // decoding at all.
+                let fetch_started = Instant::now();
+                drop(fetch_pages(client, &namespace).await?);
+                let fetch = fetch_started.elapsed();
+                out.push(
+                    &Metric {
+                        scenario: "sync",
+                        case: &case,
+                        metric: "fetching the pages alone, no decoding",
+                        unit: "ms",
+                        higher_is_better: false,
+                    },
+                    FLOOR,
+                    ms(fetch),
+                );
                 eprintln!(
-                    "sync {case} run {run}: informer-rs {:.1} ms, kube-runtime {:.1} ms, floor {:.1} ms",
+                    "sync {case} run {run}: informer-rs {:.1} ms, kube-runtime {:.1} ms, floor {:.1} ms, fetch alone {:.1} ms",
                     ms(a.elapsed),
                     ms(b.elapsed),
-                    ms(f.elapsed)
+                    ms(f.elapsed),
+                    ms(fetch)
                 );
             }
         }

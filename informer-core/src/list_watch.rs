@@ -18,7 +18,9 @@
 //! ending the stream.
 
 mod api;
+mod decode;
 mod error;
+mod page_ahead;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -19,13 +19,13 @@ use http_body_util::BodyExt;
 use kube_client::client::Body;
 use kube_client::{Api, Client};
 use kube_core::{Resource, Status};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
 
+use super::decode::{decode_event, decode_list_then};
+use super::page_ahead::PageAhead;
 use super::{
-    Bookmark, DecodeFailure, ListPage, ListRequest, ListWatchError, ListWatchOptions,
-    ListerWatcher, ResourceVersionMatch, WatchEvent, WatchRequest, WatchStream,
+    ListPage, ListRequest, ListWatchError, ListWatchOptions, ListerWatcher, ResourceVersionMatch,
+    WatchEvent, WatchRequest, WatchStream,
 };
 
 /// A [`ListerWatcher`] over a [`kube_client::Api`].
@@ -50,15 +50,20 @@ pub struct ApiListerWatcher<K> {
     client: Client,
     url: String,
     options: ListWatchOptions,
+    /// The next page of the list under way, requested ahead.
+    ahead: PageAhead<Result<Bytes, ListWatchError>>,
     _kind: PhantomData<fn() -> K>,
 }
 
 impl<K> Clone for ApiListerWatcher<K> {
+    /// A lister-watcher for the same collection, with no request of its own
+    /// under way.
     fn clone(&self) -> Self {
         Self {
             client: self.client.clone(),
             url: self.url.clone(),
             options: self.options.clone(),
+            ahead: PageAhead::default(),
             _kind: PhantomData,
         }
     }
@@ -82,6 +87,7 @@ impl<K: Resource> ApiListerWatcher<K> {
             client: api.into_client(),
             url,
             options,
+            ahead: PageAhead::default(),
             _kind: PhantomData,
         }
     }
@@ -97,22 +103,51 @@ impl<K: Resource> ApiListerWatcher<K> {
     }
 
     async fn get(&self, url: String) -> Result<Response<Body>, ListWatchError> {
-        let request = Request::get(url.as_str())
-            .header(header::ACCEPT, "application/json")
-            // One JSON document per line, uncompressed, so events can be split as they come.
-            .header(header::ACCEPT_ENCODING, "identity")
-            .body(Body::empty())
-            .map_err(|source| ListWatchError::BuildRequest { url, source })?;
-        let response = self
-            .client
-            .send(request)
-            .await
-            .map_err(ListWatchError::Transport)?;
-        if response.status().is_client_error() || response.status().is_server_error() {
-            return Err(error_from_response(response).await);
-        }
-        Ok(response)
+        get(&self.client, url).await
     }
+}
+
+/// Sends a GET for `url`; an error answer becomes [`ListWatchError::Api`].
+async fn get(client: &Client, url: String) -> Result<Response<Body>, ListWatchError> {
+    let request = Request::get(url.as_str())
+        .header(header::ACCEPT, "application/json")
+        // One JSON document per line, uncompressed, so events can be split as they come.
+        .header(header::ACCEPT_ENCODING, "identity")
+        .body(Body::empty())
+        .map_err(|source| ListWatchError::BuildRequest { url, source })?;
+    let response = client
+        .send(request)
+        .await
+        .map_err(ListWatchError::Transport)?;
+    if response.status().is_client_error() || response.status().is_server_error() {
+        return Err(error_from_response(response).await);
+    }
+    Ok(response)
+}
+
+/// Runs `decode` where it does not hold up this worker's other tasks.
+///
+/// Decoding a page of 500 objects takes a millisecond or more of CPU. On a
+/// multi-threaded runtime the worker hands its queued tasks, among them the
+/// request for the next page that `decode` starts, to another thread for
+/// that time ([`tokio::task::block_in_place`]); without that, a task just
+/// spawned waits in the worker's own slot until the decoding is over, and
+/// the next page is not asked for any earlier. Elsewhere `decode` simply runs.
+fn off_the_worker<T>(decode: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(decode),
+        _ => decode(),
+    }
+}
+
+/// One LIST page's whole body.
+async fn fetch_list(client: Client, url: String) -> Result<Bytes, ListWatchError> {
+    get(&client, url)
+        .await?
+        .into_body()
+        .collect_bytes()
+        .await
+        .map_err(ListWatchError::Stream)
 }
 
 fn selectors(q: &mut form_urlencoded::Serializer<'_, String>, options: &ListWatchOptions) {
@@ -229,190 +264,6 @@ fn reason_for_code(code: StatusCode) -> &'static str {
     }
 }
 
-#[derive(Deserialize)]
-struct RawList<'a> {
-    #[serde(default)]
-    metadata: RawListMeta,
-    #[serde(borrow, default)]
-    items: Option<Vec<&'a RawValue>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct RawListMeta {
-    #[serde(default)]
-    resource_version: Option<String>,
-    #[serde(default, rename = "continue")]
-    continue_token: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct RawEvent<'a> {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(borrow)]
-    object: &'a RawValue,
-}
-
-/// Just enough of an object to name it in a log line.
-#[derive(Deserialize, Default)]
-struct RawObject {
-    #[serde(default)]
-    metadata: RawObjectMeta,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct RawObjectMeta {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    resource_version: Option<String>,
-    #[serde(default)]
-    annotations: Option<std::collections::BTreeMap<String, String>>,
-}
-
-impl RawObject {
-    fn into_bookmark(self) -> Bookmark {
-        Bookmark {
-            resource_version: self.metadata.resource_version.unwrap_or_default(),
-            annotations: self.metadata.annotations.unwrap_or_default(),
-        }
-    }
-}
-
-fn decode_failure(event_type: &str, raw: &str, error: &serde_json::Error) -> DecodeFailure {
-    let meta = serde_json::from_str::<RawObject>(raw)
-        .map(|o| o.metadata)
-        .unwrap_or_default();
-    let key = meta.name.map(|name| match meta.namespace {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-        _ => name,
-    });
-    DecodeFailure {
-        event_type: Some(event_type.to_owned()),
-        key,
-        resource_version: meta.resource_version,
-        error: error.to_string(),
-    }
-}
-
-/// A LIST answer decoded in one pass (the common case: every item fits `K`).
-#[derive(Deserialize)]
-#[serde(bound = "K: DeserializeOwned")]
-struct TypedList<K> {
-    #[serde(default)]
-    metadata: RawListMeta,
-    #[serde(default)]
-    items: Option<Vec<K>>,
-}
-
-/// Decodes a LIST answer: in one pass when every item fits `K`, else item
-/// by item so that the items that fit are kept and the others reported.
-pub(crate) fn decode_list<K: DeserializeOwned>(body: &[u8]) -> Result<ListPage<K>, ListWatchError> {
-    // Validating UTF-8 once up front lets the parser skip it for every string.
-    let typed = match std::str::from_utf8(body) {
-        Ok(text) => serde_json::from_str::<TypedList<K>>(text),
-        Err(_) => serde_json::from_slice::<TypedList<K>>(body),
-    };
-    if let Ok(list) = typed {
-        return Ok(ListPage {
-            items: list.items.unwrap_or_default(),
-            resource_version: list.metadata.resource_version.unwrap_or_default(),
-            continue_token: list.metadata.continue_token.filter(|c| !c.is_empty()),
-            undecodable: Vec::new(),
-        });
-    }
-    let raw: RawList<'_> = serde_json::from_slice(body).map_err(ListWatchError::DecodeList)?;
-    let raw_items = raw.items.unwrap_or_default();
-    let mut page = ListPage {
-        items: Vec::with_capacity(raw_items.len()),
-        resource_version: raw.metadata.resource_version.unwrap_or_default(),
-        continue_token: raw.metadata.continue_token.filter(|c| !c.is_empty()),
-        undecodable: Vec::new(),
-    };
-    for item in raw_items {
-        match serde_json::from_str::<K>(item.get()) {
-            Ok(obj) => page.items.push(obj),
-            Err(e) => page
-                .undecodable
-                .push(decode_failure("LIST", item.get(), &e)),
-        }
-    }
-    Ok(page)
-}
-
-/// A watch event decoded in one pass (the common case).
-#[derive(Deserialize)]
-#[serde(tag = "type", content = "object", rename_all = "UPPERCASE")]
-#[serde(bound = "K: DeserializeOwned")]
-enum TypedEvent<K> {
-    Added(K),
-    Modified(K),
-    Deleted(K),
-    Bookmark(RawObject),
-    Error(Status),
-}
-
-/// Decodes one line of a watch stream: in one pass when it fits, else
-/// envelope first, so that an object that does not fit `K` is reported
-/// with its key instead of ending the stream.
-pub(crate) fn decode_event<K: DeserializeOwned>(
-    line: &[u8],
-) -> Result<WatchEvent<K>, ListWatchError> {
-    if let Ok(event) = serde_json::from_slice::<TypedEvent<K>>(line) {
-        return match event {
-            TypedEvent::Added(o) => Ok(WatchEvent::Added(o)),
-            TypedEvent::Modified(o) => Ok(WatchEvent::Modified(o)),
-            TypedEvent::Deleted(o) => Ok(WatchEvent::Deleted(o)),
-            TypedEvent::Bookmark(o) => Ok(WatchEvent::Bookmark(o.into_bookmark())),
-            TypedEvent::Error(status) => Err(ListWatchError::Api {
-                status: Box::new(status),
-                retry_after: None,
-            }),
-        };
-    }
-    let raw: RawEvent<'_> = match serde_json::from_slice(line) {
-        Ok(raw) => raw,
-        Err(e) => {
-            return Ok(WatchEvent::Undecodable(DecodeFailure {
-                event_type: None,
-                key: None,
-                resource_version: None,
-                error: e.to_string(),
-            }));
-        }
-    };
-    let object = raw.object.get();
-    let decoded = match raw.kind.as_str() {
-        "ADDED" => serde_json::from_str(object).map(WatchEvent::Added),
-        "MODIFIED" => serde_json::from_str(object).map(WatchEvent::Modified),
-        "DELETED" => serde_json::from_str(object).map(WatchEvent::Deleted),
-        "BOOKMARK" => serde_json::from_str::<RawObject>(object)
-            .map(|o| WatchEvent::Bookmark(o.into_bookmark())),
-        "ERROR" => {
-            return match serde_json::from_str::<Status>(object) {
-                Ok(status) => Err(ListWatchError::Api {
-                    status: Box::new(status),
-                    retry_after: None,
-                }),
-                Err(e) => Ok(WatchEvent::Undecodable(decode_failure("ERROR", object, &e))),
-            };
-        }
-        other => {
-            return Ok(WatchEvent::Undecodable(DecodeFailure {
-                event_type: Some(other.to_owned()),
-                key: None,
-                resource_version: None,
-                error: format!("unknown watch event type {other:?}"),
-            }));
-        }
-    };
-    Ok(decoded.unwrap_or_else(|e| WatchEvent::Undecodable(decode_failure(&raw.kind, object, &e))))
-}
-
 /// Splits a byte stream into newline-terminated lines and decodes each as
 /// a watch event. Ends after a server `ERROR` event or a read error.
 pub(crate) fn event_stream<K, S>(
@@ -477,19 +328,36 @@ where
 {
     fn list(&self, req: ListRequest) -> BoxFuture<'_, Result<ListPage<K>, ListWatchError>> {
         async move {
-            let response = self.get(list_url(&self.url, &self.options, &req)).await?;
-            let body = response
-                .into_body()
-                .collect_bytes()
-                .await
-                .map_err(ListWatchError::Stream)?;
-            decode_list::<K>(&body)
+            let url = list_url(&self.url, &self.options, &req);
+            let ahead = match self.ahead.take(&url) {
+                Some(pending) => pending.answer().await,
+                None => None,
+            };
+            let body = match ahead {
+                Some(answer) => answer?,
+                None => fetch_list(self.client.clone(), url).await?,
+            };
+            // The continue token comes before the items: ask for the next
+            // page while this one's items are decoded.
+            off_the_worker(|| {
+                decode_list_then::<K>(&body, |token| {
+                    let next = ListRequest {
+                        continue_token: Some(token.to_owned()),
+                        ..req.clone()
+                    };
+                    let url = list_url(&self.url, &self.options, &next);
+                    self.ahead
+                        .start(url.clone(), fetch_list(self.client.clone(), url));
+                })
+            })
         }
         .boxed()
     }
 
     fn watch(&self, req: WatchRequest) -> BoxFuture<'_, Result<WatchStream<K>, ListWatchError>> {
         async move {
+            // A watch follows a finished list: nothing asked ahead is wanted.
+            self.ahead.clear();
             let response = self.get(watch_url(&self.url, &self.options, &req)).await?;
             let body = response.into_body().into_data_stream();
             Ok(event_stream::<K, _>(body).boxed())

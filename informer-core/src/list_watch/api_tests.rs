@@ -101,87 +101,6 @@ fn watch_url_streaming_list_sets_match_and_bookmarks() {
     assert!(!has_key(&url, "resourceVersion"));
 }
 
-#[test]
-fn decode_list_reports_bad_items_and_keeps_the_rest() {
-    let body = br#"{"kind":"ConfigMapList","apiVersion":"v1",
-        "metadata":{"resourceVersion":"9","continue":"next"},
-        "items":[
-          {"metadata":{"name":"a","namespace":"ns","resourceVersion":"3"},"data":{"k":"v"}},
-          {"metadata":{"name":"b","namespace":"ns","resourceVersion":"4"},"data":{"k":7}}
-        ]}"#;
-    let page = decode_list::<ConfigMap>(body).unwrap();
-    assert_eq!(page.resource_version, "9");
-    assert_eq!(page.continue_token.as_deref(), Some("next"));
-    assert_eq!(page.items.len(), 1);
-    assert_eq!(page.items[0].metadata.name.as_deref(), Some("a"));
-    assert_eq!(page.undecodable.len(), 1);
-    assert_eq!(page.undecodable[0].key.as_deref(), Some("ns/b"));
-    assert_eq!(page.undecodable[0].resource_version.as_deref(), Some("4"));
-    assert_eq!(page.undecodable[0].event_type.as_deref(), Some("LIST"));
-}
-
-#[test]
-fn decode_list_empty_continue_and_null_items() {
-    let body = br#"{"metadata":{"resourceVersion":"1","continue":""},"items":null}"#;
-    let page = decode_list::<ConfigMap>(body).unwrap();
-    assert!(page.items.is_empty());
-    assert_eq!(page.continue_token, None);
-    assert!(matches!(
-        decode_list::<ConfigMap>(b"not json"),
-        Err(ListWatchError::DecodeList(_))
-    ));
-}
-
-#[test]
-fn decode_event_kinds() {
-    let added = decode_event::<ConfigMap>(
-        br#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"5"}}}"#,
-    )
-    .unwrap();
-    assert!(matches!(added, WatchEvent::Added(cm) if cm.metadata.name.as_deref() == Some("a")));
-    let bookmark = decode_event::<ConfigMap>(
-        br#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"77","annotations":{"k8s.io/initial-events-end":"true"}}}}"#,
-    )
-    .unwrap();
-    match bookmark {
-        WatchEvent::Bookmark(b) => {
-            assert_eq!(b.resource_version, "77");
-            assert!(b.is_initial_events_end());
-        }
-        other => panic!("expected bookmark, got {other:?}"),
-    }
-    let err = decode_event::<ConfigMap>(
-        br#"{"type":"ERROR","object":{"kind":"Status","status":"Failure","code":410,"reason":"Expired","message":"too old"}}"#,
-    )
-    .unwrap_err();
-    assert!(err.is_expired());
-    assert_eq!(err.reason(), Some("Expired"));
-}
-
-#[test]
-fn decode_event_undecodable_object_names_its_key() {
-    let ev = decode_event::<ConfigMap>(
-        br#"{"type":"MODIFIED","object":{"metadata":{"name":"x","namespace":"n","resourceVersion":"8"},"data":[1]}}"#,
-    )
-    .unwrap();
-    match ev {
-        WatchEvent::Undecodable(f) => {
-            assert_eq!(f.key.as_deref(), Some("n/x"));
-            assert_eq!(f.event_type.as_deref(), Some("MODIFIED"));
-            assert_eq!(f.resource_version.as_deref(), Some("8"));
-            assert!(f.to_string().contains("n/x"));
-        }
-        other => panic!("expected undecodable, got {other:?}"),
-    }
-    assert!(matches!(
-        decode_event::<ConfigMap>(b"{garbage").unwrap(),
-        WatchEvent::Undecodable(DecodeFailure {
-            event_type: None,
-            ..
-        })
-    ));
-}
-
 fn chunks(parts: &[&str]) -> impl Stream<Item = Result<Bytes, kube_client::Error>> + Unpin {
     let parts: Vec<Result<Bytes, kube_client::Error>> = parts
         .iter()
@@ -261,4 +180,264 @@ proptest::proptest! {
             .collect();
         proptest::prop_assert_eq!(got, names);
     }
+}
+
+/// A scripted API server: answers LIST pages by their `continue` token and
+/// counts the requests it has seen.
+struct Scripted {
+    lw: ApiListerWatcher<ConfigMap>,
+    urls: std::sync::Arc<parking_lot::Mutex<Vec<String>>>,
+    count: tokio::sync::watch::Receiver<usize>,
+}
+
+fn page(items: &[&str], token: Option<&str>) -> String {
+    let items: Vec<String> = items
+        .iter()
+        .map(|n| format!(r#"{{"metadata":{{"name":"{n}","namespace":"default"}}}}"#))
+        .collect();
+    let token = token
+        .map(|t| format!(r#","continue":"{t}""#))
+        .unwrap_or_default();
+    format!(
+        r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"5"{token}}},"items":[{}]}}"#,
+        items.join(",")
+    )
+}
+
+fn scripted(first_token: &'static str) -> Scripted {
+    use http_body_util::Full;
+    let urls = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let (tx, count) = tokio::sync::watch::channel(0usize);
+    let svc = tower::service_fn({
+        let urls = std::sync::Arc::clone(&urls);
+        move |req: Request<Body>| {
+            let url = req.uri().to_string();
+            urls.lock().push(url.clone());
+            tx.send_modify(|n| *n += 1);
+            let cont = query(&url)
+                .into_iter()
+                .find(|(k, _)| k == "continue")
+                .map(|(_, v)| v);
+            let (code, body) = match cont.as_deref() {
+                _ if url.contains("watch=true") => (200, String::new()),
+                None => (200, page(&["a"], Some(first_token))),
+                Some("p2") => (200, page(&["b"], None)),
+                Some(_) => (
+                    410,
+                    r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","code":410,"message":"continue too old"}"#.to_owned(),
+                ),
+            };
+            let response = Response::builder()
+                .status(code)
+                .body(Full::new(Bytes::from(body)))
+                .map_err(|e| e.to_string());
+            async move { response }
+        }
+    });
+    let client = Client::new(svc, "default");
+    let lw = ApiListerWatcher::new(
+        Api::namespaced(client, "default"),
+        ListWatchOptions::default(),
+    );
+    Scripted { lw, urls, count }
+}
+
+impl Scripted {
+    /// Waits until the server has seen `n` requests.
+    async fn requests(&mut self, n: usize) {
+        tokio::time::timeout(Duration::from_secs(10), self.count.wait_for(|c| *c >= n))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the server saw {:?}, expected {n} requests",
+                    self.urls.lock()
+                )
+            })
+            .expect("the server is gone");
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.urls.lock().clone()
+    }
+}
+
+fn first_page() -> ListRequest {
+    ListRequest {
+        limit: Some(1),
+        resource_version: "0".into(),
+        ..ListRequest::default()
+    }
+}
+
+fn next_page(token: &str) -> ListRequest {
+    ListRequest {
+        continue_token: Some(token.into()),
+        ..first_page()
+    }
+}
+
+fn names(page: &ListPage<ConfigMap>) -> Vec<&str> {
+    page.items
+        .iter()
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_next_page_is_requested_before_it_is_asked_for() {
+    let mut s = scripted("p2");
+    let first = s.lw.list(first_page()).await.unwrap();
+    assert_eq!(names(&first), ["a"]);
+    assert_eq!(first.continue_token.as_deref(), Some("p2"));
+    // Nobody has asked for page 2 yet, but its request is on its way.
+    s.requests(2).await;
+    let seen = s.seen();
+    assert!(
+        has(&seen[1], "continue", "p2") && has(&seen[1], "limit", "1"),
+        "{seen:?}"
+    );
+    let second = s.lw.list(next_page("p2")).await.unwrap();
+    assert_eq!(names(&second), ["b"]);
+    assert_eq!(second.continue_token, None);
+    // Page 2 was fetched once, and the last page asks for nothing more.
+    assert_eq!(s.seen().len(), 2, "{:?}", s.seen());
+    assert!(!s.lw.ahead.is_pending());
+}
+
+#[tokio::test]
+async fn a_page_asked_for_differently_is_fetched_anew() {
+    let mut s = scripted("p2");
+    s.lw.list(first_page()).await.unwrap();
+    s.requests(2).await;
+    let other = ListRequest {
+        limit: Some(7),
+        ..next_page("p2")
+    };
+    let second = s.lw.list(other).await.unwrap();
+    assert_eq!(names(&second), ["b"]);
+    let seen = s.seen();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(has(&seen[2], "limit", "7"), "{seen:?}");
+    assert!(!s.lw.ahead.is_pending());
+}
+
+#[tokio::test]
+async fn an_error_for_the_page_asked_ahead_reaches_the_caller() {
+    let mut s = scripted("gone");
+    s.lw.list(first_page()).await.unwrap();
+    s.requests(2).await;
+    let err = s.lw.list(next_page("gone")).await.unwrap_err();
+    assert!(err.is_expired(), "{err}");
+    assert_eq!(s.seen().len(), 2, "{:?}", s.seen());
+}
+
+#[tokio::test]
+async fn a_watch_drops_the_page_asked_ahead() {
+    let mut s = scripted("p2");
+    s.lw.list(first_page()).await.unwrap();
+    s.requests(2).await;
+    assert!(s.lw.ahead.is_pending());
+    let req = WatchRequest {
+        resource_version: "5".into(),
+        ..WatchRequest::default()
+    };
+    drop(s.lw.watch(req).await.unwrap());
+    assert!(!s.lw.ahead.is_pending());
+}
+
+#[tokio::test]
+async fn a_clone_has_no_page_asked_ahead() {
+    let mut s = scripted("p2");
+    s.lw.list(first_page()).await.unwrap();
+    s.requests(2).await;
+    let clone = s.lw.clone();
+    assert!(!clone.ahead.is_pending());
+    assert_eq!(names(&clone.list(next_page("p2")).await.unwrap()), ["b"]);
+    assert_eq!(s.seen().len(), 3);
+}
+
+/// Requests the scripted server behind [`Slow`] has seen, for the decoder to wait on.
+static SLOW_SERVER: (std::sync::Mutex<usize>, std::sync::Condvar) =
+    (std::sync::Mutex::new(0), std::sync::Condvar::new());
+
+/// A ConfigMap whose decoding waits (up to 10 s) until the server has seen
+/// the request for the next page: it stands for a page whose decoding takes
+/// long, and tells whether the next page was asked for meanwhile.
+#[derive(Clone, Debug)]
+struct Slow(ConfigMap, bool);
+
+impl<'de> serde::Deserialize<'de> for Slow {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let cm = <ConfigMap as serde::Deserialize>::deserialize(d)?;
+        let (lock, cvar) = &SLOW_SERVER;
+        let seen = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (seen, _) = cvar
+            .wait_timeout_while(seen, Duration::from_secs(10), |n| *n < 2)
+            .unwrap_or_else(|e| e.into_inner());
+        Ok(Slow(cm, *seen >= 2))
+    }
+}
+
+impl Resource for Slow {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "ConfigMap".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "configmaps".into()
+    }
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+/// On a runtime with a single worker, decoding a page blocks the worker:
+/// the request for the next page, spawned from inside the decoding, can
+/// only go out if the worker hands its tasks on for that time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn the_next_page_goes_out_while_a_page_decodes_on_a_single_worker() {
+    use http_body_util::Full;
+    let svc = tower::service_fn(|req: Request<Body>| {
+        let url = req.uri().to_string();
+        let (lock, cvar) = &SLOW_SERVER;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        cvar.notify_all();
+        let body = if url.contains("continue=") {
+            page(&["b"], None)
+        } else {
+            page(&["a"], Some("p2"))
+        };
+        let response = Response::builder()
+            .status(200)
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| e.to_string());
+        async move { response }
+    });
+    let client = Client::new(svc, "default");
+    let lw: ApiListerWatcher<Slow> =
+        ApiListerWatcher::new(Api::namespaced(client, "default"), ListWatchOptions::default());
+    // On the worker, as a reflector runs (the test's own future does not).
+    let (lw, first) = tokio::spawn(async move {
+        let first = lw.list(first_page()).await;
+        (lw, first)
+    })
+    .await
+    .unwrap();
+    let first = first.unwrap();
+    assert_eq!(first.items.len(), 1);
+    assert!(first.items[0].1, "page 2 was not asked for while page 1 decoded");
+    let second = lw.list(next_page("p2")).await.unwrap();
+    assert_eq!(second.items[0].0.metadata.name.as_deref(), Some("b"));
+    assert_eq!(*SLOW_SERVER.0.lock().unwrap_or_else(|e| e.into_inner()), 2);
 }
