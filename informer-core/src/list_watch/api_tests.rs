@@ -425,8 +425,10 @@ async fn the_next_page_goes_out_while_a_page_decodes_on_a_single_worker() {
         async move { response }
     });
     let client = Client::new(svc, "default");
-    let lw: ApiListerWatcher<Slow> =
-        ApiListerWatcher::new(Api::namespaced(client, "default"), ListWatchOptions::default());
+    let lw: ApiListerWatcher<Slow> = ApiListerWatcher::new(
+        Api::namespaced(client, "default"),
+        ListWatchOptions::default(),
+    );
     // On the worker, as a reflector runs (the test's own future does not).
     let (lw, first) = tokio::spawn(async move {
         let first = lw.list(first_page()).await;
@@ -436,7 +438,10 @@ async fn the_next_page_goes_out_while_a_page_decodes_on_a_single_worker() {
     .unwrap();
     let first = first.unwrap();
     assert_eq!(first.items.len(), 1);
-    assert!(first.items[0].1, "page 2 was not asked for while page 1 decoded");
+    assert!(
+        first.items[0].1,
+        "page 2 was not asked for while page 1 decoded"
+    );
     let second = lw.list(next_page("p2")).await.unwrap();
     assert_eq!(second.items[0].0.metadata.name.as_deref(), Some("b"));
     assert_eq!(*SLOW_SERVER.0.lock().unwrap_or_else(|e| e.into_inner()), 2);

@@ -134,9 +134,12 @@ pub fn list(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError
         limit,
         count_remaining: !filter.has_selectors(),
     };
-    let page = srv
-        .store
-        .list_page(&request, |obj| filter.matches(info, &obj.value));
+    // The scan already keeps to the namespace (it is part of the key), so
+    // without selectors every object it visits matches: skip the lookups.
+    let selective = filter.has_selectors();
+    let page = srv.store.list_page(&request, |obj| {
+        !selective || filter.matches(info, &obj.value)
+    });
     let crate::storage::Page {
         rev: snap_rev,
         items: matched,
