@@ -55,11 +55,11 @@ use std::sync::Arc;
 
 use kube_core::Resource;
 use parking_lot::Mutex;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use crate::key::{DeletedFinalStateUnknown, ObjectOrTombstone, object_key_arc};
 use crate::store::KnownObjects;
-use state::{Listed, State};
+use state::{Listed, Locked, State};
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -145,6 +145,8 @@ pub struct FifoClosed;
 pub struct DeltaFifo<K> {
     state: Mutex<State<K>>,
     not_empty: Notify,
+    /// Turns true, once, when [`has_synced`](Self::has_synced) does.
+    synced: watch::Sender<bool>,
     known: Option<Arc<dyn KnownObjects<K>>>,
     transform: Option<Transform<K>>,
 }
@@ -168,6 +170,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
         DeltaFifo {
             state: Mutex::new(State::default()),
             not_empty: Notify::new(),
+            synced: watch::Sender::new(false),
             known,
             transform: None,
         }
@@ -178,6 +181,39 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     pub fn with_transform(mut self, t: Transform<K>) -> Self {
         self.transform = Some(t);
         self
+    }
+
+    /// The state, locked. Every change goes through this, so that the
+    /// moment `has_synced` turns true is told to [`synced`](Self::synced)'s
+    /// waiters, when the lock is let go.
+    fn lock(&self) -> Locked<'_, K> {
+        Locked {
+            state: self.state.lock(),
+            synced: &self.synced,
+        }
+    }
+
+    /// Resolves once [`has_synced`](Self::has_synced) is true: at once if it
+    /// already is, else as soon as the last object of the first list has
+    /// been popped and processed.
+    ///
+    /// ```
+    /// # tokio_test_block_on(async {
+    /// use informer_core::delta_fifo::DeltaFifo;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    ///
+    /// let fifo: DeltaFifo<ConfigMap> = DeltaFifo::new(None);
+    /// fifo.replace(Vec::new(), "1");
+    /// fifo.synced().await; // an empty first list: synced at once
+    /// # });
+    /// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+    /// # }
+    /// ```
+    pub async fn synced(&self) {
+        let mut rx = self.synced.subscribe();
+        // The sender lives as long as `self`: this cannot fail.
+        let _ = rx.wait_for(|synced| *synced).await;
     }
 
     fn enter(&self, obj: K) -> Arc<K> {
@@ -195,7 +231,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     fn push(&self, kind: DeltaType, obj: K) {
         let obj = self.enter(obj);
         let key = object_key_arc(&*obj);
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         state.populated = true;
         state.queue_action(
             key,
@@ -223,7 +259,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     pub fn delete(&self, obj: K) {
         let obj = self.enter(obj);
         let key = object_key_arc(&*obj);
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         state.populated = true;
         let known = || {
             self.known
@@ -258,7 +294,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     /// reflector transforms each list page as it arrives).
     pub(crate) fn replace_transformed(&self, list: Vec<K>, resource_version: &str) {
         let objs = keyed(list);
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         self.begin_locked(&mut state);
         page_locked(&mut state, objs);
         self.finish_locked(&mut state, resource_version);
@@ -275,20 +311,20 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     /// Beginning again forgets the keys listed so far (a list that broke
     /// off and starts over).
     pub(crate) fn replace_begin(&self) {
-        self.begin_locked(&mut self.state.lock());
+        self.begin_locked(&mut self.lock());
     }
 
     /// One page of a paged replace (objects already transformed).
     pub(crate) fn replace_page(&self, page: Vec<K>) {
         let objs = keyed(page);
-        page_locked(&mut self.state.lock(), objs);
+        page_locked(&mut self.lock(), objs);
         self.not_empty.notify_waiters();
     }
 
     /// Ends a paged replace: tombstones for every queued or known key no
     /// page listed; records `resource_version`.
     pub(crate) fn replace_finish(&self, resource_version: &str) {
-        self.finish_locked(&mut self.state.lock(), resource_version);
+        self.finish_locked(&mut self.lock(), resource_version);
         self.not_empty.notify_waiters();
     }
 
@@ -372,7 +408,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
         let Some(known) = &self.known else { return };
         let mut keys = known.list_keys();
         keys.sort_unstable();
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         let mut queued = false;
         for key in keys {
             if state.items.contains_key(key.as_str()) {
@@ -445,7 +481,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
             let mut notified = pin!(self.not_empty.notified());
             notified.as_mut().enable();
             {
-                let mut state = self.state.lock();
+                let mut state = self.lock();
                 if let Some(deltas) = state.pop_front() {
                     return Ok(process(deltas));
                 }
@@ -461,24 +497,24 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     /// return [`FifoClosed`]. As in client-go, pushes after `close` are still
     /// accepted (and drained).
     pub fn close(&self) {
-        self.state.lock().closed = true;
+        self.lock().closed = true;
         self.not_empty.notify_waiters();
     }
 
     /// Whether [`close`](Self::close) was called.
     pub fn is_closed(&self) -> bool {
-        self.state.lock().closed
+        self.lock().closed
     }
 
     /// Whether the FIFO was populated and every item of the first `replace`
     /// has been popped.
     pub fn has_synced(&self) -> bool {
-        self.state.lock().has_synced()
+        self.lock().has_synced()
     }
 
     /// Number of queued keys.
     pub fn len(&self) -> usize {
-        self.state.lock().queue.len()
+        self.lock().queue.len()
     }
 
     /// Whether no key is queued.
@@ -498,7 +534,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
 
     /// The resource version of the last `replace`.
     pub fn last_sync_resource_version(&self) -> Option<String> {
-        self.state.lock().last_sync_rv.clone()
+        self.lock().last_sync_rv.clone()
     }
 }
 

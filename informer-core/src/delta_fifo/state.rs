@@ -9,6 +9,9 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+use parking_lot::MutexGuard;
+use tokio::sync::watch;
+
 use super::{Delta, DeltaType, Deltas};
 
 pub(super) struct State<K> {
@@ -20,6 +23,8 @@ pub(super) struct State<K> {
     pub(super) populated: bool,
     /// Items of the first `replace` not popped yet.
     pub(super) initial_population_count: usize,
+    /// `has_synced` was seen true and told to the FIFO's waiters.
+    pub(super) synced_told: bool,
     pub(super) closed: bool,
     pub(super) last_sync_rv: Option<String>,
     /// The keys listed so far by a replace that arrives page by page.
@@ -42,6 +47,7 @@ impl<K> Default for State<K> {
             queue: VecDeque::new(),
             populated: false,
             initial_population_count: 0,
+            synced_told: false,
             closed: false,
             last_sync_rv: None,
             replacing: None,
@@ -126,5 +132,34 @@ impl<K> State<K> {
     #[cfg(test)]
     pub(super) fn capacities(&self) -> (usize, usize) {
         (self.queue.capacity(), self.items.capacity())
+    }
+}
+
+/// The locked state; letting it go tells the FIFO's `synced` watchers
+/// when `has_synced` has turned true (it never turns false again).
+pub(super) struct Locked<'a, K> {
+    pub(super) state: MutexGuard<'a, State<K>>,
+    pub(super) synced: &'a watch::Sender<bool>,
+}
+
+impl<K> std::ops::Deref for Locked<'_, K> {
+    type Target = State<K>;
+    fn deref(&self) -> &State<K> {
+        &self.state
+    }
+}
+
+impl<K> std::ops::DerefMut for Locked<'_, K> {
+    fn deref_mut(&mut self) -> &mut State<K> {
+        &mut self.state
+    }
+}
+
+impl<K> Drop for Locked<'_, K> {
+    fn drop(&mut self) {
+        if !self.state.synced_told && self.state.has_synced() {
+            self.state.synced_told = true;
+            self.synced.send_replace(true);
+        }
     }
 }

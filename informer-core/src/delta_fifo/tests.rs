@@ -2,6 +2,7 @@
 
 mod paged;
 mod shrink;
+mod synced;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -435,8 +435,17 @@ where
             if self.is_stopped() {
                 return false;
             }
+            // Woken the moment the FIFO syncs; the short sleep only covers
+            // an informer not running yet, or stopping.
+            let synced = async {
+                match self.inner.fifo.get() {
+                    Some(fifo) => fifo.synced().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = cancel.cancelled() => return self.has_synced(),
+                () = synced => {}
                 () = tokio::time::sleep(SYNC_POLL) => {}
             }
         }

@@ -571,3 +571,4 @@ async fn dropping_the_run_future_stops_the_informer() {
 }
 
 mod late_handlers;
+mod sync_wait;
