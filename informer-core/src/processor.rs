@@ -103,6 +103,8 @@ pub struct ListenerStats {
     delivered: AtomicU64,
     panics: AtomicU64,
     removed: AtomicBool,
+    /// Woken when `initial_pending` reaches zero or the listener is removed.
+    changed: tokio::sync::Notify,
 }
 
 impl ListenerStats {
@@ -129,6 +131,13 @@ impl ListenerStats {
     /// Whether the listener was removed (it delivers nothing more).
     pub fn is_removed(&self) -> bool {
         self.removed.load(Ordering::Acquire)
+    }
+
+    /// Resolves at the next moment `initial_pending` reaches zero or the
+    /// listener is removed. Create it (and `enable` it) before looking at
+    /// either, so that no change is missed.
+    pub(crate) fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
     }
 }
 
@@ -274,6 +283,7 @@ impl<K: Send + Sync + 'static> SharedProcessor<K> {
                 listener.stats.removed.store(true, Ordering::Release);
                 listener.stats.pending.store(0, Ordering::Release);
                 listener.stats.initial_pending.store(0, Ordering::Release);
+                listener.stats.changed.notify_waiters();
                 self.observe(id, 0);
                 true
             }
@@ -453,9 +463,13 @@ fn deliver_batch<K: 'static>(
         }
         stats.delivered.fetch_add(1, Ordering::AcqRel);
         if initial {
-            let _ = stats
-                .initial_pending
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+            let before =
+                stats
+                    .initial_pending
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+            if before == Ok(1) {
+                stats.changed.notify_waiters();
+            }
         }
         let _ = stats
             .pending

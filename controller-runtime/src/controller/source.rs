@@ -10,12 +10,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use informer_core::key::ObjectOrTombstone;
 use informer_core::shared_informer::{
     InformerError, ResourceEventHandler, ResourceEventHandlerRegistration, SharedIndexInformer,
 };
 use kube_core::Resource;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::handler::EventHandler;
 use crate::manager::Object;
@@ -35,6 +38,8 @@ pub(crate) trait Watch: Send + Sync + 'static {
 pub(crate) struct Registered {
     pub(crate) description: String,
     synced: Box<dyn Fn() -> bool + Send + Sync>,
+    /// A future that resolves once `synced` may have turned true.
+    wait: Box<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>,
     remove: Box<dyn Fn() + Send + Sync>,
 }
 
@@ -51,26 +56,28 @@ impl Drop for Registered {
     }
 }
 
-/// Waits until every watch synced, polling until `timeout`; on timeout the
-/// error names the watches that had not synced.
+/// Waits until every watch synced, or `timeout`; on timeout the error
+/// names the watches that had not synced. Woken by the watches' own sync
+/// waits, with a look every 20 ms besides.
 pub(crate) async fn wait_for_sync(
     watches: &[Registered],
     timeout: Duration,
 ) -> Result<(), Vec<String>> {
     let deadline = Instant::now() + timeout;
     loop {
-        let unsynced: Vec<String> = watches
-            .iter()
-            .filter(|w| !w.has_synced())
-            .map(|w| w.description.clone())
-            .collect();
+        let unsynced: Vec<&Registered> = watches.iter().filter(|w| !w.has_synced()).collect();
         if unsynced.is_empty() {
             return Ok(());
         }
         if Instant::now() >= deadline {
-            return Err(unsynced);
+            return Err(unsynced.iter().map(|w| w.description.clone()).collect());
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let any_synced = futures::future::select_all(unsynced.iter().map(|w| (w.wait)()));
+        tokio::select! {
+            _ = any_synced => {}
+            () = tokio::time::sleep_until(deadline) => {}
+            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
     }
 }
 
@@ -108,6 +115,23 @@ impl<W: Object> Watch for TypedWatch<W> {
             let (informer, registration) = (informer.clone(), Arc::clone(&registration));
             Box::new(move || informer.has_synced() && registration.has_synced())
         };
+        let wait = {
+            let registration = Arc::clone(&registration);
+            Box::new(move || {
+                let registration = Arc::clone(&registration);
+                async move {
+                    // A removed handler never syncs: leave it to the look
+                    // every 20 ms rather than wake at once, again and again.
+                    if !registration
+                        .wait_for_sync_until(&CancellationToken::new())
+                        .await
+                    {
+                        futures::future::pending::<()>().await;
+                    }
+                }
+                .boxed()
+            })
+        };
         let remove = Box::new(move || {
             if let Err(error) = informer.remove_event_handler(&registration) {
                 tracing::debug!(%error, "removing a controller's informer handler");
@@ -116,6 +140,7 @@ impl<W: Object> Watch for TypedWatch<W> {
         Ok(Registered {
             description: self.describe(),
             synced,
+            wait,
             remove,
         })
     }
@@ -235,17 +260,52 @@ mod tests {
         );
     }
 
+    /// The wait ends the moment the last watch syncs (at 25 ms exactly on
+    /// the paused clock; a look every 20 ms alone would end it at 40 ms).
+    #[tokio::test(start_paused = true)]
+    async fn sync_wait_ends_the_moment_the_last_watch_synced() {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let registered = vec![Registered {
+            description: "Pod (v1)".into(),
+            synced: Box::new({
+                let rx = rx.clone();
+                move || *rx.borrow()
+            }),
+            wait: Box::new(move || {
+                let mut rx = rx.clone();
+                async move {
+                    let _ = rx.wait_for(|synced| *synced).await;
+                }
+                .boxed()
+            }),
+            remove: Box::new(|| {}),
+        }];
+        let started = Instant::now();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            tx.send_replace(true);
+            // Keep the sender: a dropped one would also end the wait.
+            std::future::pending::<()>().await;
+        });
+        wait_for_sync(&registered, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(started.elapsed(), Duration::from_millis(25));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn sync_wait_names_the_unsynced_watches() {
         let registered = vec![
             Registered {
                 description: "Pod (v1)".into(),
                 synced: Box::new(|| true),
+                wait: Box::new(|| futures::future::pending().boxed()),
                 remove: Box::new(|| {}),
             },
             Registered {
                 description: "Widget (example.com/v1)".into(),
                 synced: Box::new(|| false),
+                wait: Box::new(|| futures::future::pending().boxed()),
                 remove: Box::new(|| {}),
             },
         ];

@@ -211,9 +211,13 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
     /// # }
     /// ```
     pub async fn synced(&self) {
-        let mut rx = self.synced.subscribe();
-        // The sender lives as long as `self`: this cannot fail.
-        let _ = rx.wait_for(|synced| *synced).await;
+        let _ = self.synced_receiver().wait_for(|synced| *synced).await;
+    }
+
+    /// A receiver of [`synced`](Self::synced)'s flag, for waiting without
+    /// borrowing the FIFO.
+    pub(crate) fn synced_receiver(&self) -> watch::Receiver<bool> {
+        self.synced.subscribe()
     }
 
     fn enter(&self, obj: K) -> Arc<K> {

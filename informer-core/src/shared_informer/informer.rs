@@ -317,7 +317,7 @@ where
         let weak = Arc::downgrade(&self.inner);
         let upstream_synced: UpstreamSynced = Arc::new(move || {
             weak.upgrade()
-                .is_some_and(|inner| inner.fifo.get().is_some_and(|f| f.has_synced()))
+                .and_then(|inner| inner.fifo.get().map(|f| f.synced_receiver()))
         });
         Ok(ResourceEventHandlerRegistration {
             informer_id: self.informer_id(),

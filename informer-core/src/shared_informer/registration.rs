@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::processor::{ListenerId, ListenerStats};
@@ -14,8 +15,9 @@ use crate::processor::{ListenerId, ListenerStats};
 /// How often sync waits re-check their condition.
 pub(crate) const SYNC_POLL: Duration = Duration::from_millis(10);
 
-/// Says whether the informer behind a registration has synced.
-pub(crate) type UpstreamSynced = Arc<dyn Fn() -> bool + Send + Sync>;
+/// The informer's synced flag, as a receiver (`None` before the informer
+/// runs, or once it is gone).
+pub(crate) type UpstreamSynced = Arc<dyn Fn() -> Option<watch::Receiver<bool>> + Send + Sync>;
 
 /// One handler's membership in an informer.
 ///
@@ -56,7 +58,11 @@ impl ResourceEventHandlerRegistration {
     /// this handler (the first list, or the cache replay for a late handler)
     /// has been delivered.
     pub fn has_synced(&self) -> bool {
-        (self.upstream_synced)() && self.stats.initial_pending() == 0
+        self.upstream_has_synced() && self.stats.initial_pending() == 0
+    }
+
+    fn upstream_has_synced(&self) -> bool {
+        (self.upstream_synced)().is_some_and(|rx| *rx.borrow())
     }
 
     /// Waits until [`has_synced`](Self::has_synced) or `timeout`; returns
@@ -73,14 +79,32 @@ impl ResourceEventHandlerRegistration {
     /// returns whether it synced. Also gives up when the handler is removed.
     pub async fn wait_for_sync_until(&self, cancel: &CancellationToken) -> bool {
         loop {
+            // Registered before looking, so that a change in between wakes us.
+            let mut changed = std::pin::pin!(self.stats.changed());
+            changed.as_mut().enable();
             if self.has_synced() {
                 return true;
             }
             if self.stats.is_removed() {
                 return false;
             }
+            // Woken when the informer syncs (until it has) and when the last
+            // initial add is delivered; the short sleep only covers an
+            // informer not running yet.
+            let upstream = (self.upstream_synced)();
+            let upstream_done = upstream.as_ref().is_some_and(|rx| *rx.borrow());
+            let upstream_synced = async {
+                match upstream {
+                    Some(mut rx) => {
+                        let _ = rx.wait_for(|synced| *synced).await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = cancel.cancelled() => return self.has_synced(),
+                () = changed => {}
+                () = upstream_synced, if !upstream_done => {}
                 () = tokio::time::sleep(SYNC_POLL) => {}
             }
         }

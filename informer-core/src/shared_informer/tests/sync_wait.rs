@@ -49,3 +49,69 @@ async fn wait_for_cache_sync_ends_the_moment_the_cache_syncs() {
     stop.cancel();
     task.await.unwrap().unwrap();
 }
+
+/// A handler registration's wait ends the moment the informer synced and
+/// the handler got the initial list: at 25 ms exactly on the paused clock
+/// (looking every 10 ms would end it at 30 ms).
+#[tokio::test(start_paused = true)]
+async fn a_handler_sync_wait_ends_the_moment_the_handler_synced() {
+    let lw = FakeLw::default();
+    for name in ["a", "b", "c"] {
+        lw.0.apply(name, "add");
+    }
+    let delay = Duration::from_millis(25);
+    let inf = SharedIndexInformer::new(SlowList(lw, delay), Duration::ZERO);
+    let recorder = Arc::new(Recorder::default());
+    let reg = inf.add_event_handler(Arc::clone(&recorder)).unwrap();
+    let stop = CancellationToken::new();
+    let started = tokio::time::Instant::now();
+    let task = tokio::spawn({
+        let inf = inf.clone();
+        let stop = stop.clone();
+        async move { inf.run(stop).await }
+    });
+    assert!(reg.wait_for_sync(Duration::from_secs(30)).await);
+    assert_eq!(started.elapsed(), delay);
+    assert_eq!(recorder.len(), 3);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// Removing a handler ends its sync wait at once.
+#[tokio::test(start_paused = true)]
+async fn removing_a_handler_ends_its_sync_wait_at_once() {
+    let inf = SharedIndexInformer::new(
+        SlowList(FakeLw::default(), Duration::from_secs(3600)),
+        Duration::ZERO,
+    );
+    let reg = inf.add_event_handler(Recorder::default()).unwrap();
+    let started = tokio::time::Instant::now();
+    let waiter = tokio::spawn({
+        let reg = reg.clone();
+        async move { reg.wait_for_sync(Duration::from_secs(30)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(15)).await;
+    inf.remove_event_handler(&reg).unwrap();
+    assert!(!waiter.await.unwrap());
+    assert_eq!(started.elapsed(), Duration::from_millis(15));
+}
+
+/// With nothing listed the handler gets no initial add to wait for: its
+/// wait ends when the informer syncs, at 25 ms exactly.
+#[tokio::test(start_paused = true)]
+async fn a_handler_sync_wait_over_an_empty_list_ends_when_the_informer_syncs() {
+    let delay = Duration::from_millis(25);
+    let inf = SharedIndexInformer::new(SlowList(FakeLw::default(), delay), Duration::ZERO);
+    let reg = inf.add_event_handler(Recorder::default()).unwrap();
+    let stop = CancellationToken::new();
+    let started = tokio::time::Instant::now();
+    let task = tokio::spawn({
+        let inf = inf.clone();
+        let stop = stop.clone();
+        async move { inf.run(stop).await }
+    });
+    assert!(reg.wait_for_sync(Duration::from_secs(30)).await);
+    assert_eq!(started.elapsed(), delay);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
