@@ -24,6 +24,10 @@
 //! # Ok(()) }
 //! ```
 
+// The kind is `Foo`, as in the Go sample-controller this ports: a `foo` here
+// is a Foo object, not a placeholder name.
+#![allow(clippy::disallowed_names)]
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -49,6 +53,9 @@ pub const SECRETS_ANNOTATION: &str = "samplecontroller.k8s.io/secrets";
 pub const FINALIZER: &str = "samplecontroller.k8s.io/cleanup";
 
 /// What a Foo asks for.
+// Two printcolumns of type "integer" trip clippy's duplicated_attributes,
+// a known false positive on derive attributes (see docs/macros.md).
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[resource(
     group = "samplecontroller.k8s.io",

@@ -4,6 +4,9 @@
 //! Deployment and the mapped Secret, per-key backoff, a refused adoption,
 //! and 403 once a rule is taken out of the role.
 
+// The kind is `Foo`: a `foo` here is a Foo object, not a placeholder name.
+#![allow(clippy::disallowed_names)]
+
 use std::future::Future;
 use std::time::Duration;
 
