@@ -101,10 +101,6 @@ impl<K: Resource> ApiListerWatcher<K> {
     pub fn options(&self) -> &ListWatchOptions {
         &self.options
     }
-
-    async fn get(&self, url: String) -> Result<Response<Body>, ListWatchError> {
-        get(&self.client, url).await
-    }
 }
 
 /// Sends a GET for `url`; an error answer becomes [`ListWatchError::Api`].
@@ -358,7 +354,7 @@ where
         async move {
             // A watch follows a finished list: nothing asked ahead is wanted.
             self.ahead.clear();
-            let response = self.get(watch_url(&self.url, &self.options, &req)).await?;
+            let response = get(&self.client, watch_url(&self.url, &self.options, &req)).await?;
             let body = response.into_body().into_data_stream();
             Ok(event_stream::<K, _>(body).boxed())
         }

@@ -23,24 +23,40 @@ impl ListerWatcher<ConfigMap> for SlowList {
     }
 }
 
-/// The wait ends the moment the cache syncs, not at the next look: on the
-/// paused clock, a list answered after 25 ms ends the wait at 25 ms
-/// exactly (looking every 10 ms would end it at 30 ms).
-#[tokio::test(start_paused = true)]
-async fn wait_for_cache_sync_ends_the_moment_the_cache_syncs() {
+/// An informer over the ConfigMaps `names`, listed after `delay`.
+fn slow_informer(names: &[&str], delay: Duration) -> SharedIndexInformer<ConfigMap> {
     let lw = FakeLw::default();
-    for name in ["a", "b", "c"] {
+    for name in names {
         lw.0.apply(name, "add");
     }
-    let delay = Duration::from_millis(25);
-    let inf = SharedIndexInformer::new(SlowList(lw, delay), Duration::ZERO);
+    SharedIndexInformer::new(SlowList(lw, delay), Duration::ZERO)
+}
+
+/// Runs `inf` in a task of its own; cancel the token to stop it.
+fn start(
+    inf: &SharedIndexInformer<ConfigMap>,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), InformerError>>,
+) {
     let stop = CancellationToken::new();
-    let started = tokio::time::Instant::now();
     let task = tokio::spawn({
         let inf = inf.clone();
         let stop = stop.clone();
         async move { inf.run(stop).await }
     });
+    (stop, task)
+}
+
+/// The wait ends the moment the cache syncs, not at the next look: on the
+/// paused clock, a list answered after 25 ms ends the wait at 25 ms
+/// exactly (looking every 10 ms would end it at 30 ms).
+#[tokio::test(start_paused = true)]
+async fn wait_for_cache_sync_ends_the_moment_the_cache_syncs() {
+    let delay = Duration::from_millis(25);
+    let inf = slow_informer(&["a", "b", "c"], delay);
+    let started = tokio::time::Instant::now();
+    let (stop, task) = start(&inf);
     inf.wait_for_cache_sync(Duration::from_secs(30))
         .await
         .unwrap();
@@ -55,21 +71,12 @@ async fn wait_for_cache_sync_ends_the_moment_the_cache_syncs() {
 /// (looking every 10 ms would end it at 30 ms).
 #[tokio::test(start_paused = true)]
 async fn a_handler_sync_wait_ends_the_moment_the_handler_synced() {
-    let lw = FakeLw::default();
-    for name in ["a", "b", "c"] {
-        lw.0.apply(name, "add");
-    }
     let delay = Duration::from_millis(25);
-    let inf = SharedIndexInformer::new(SlowList(lw, delay), Duration::ZERO);
+    let inf = slow_informer(&["a", "b", "c"], delay);
     let recorder = Arc::new(Recorder::default());
     let reg = inf.add_event_handler(Arc::clone(&recorder)).unwrap();
-    let stop = CancellationToken::new();
     let started = tokio::time::Instant::now();
-    let task = tokio::spawn({
-        let inf = inf.clone();
-        let stop = stop.clone();
-        async move { inf.run(stop).await }
-    });
+    let (stop, task) = start(&inf);
     assert!(reg.wait_for_sync(Duration::from_secs(30)).await);
     assert_eq!(started.elapsed(), delay);
     assert_eq!(recorder.len(), 3);
@@ -80,10 +87,7 @@ async fn a_handler_sync_wait_ends_the_moment_the_handler_synced() {
 /// Removing a handler ends its sync wait at once.
 #[tokio::test(start_paused = true)]
 async fn removing_a_handler_ends_its_sync_wait_at_once() {
-    let inf = SharedIndexInformer::new(
-        SlowList(FakeLw::default(), Duration::from_secs(3600)),
-        Duration::ZERO,
-    );
+    let inf = slow_informer(&[], Duration::from_secs(3600));
     let reg = inf.add_event_handler(Recorder::default()).unwrap();
     let started = tokio::time::Instant::now();
     let waiter = tokio::spawn({
@@ -101,15 +105,10 @@ async fn removing_a_handler_ends_its_sync_wait_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_handler_sync_wait_over_an_empty_list_ends_when_the_informer_syncs() {
     let delay = Duration::from_millis(25);
-    let inf = SharedIndexInformer::new(SlowList(FakeLw::default(), delay), Duration::ZERO);
+    let inf = slow_informer(&[], delay);
     let reg = inf.add_event_handler(Recorder::default()).unwrap();
-    let stop = CancellationToken::new();
     let started = tokio::time::Instant::now();
-    let task = tokio::spawn({
-        let inf = inf.clone();
-        let stop = stop.clone();
-        async move { inf.run(stop).await }
-    });
+    let (stop, task) = start(&inf);
     assert!(reg.wait_for_sync(Duration::from_secs(30)).await);
     assert_eq!(started.elapsed(), delay);
     stop.cancel();
