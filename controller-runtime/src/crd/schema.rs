@@ -13,7 +13,10 @@
 //!   adjacently tagged and untagged enums, flattened fields) are merged into
 //!   one object whose properties are the union of the members'; externally
 //!   tagged enums keep a `oneOf` of `required` lists so exactly one variant
-//!   is set;
+//!   is set; a property two variants type differently is widened (an
+//!   adjacently tagged enum whose content is a string in one variant and an
+//!   object in another keeps an untyped `x-kubernetes-preserve-unknown-fields`
+//!   node: the server stores it as written and no longer validates it);
 //! - a schema that accepts anything (`serde_json::Value`) becomes
 //!   `x-kubernetes-preserve-unknown-fields`, and so does a map of such values;
 //! - `exclusiveMinimum: n` (JSON Schema 2020-12) becomes `minimum: n,

@@ -541,3 +541,83 @@ fn paths_missing_from_the_schema_are_typed_errors_with_a_suggestion() {
     };
     assert!(version_crd(&info, |g| g.subschema_for::<Free>(), None, None).is_ok());
 }
+
+/// The case: an adjacently tagged enum whose variants carry content
+/// of different JSON types (a string and an object).
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "via", content = "to")]
+enum Notify {
+    Email(String),
+    Webhook { url: String },
+}
+
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "via", content = "to")]
+enum NotifyScalars {
+    Count(u32),
+    Name(String),
+    Flag(bool),
+    List(Vec<String>),
+}
+
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind")]
+enum SameFieldOtherTypes {
+    A {
+        value: String,
+        n: Option<Vec<u32>>,
+    },
+    B {
+        value: Inner,
+        n: Option<Vec<String>>,
+    },
+}
+
+#[test]
+fn adjacently_tagged_content_of_different_types_keeps_unknown_fields() {
+    #[derive(JsonSchema)]
+    struct Holder {
+        notify: Notify,
+        scalars: Option<NotifyScalars>,
+    }
+    let v = ok::<Holder>();
+    let n = &v["properties"]["notify"];
+    assert_eq!(
+        n["properties"]["via"],
+        json!({"type": "string", "enum": ["Email", "Webhook"]})
+    );
+    // The content is untyped: the API server keeps whatever each variant
+    // writes (a string or an object); the tag is still validated.
+    assert_eq!(
+        n["properties"]["to"]["x-kubernetes-preserve-unknown-fields"],
+        json!(true)
+    );
+    assert!(n["properties"]["to"].get("type").is_none(), "{n}");
+    assert_eq!(n["required"], json!(["via", "to"]));
+    let s = &v["properties"]["scalars"];
+    assert_eq!(s["nullable"], json!(true));
+    assert_eq!(
+        s["properties"]["via"]["enum"],
+        json!(["Count", "Name", "Flag", "List"])
+    );
+    assert_eq!(
+        s["properties"]["to"]["x-kubernetes-preserve-unknown-fields"],
+        json!(true)
+    );
+}
+
+#[test]
+fn one_field_of_different_types_in_two_variants_is_widened_not_refused() {
+    let v = ok::<SameFieldOtherTypes>();
+    assert_eq!(
+        v["properties"]["value"],
+        json!({"x-kubernetes-preserve-unknown-fields": true})
+    );
+    // Two arrays whose items differ: still an array, items widened.
+    assert_eq!(v["properties"]["n"]["type"], "array");
+    assert_eq!(v["properties"]["n"]["nullable"], json!(true));
+    assert_eq!(
+        v["properties"]["n"]["items"],
+        json!({"x-kubernetes-int-or-string": true})
+    );
+}

@@ -1,11 +1,13 @@
 //! Integration tests for the derive macros: compile-fail and compile-pass
 //! cases (`ui`), checked-in CRDs (`golden`), the generated types against
 //! envtest over real HTTP (`envtest`, `informer`, the field rules in
-//! `rules`, k8s-openapi types and nested rules in `pool`) and a round-trip property (`props`).
+//! `rules`, k8s-openapi types and nested rules in `pool`) a round-trip property (`props`), and the
+//! serde enum shapes a spec may hold (`enums`).
 
 // Helpers outside #[test] functions panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod enums;
 mod envtest;
 mod golden;
 mod informer;

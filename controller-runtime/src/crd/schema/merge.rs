@@ -16,8 +16,7 @@ pub(super) fn dedup(values: Vec<Value>) -> Vec<Value> {
 }
 
 /// Merges the object schemas of a union: properties are united (the same
-/// property in two members must agree, or both be string enums, which are
-/// united), `required` keeps what every member requires. When every member
+/// property in two members is widened to what both accept, see [`widen`]), `required` keeps what every member requires. When every member
 /// has exactly one property and requires it (serde's externally tagged
 /// enum), a `oneOf` of `required` lists keeps "exactly one variant".
 pub(super) fn merge_objects(
@@ -112,28 +111,66 @@ fn merge_same_property(a: Value, b: Value, path: &str) -> Result<Value, SchemaEr
     if type_of(&a) == Some("object") && type_of(&b) == Some("object") {
         return merge_objects(vec![a, b], false, path);
     }
-    if a.get("nullable").is_some() || b.get("nullable").is_some() {
-        let mut na = a.clone();
-        let mut nb = b.clone();
-        for n in [&mut na, &mut nb] {
-            if let Some(o) = n.as_object_mut() {
-                o.remove("nullable");
-            }
+    Ok(widen(a, b, path))
+}
+
+/// One schema for a property two variants type differently. Structural
+/// schemas allow one type per node, so what both accept is kept and the rest
+/// is given up (a documented loss of validation, never an error):
+/// - two objects are merged, two arrays keep an array of the widened items,
+///   two scalars of one type keep the type without the constraints that
+///   differ;
+/// - an integer and a string become `x-kubernetes-int-or-string`;
+/// - anything else (a string and an object: an adjacently tagged enum whose
+///   variants carry different content) becomes an untyped node with
+///   `x-kubernetes-preserve-unknown-fields`, which the API server stores as
+///   written.
+fn widen(a: Value, b: Value, path: &str) -> Value {
+    let nullable = truthy(&a, "nullable") || truthy(&b, "nullable");
+    let without_nullable = |mut v: Value| {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("nullable");
         }
-        if na == nb || (type_of(&na) == Some("object") && type_of(&nb) == Some("object")) {
-            let mut merged = merge_same_property(na, nb, path)?;
-            if let Some(o) = merged.as_object_mut() {
-                o.insert("nullable".into(), true.into());
+        v
+    };
+    let (a, b) = (without_nullable(a), without_nullable(b));
+    let int_or_string = |v: &Value| {
+        truthy(v, "x-kubernetes-int-or-string") || matches!(type_of(v), Some("integer" | "string"))
+    };
+    let mut out = if a == b {
+        a
+    } else {
+        match (type_of(&a), type_of(&b)) {
+            (Some("object"), Some("object")) => {
+                merge_objects(vec![a.clone(), b.clone()], false, path).unwrap_or_else(
+                    |_| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+                )
             }
-            return Ok(merged);
+            (Some("array"), Some("array")) => {
+                let items = |v: &Value| {
+                    v.get("items")
+                        .cloned()
+                        .unwrap_or_else(|| json!({"x-kubernetes-preserve-unknown-fields": true}))
+                };
+                let (ia, ib) = (items(&a), items(&b));
+                let items = if ia == ib {
+                    ia
+                } else {
+                    widen(ia, ib, &format!("{path}[*]"))
+                };
+                json!({"type": "array", "items": items})
+            }
+            (Some(x), Some(y)) if x == y => json!({"type": x}),
+            _ if int_or_string(&a) && int_or_string(&b) => {
+                json!({"x-kubernetes-int-or-string": true})
+            }
+            _ => json!({"x-kubernetes-preserve-unknown-fields": true}),
         }
+    };
+    if nullable && let Some(o) = out.as_object_mut() {
+        o.insert("nullable".into(), true.into());
     }
-    Err(non_structural(
-        path,
-        format!(
-            "two enum variants give this field different schemas ({a} and {b}); structural schemas need one"
-        ),
-    ))
+    out
 }
 
 /// Merges `extra` (a rewritten allOf member or union) into `base`.
