@@ -79,6 +79,7 @@ pub mod prelude;
 pub mod rbac;
 pub mod reconcile;
 pub mod reconciler;
+pub mod sharding;
 pub mod workqueue;
 
 mod macro_support;
