@@ -11,6 +11,8 @@
 //!   object).
 //! - [`apply`] and [`apply_status`] send server-side apply with a field
 //!   manager, optionally forcing conflicts.
+//! - [`create_or_update`] and [`create_or_patch`] read, change through a
+//!   closure and write only what changed (controllerutil's helpers).
 //!
 //! ```
 //! use controller_runtime::client::set_controller_reference;
@@ -346,6 +348,11 @@ where
         source,
     })
 }
+
+mod create_or_update;
+pub use create_or_update::{
+    CreateOrUpdateError, MutateError, OperationResult, create_or_patch, create_or_update,
+};
 
 #[cfg(test)]
 mod tests;

@@ -65,6 +65,7 @@ pub use kube_client;
 pub use tokio_util::sync::CancellationToken;
 
 pub mod client;
+pub mod conditions;
 pub mod controller;
 pub mod crd;
 pub mod events;

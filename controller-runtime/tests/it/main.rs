@@ -6,6 +6,7 @@
 
 mod chaos;
 mod client;
+mod client_helpers;
 mod controller;
 mod events;
 mod finalizer;
