@@ -7,12 +7,17 @@
 //! protobuf form (objects, lists, `Status` errors, and watch streams as
 //! length-prefixed frames). Custom resources are JSON only, as on a cluster:
 //! a protobuf body is 415 and a protobuf-only `Accept` is 406.
+//! `as=PartialObjectMetadata(List);g=meta.k8s.io;v=v1` (or `v1beta1`)
+//! asks for metadata-only answers (see `partial`), in JSON or protobuf for
+//! every kind, custom ones included; `Accept` ranges are tried in the
+//! client's order and one this server cannot answer is passed over.
 //!
 //! The conversion between the two forms lives in `bridge` (field by field)
 //! and `proto` (envelopes, lists, watch frames); [`to_protobuf`],
 //! [`from_protobuf`] and [`watch_frame`] expose it to tests and tools.
 
 mod bridge;
+mod partial;
 mod proto;
 
 use crate::error::ApiError;
@@ -23,6 +28,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderValue, Method, header};
+use partial::{Conversion, Partial};
 use serde_json::Value;
 
 /// The protobuf media type.
@@ -140,28 +146,78 @@ fn accepted(accept: &str) -> Vec<MediaRange> {
     out.into_iter().map(|(_, _, m)| m).collect()
 }
 
-/// Which encoding answers a request for this resource (406 when the client
-/// accepts only protobuf and the resource is a custom one).
-pub(crate) fn negotiate(info: &ResourceInfo, accept: &str) -> Result<Answer, ApiError> {
-    let types = accepted(accept);
-    if types.is_empty() {
-        return Ok(Answer::Json);
-    }
-    for (mt, params) in &types {
-        // `as=Table` and friends are other answers; their handlers render JSON.
-        let plain = !params.iter().any(|(k, _)| k == "as");
-        match mt.as_str() {
-            PROTOBUF if plain && !info.custom => return Ok(Answer::Protobuf),
-            PROTOBUF => {}
-            _ => return Ok(Answer::Json),
+/// How an answer goes out: its encoding, and the metadata-only shape the
+/// client asked for, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Negotiated {
+    /// JSON or protobuf.
+    pub(crate) encoding: Answer,
+    /// `as=PartialObjectMetadata(List)`: the answer is reshaped (see `partial`).
+    pub(crate) metadata: Option<Partial>,
+    /// The resource is a custom one (named so in 406 messages).
+    pub(crate) custom: bool,
+}
+
+impl From<Answer> for Negotiated {
+    fn from(encoding: Answer) -> Self {
+        Negotiated {
+            encoding,
+            metadata: None,
+            custom: false,
         }
     }
+}
+
+/// Which encoding (and shape) answers a request for this resource, taking
+/// the `Accept` media ranges in the client's order as kube-apiserver does:
+/// a range whose `as=`/`g=`/`v=` this server cannot convert to, or a plain
+/// protobuf range for a custom resource, is passed over for the next one;
+/// 406 when none is left. `as=PartialObjectMetadata(List)` may be answered
+/// in protobuf for custom resources too, as on a cluster.
+pub(crate) fn negotiate(info: &ResourceInfo, accept: &str) -> Result<Negotiated, ApiError> {
+    let types = accepted(accept);
+    let plain = |encoding| Negotiated {
+        encoding,
+        metadata: None,
+        custom: info.custom,
+    };
+    if types.is_empty() {
+        return Ok(plain(Answer::Json));
+    }
+    for (mt, params) in &types {
+        let conversion = partial::conversion(params);
+        let encoding = match mt.as_str() {
+            PROTOBUF => Answer::Protobuf,
+            "application/json" | "application/yaml" | "application/*" | "*/*" => Answer::Json,
+            // Other media types keep the leniency they always had: JSON.
+            _ if conversion == Conversion::None => return Ok(plain(Answer::Json)),
+            _ => continue,
+        };
+        match conversion {
+            Conversion::None if encoding == Answer::Protobuf && info.custom => {}
+            Conversion::None => return Ok(plain(encoding)),
+            // Tables are rendered by the handlers, in JSON.
+            Conversion::Table if encoding == Answer::Json => return Ok(plain(Answer::Json)),
+            Conversion::Table | Conversion::Unsupported => {}
+            Conversion::Metadata(p) => {
+                return Ok(Negotiated {
+                    encoding,
+                    metadata: Some(p),
+                    custom: info.custom,
+                });
+            }
+        }
+    }
+    let only = if info.custom {
+        format!("; {} is served in JSON only", info.group_resource())
+    } else {
+        String::new()
+    };
     Err(ApiError::new(
         406,
         "NotAcceptable",
         format!(
-            "only the following media types are accepted: application/json, application/yaml, application/json;stream=watch (got {accept:?}; {} is served in JSON only)",
-            info.group_resource()
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf (got {accept:?}{only})"
         ),
     ))
 }
@@ -224,72 +280,133 @@ fn set_type(resp: &mut Response, value: &'static str) {
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(value));
 }
 
-/// Re-encode a handler's JSON answer (or error) in the negotiated encoding:
-/// objects, lists and `Status` of kinds with a protobuf form, and watch
-/// streams event by event. Anything else (tables, kinds without a protobuf
-/// form) stays JSON, which clients read by its `Content-Type`.
+/// Re-encode a handler's JSON answer (or error) in the negotiated encoding
+/// and shape: metadata-only answers are reshaped first (see `partial`);
+/// then objects, lists and `Status` of kinds with a protobuf form, and
+/// watch streams event by event, go out in protobuf when it was chosen.
+/// Anything else (tables, kinds without a protobuf form) stays JSON, which
+/// clients read by its `Content-Type`.
 pub(crate) async fn encode_response(
-    answer: Answer,
+    answer: impl Into<Negotiated>,
     watch: bool,
     result: Result<Response, ApiError>,
 ) -> Response {
+    let answer: Negotiated = answer.into();
     let resp = result.unwrap_or_else(IntoResponse::into_response);
-    if answer == Answer::Json || !is_json(&resp) {
+    let reshape = answer.metadata.filter(|_| resp.status().is_success());
+    if (answer.encoding == Answer::Json && reshape.is_none()) || !is_json(&resp) {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();
     if watch && parts.status.is_success() {
-        let mut pending: Vec<u8> = Vec::new();
-        let frames = body.into_data_stream().map(move |chunk| {
-            let chunk = chunk?;
-            pending.extend_from_slice(&chunk);
-            let mut out = Vec::new();
-            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = pending.drain(..=end).collect();
-                let frame = serde_json::from_slice::<Value>(&line)
-                    .map_err(|e| CodecError::Json(e.to_string()))
-                    .and_then(|ev| watch_frame(&ev));
-                match frame {
-                    Ok(f) => out.extend_from_slice(&f),
-                    Err(e) => tracing::warn!("watch event not sent as protobuf: {e}"),
-                }
-            }
-            Ok::<_, axum::Error>(Bytes::from(out))
-        });
-        let mut resp = Response::from_parts(parts, Body::from_stream(frames));
-        set_type(
-            &mut resp,
-            "application/vnd.kubernetes.protobuf;stream=watch",
-        );
-        return resp;
+        return watch_stream(answer.encoding, reshape, parts, body);
     }
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return ApiError::new(500, "InternalError", "the answer could not be read").into_response();
     };
-    let encoded = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .filter(|v| {
-            let kind = v["kind"].as_str().unwrap_or("");
-            let av = match v["apiVersion"].as_str() {
-                None if kind == "APIVersions" => "v1",
-                av => av.unwrap_or(""),
-            };
-            proto::has_protobuf(av, kind)
-        })
-        .and_then(|v| {
-            to_protobuf(&v)
-                .inspect_err(|e| tracing::warn!("answer not sent as protobuf: {e}"))
-                .ok()
-        });
-    match encoded {
+    let mut value = serde_json::from_slice::<Value>(&bytes).ok();
+    if let (Some(want), Some(v)) = (reshape, value.as_mut()) {
+        match partial::reshape(v, want, answer.custom) {
+            Ok(shaped) => *v = shaped,
+            Err(e) => return encode_error(answer.encoding, e),
+        }
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let encoded = match answer.encoding {
+        Answer::Protobuf => value
+            .as_ref()
+            .filter(|v| {
+                let kind = v["kind"].as_str().unwrap_or("");
+                let av = match v["apiVersion"].as_str() {
+                    None if kind == "APIVersions" => "v1",
+                    av => av.unwrap_or(""),
+                };
+                proto::has_protobuf(av, kind)
+            })
+            .and_then(|v| {
+                to_protobuf(v)
+                    .inspect_err(|e| tracing::warn!("answer not sent as protobuf: {e}"))
+                    .ok()
+            }),
+        Answer::Json => None,
+    };
+    match (encoded, value) {
+        (Some(pb), _) => {
+            let mut resp = Response::from_parts(parts, Body::from(pb));
+            set_type(&mut resp, PROTOBUF);
+            resp
+        }
+        (None, Some(v)) if reshape.is_some() => {
+            Response::from_parts(parts, Body::from(v.to_string()))
+        }
+        (None, _) => Response::from_parts(parts, Body::from(bytes)),
+    }
+}
+
+/// An error raised while shaping an answer, in the negotiated encoding.
+fn encode_error(encoding: Answer, e: ApiError) -> Response {
+    let pb = match encoding {
+        Answer::Protobuf => to_protobuf(&e.to_status()).ok(),
+        Answer::Json => None,
+    };
+    let resp = e.into_response();
+    match pb {
         Some(pb) => {
+            let (mut parts, _) = resp.into_parts();
             parts.headers.remove(header::CONTENT_LENGTH);
             let mut resp = Response::from_parts(parts, Body::from(pb));
             set_type(&mut resp, PROTOBUF);
             resp
         }
-        None => Response::from_parts(parts, Body::from(bytes)),
+        None => resp,
     }
+}
+
+/// A watch stream re-encoded event by event: each newline-delimited JSON
+/// event is reshaped (metadata-only) and written as a JSON line or a
+/// protobuf frame. A line that is not JSON passes through a JSON stream
+/// unchanged and is dropped (with a warning) from a protobuf one.
+fn watch_stream(
+    encoding: Answer,
+    reshape: Option<Partial>,
+    parts: http::response::Parts,
+    body: Body,
+) -> Response {
+    let mut pending: Vec<u8> = Vec::new();
+    let frames = body.into_data_stream().map(move |chunk| {
+        let chunk = chunk?;
+        pending.extend_from_slice(&chunk);
+        let mut out = Vec::new();
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let event = serde_json::from_slice::<Value>(&line)
+                .map(|ev| match reshape {
+                    Some(p) => partial::event(ev, p.api_version),
+                    None => ev,
+                })
+                .map_err(|e| CodecError::Json(e.to_string()));
+            match (encoding, event) {
+                (Answer::Json, Ok(ev)) => {
+                    out.extend_from_slice(ev.to_string().as_bytes());
+                    out.push(b'\n');
+                }
+                (Answer::Json, Err(_)) => out.extend_from_slice(&line),
+                (Answer::Protobuf, ev) => match ev.and_then(|ev| watch_frame(&ev)) {
+                    Ok(f) => out.extend_from_slice(&f),
+                    Err(e) => tracing::warn!("watch event not sent as protobuf: {e}"),
+                },
+            }
+        }
+        Ok::<_, axum::Error>(Bytes::from(out))
+    });
+    let mut resp = Response::from_parts(parts, Body::from_stream(frames));
+    if encoding == Answer::Protobuf {
+        set_type(
+            &mut resp,
+            "application/vnd.kubernetes.protobuf;stream=watch",
+        );
+    }
+    resp
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use super::CodecError;
 use super::bridge::Conv;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
 use k8s_pb::apimachinery::pkg::runtime as pb_runtime;
@@ -110,12 +110,56 @@ kinds! {
     "apiextensions.k8s.io/v1" "CustomResourceDefinition" => apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 }
 
+/// `PartialObjectMetadata`: an object's metadata alone (metadata-only
+/// answers), a message of one field, the `ObjectMeta`.
+fn encode_partial(v: &Value) -> Result<Vec<u8>, CodecError> {
+    use serde::Deserialize;
+    let meta = match v.get("metadata") {
+        Some(m) => ObjectMeta::deserialize(m).map_err(|e| CodecError::Json(e.to_string()))?,
+        None => ObjectMeta::default(),
+    };
+    let p = pb_meta::PartialObjectMetadata {
+        metadata: Some(meta.to_pb()),
+    };
+    Ok(p.encode_to_vec())
+}
+
+fn decode_partial(b: &[u8]) -> Result<Value, CodecError> {
+    let p = pb_meta::PartialObjectMetadata::decode(b)
+        .map_err(|e| CodecError::Protobuf(e.to_string()))?;
+    let meta = ObjectMeta::from_pb(p.metadata.unwrap_or_default())?;
+    let meta = serde_json::to_value(meta).map_err(|e| CodecError::Json(e.to_string()))?;
+    Ok(serde_json::json!({ "metadata": meta }))
+}
+
+/// The codec of a kind: the built-in kinds' table, and the metadata-only
+/// kinds of `meta.k8s.io`.
+fn codec_of(api_version: &str, kind: &str) -> Option<KindCodec> {
+    match (api_version, kind) {
+        ("meta.k8s.io/v1" | "meta.k8s.io/v1beta1", "PartialObjectMetadata") => Some(KindCodec {
+            encode: encode_partial,
+            decode: decode_partial,
+        }),
+        _ => kind_codec(api_version, kind),
+    }
+}
+
+/// The field numbers of a list message's `metadata` and `items`:
+/// `meta.k8s.io/v1beta1`'s `PartialObjectMetadataList` has them the other
+/// way round.
+fn list_tags(api_version: &str, kind: &str) -> (u32, u32) {
+    match (api_version, kind) {
+        ("meta.k8s.io/v1beta1", "PartialObjectMetadataList") => (2, 1),
+        _ => (1, 2),
+    }
+}
+
 /// Whether a kind (or a list of it) has a protobuf form.
 pub(crate) fn has_protobuf(api_version: &str, kind: &str) -> bool {
-    kind_codec(api_version, kind).is_some()
+    codec_of(api_version, kind).is_some()
         || kind
             .strip_suffix("List")
-            .is_some_and(|k| kind_codec(api_version, k).is_some())
+            .is_some_and(|k| codec_of(api_version, k).is_some())
 }
 
 fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
@@ -157,18 +201,19 @@ fn put_bytes(tag: u32, bytes: &[u8], out: &mut Vec<u8>) {
 /// its enveloped protobuf form.
 pub(crate) fn encode_object(v: &Value) -> Result<Vec<u8>, CodecError> {
     let (av, kind) = type_of(v)?;
-    if let Some(c) = kind_codec(av, kind) {
+    if let Some(c) = codec_of(av, kind) {
         return Ok(envelope(av, kind, (c.encode)(v)?));
     }
-    let item = kind.strip_suffix("List").and_then(|k| kind_codec(av, k));
+    let item = kind.strip_suffix("List").and_then(|k| codec_of(av, k));
     let Some(c) = item else {
         return Err(CodecError::NotProtobuf(format!("{av}, Kind={kind}")));
     };
     let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta =
         serde_json::from_value(v["metadata"].clone())
             .map_err(|e| CodecError::Json(e.to_string()))?;
+    let (meta_tag, items_tag) = list_tags(av, kind);
     let mut raw = Vec::new();
-    put_bytes(1, &meta.to_pb().encode_to_vec(), &mut raw);
+    put_bytes(meta_tag, &meta.to_pb().encode_to_vec(), &mut raw);
     let item_kind = &kind[..kind.len() - 4];
     for it in v["items"].as_array().into_iter().flatten() {
         let mut it = it.clone();
@@ -177,7 +222,7 @@ pub(crate) fn encode_object(v: &Value) -> Result<Vec<u8>, CodecError> {
             m.insert("apiVersion".into(), av.into());
             m.insert("kind".into(), item_kind.into());
         }
-        put_bytes(2, &(c.encode)(&it)?, &mut raw);
+        put_bytes(items_tag, &(c.encode)(&it)?, &mut raw);
     }
     Ok(envelope(av, kind, raw))
 }
@@ -194,10 +239,18 @@ pub(crate) fn decode_object(b: &[u8]) -> Result<Value, CodecError> {
         tm.kind.unwrap_or_default(),
     );
     let raw = unknown.raw.unwrap_or_default();
-    let mut v = if let Some(c) = kind_codec(&av, &kind) {
+    let mut v = if let Some(c) = codec_of(&av, &kind) {
         (c.decode)(&raw)?
-    } else if let Some(c) = kind.strip_suffix("List").and_then(|k| kind_codec(&av, k)) {
-        decode_list(&raw, c)?
+    } else if let Some(c) = kind.strip_suffix("List").and_then(|k| codec_of(&av, k)) {
+        let mut list = decode_list(&raw, c, list_tags(&av, &kind))?;
+        if av.starts_with("meta.k8s.io/") {
+            // A metadata-only list's items carry their type in JSON.
+            for it in list["items"].as_array_mut().into_iter().flatten() {
+                it["apiVersion"] = av.as_str().into();
+                it["kind"] = "PartialObjectMetadata".into();
+            }
+        }
+        list
     } else {
         return Err(CodecError::NotProtobuf(format!("{av}, Kind={kind}")));
     };
@@ -208,7 +261,11 @@ pub(crate) fn decode_object(b: &[u8]) -> Result<Value, CodecError> {
     Ok(v)
 }
 
-fn decode_list(mut raw: &[u8], c: KindCodec) -> Result<Value, CodecError> {
+fn decode_list(
+    mut raw: &[u8],
+    c: KindCodec,
+    (meta_tag, items_tag): (u32, u32),
+) -> Result<Value, CodecError> {
     let bad = |e: prost::DecodeError| CodecError::Protobuf(e.to_string());
     let mut meta = Value::Object(Default::default());
     let mut items = Vec::new();
@@ -225,13 +282,13 @@ fn decode_list(mut raw: &[u8], c: KindCodec) -> Result<Value, CodecError> {
             .ok_or_else(|| CodecError::Protobuf("list field runs past the end".into()))?;
         raw = rest;
         match tag {
-            1 => {
+            t if t == meta_tag => {
                 let m = pb_meta::ListMeta::decode(field).map_err(bad)?;
                 let m = k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta::from_pb(m)?;
                 meta = serde_json::to_value(m).map_err(|e| CodecError::Json(e.to_string()))?;
             }
             // Items carry their type, as in envtest's JSON lists.
-            2 => items.push((c.decode)(field)?),
+            t if t == items_tag => items.push((c.decode)(field)?),
             _ => {}
         }
     }

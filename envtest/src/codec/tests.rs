@@ -265,32 +265,115 @@ fn info(custom: bool) -> ResourceInfo {
     i
 }
 
+fn encoding(info: &ResourceInfo, accept: &str) -> Answer {
+    negotiate(info, accept).unwrap().encoding
+}
+
 #[test]
 fn negotiation_follows_accept_order_and_q() {
     let builtin = info(false);
     let pb = "application/vnd.kubernetes.protobuf, application/json";
-    assert_eq!(negotiate(&builtin, pb).unwrap(), Answer::Protobuf);
+    assert_eq!(encoding(&builtin, pb), Answer::Protobuf);
     assert_eq!(
-        negotiate(
+        encoding(
             &builtin,
             "application/json, application/vnd.kubernetes.protobuf"
-        )
-        .unwrap(),
+        ),
         Answer::Json
     );
     assert_eq!(
-        negotiate(
+        encoding(
             &builtin,
             "application/vnd.kubernetes.protobuf;q=0.5, application/json"
-        )
-        .unwrap(),
+        ),
         Answer::Json
     );
-    assert_eq!(negotiate(&builtin, "").unwrap(), Answer::Json);
-    assert_eq!(negotiate(&builtin, "*/*").unwrap(), Answer::Json);
+    assert_eq!(encoding(&builtin, ""), Answer::Json);
+    assert_eq!(encoding(&builtin, "*/*"), Answer::Json);
     let table = "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, application/json";
-    assert_eq!(negotiate(&builtin, table).unwrap(), Answer::Json);
+    assert_eq!(encoding(&builtin, table), Answer::Json);
     let custom = info(true);
-    assert_eq!(negotiate(&custom, pb).unwrap(), Answer::Json);
+    assert_eq!(encoding(&custom, pb), Answer::Json);
     assert_eq!(negotiate(&custom, PROTOBUF).unwrap_err().code, 406);
+}
+
+#[test]
+fn metadata_only_ranges_are_negotiated_like_a_cluster() {
+    let list = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    for custom in [false, true] {
+        // Protobuf metadata is served for custom resources too.
+        let n = negotiate(&info(custom), list).unwrap();
+        assert_eq!(n.encoding, Answer::Protobuf, "custom: {custom}");
+        let p = n.metadata.expect("metadata-only");
+        assert!(p.list);
+        assert_eq!(p.api_version, "meta.k8s.io/v1");
+    }
+    let builtin = info(false);
+    // An unsupported version falls through to the next range...
+    let n = negotiate(
+        &builtin,
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2, application/json",
+    )
+    .unwrap();
+    assert_eq!((n.encoding, n.metadata), (Answer::Json, None));
+    let n = negotiate(
+        &builtin,
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1",
+    )
+    .unwrap();
+    assert_eq!(
+        n.metadata.map(|p| p.api_version),
+        Some("meta.k8s.io/v1beta1")
+    );
+    // ...and is 406 when it is the only one.
+    for only in [
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2",
+        "application/json;as=PartialObjectMetadata",
+        "application/json;as=Pod;g=meta.k8s.io;v=v1",
+        "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1",
+    ] {
+        let e = negotiate(&builtin, only).unwrap_err();
+        assert_eq!(
+            (e.code, e.reason.as_str()),
+            (406, "NotAcceptable"),
+            "{only}"
+        );
+    }
+}
+
+#[test]
+fn metadata_only_kinds_round_trip_in_protobuf() {
+    use prost::Message;
+    let meta = json!({"name": "a", "namespace": "ns", "resourceVersion": "5",
+        "labels": {"app": "web"}, "finalizers": ["x/y"]});
+    for av in ["meta.k8s.io/v1", "meta.k8s.io/v1beta1"] {
+        let one = json!({"apiVersion": av, "kind": "PartialObjectMetadata", "metadata": meta});
+        assert_eq!(from_protobuf(&to_protobuf(&one).unwrap()).unwrap(), one);
+        let list = json!({"apiVersion": av, "kind": "PartialObjectMetadataList",
+            "metadata": {"resourceVersion": "9", "continue": "t"}, "items": [one]});
+        let bytes = to_protobuf(&list).unwrap();
+        assert_eq!(from_protobuf(&bytes).unwrap(), list, "{av}");
+        // The field numbers are the API server's: v1beta1 has items first.
+        let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(&bytes[4..]).unwrap();
+        let raw = unknown.raw.unwrap();
+        let (items, rv) = if av.ends_with("v1") {
+            let l = k8s_pb::apimachinery::pkg::apis::meta::v1::PartialObjectMetadataList::decode(
+                raw.as_slice(),
+            )
+            .unwrap();
+            (l.items, l.metadata.unwrap().resource_version)
+        } else {
+            let l =
+                k8s_pb::apimachinery::pkg::apis::meta::v1beta1::PartialObjectMetadataList::decode(
+                    raw.as_slice(),
+                )
+                .unwrap();
+            (l.items, l.metadata.unwrap().resource_version)
+        };
+        assert_eq!(rv.as_deref(), Some("9"));
+        assert_eq!(
+            items[0].metadata.as_ref().unwrap().name.as_deref(),
+            Some("a")
+        );
+    }
 }

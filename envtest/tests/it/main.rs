@@ -21,6 +21,8 @@ mod junctors;
 mod limits;
 mod metadata;
 mod metadata_identity;
+mod metadata_only;
+mod metadata_watcher;
 mod module_graph;
 mod openapi;
 mod persist;
