@@ -34,6 +34,12 @@ struct Args {
     /// POST /envtest/v1/drop-watches (off by default: 404 there).
     #[arg(long)]
     admin: bool,
+    /// Send admission and conversion webhooks that name a Service to a
+    /// local address: NAMESPACE/NAME[:PORT]=HOST:PORT (repeatable). The
+    /// webhook must serve a certificate for NAME.NAMESPACE.svc signed by
+    /// its configuration's caBundle.
+    #[arg(long = "webhook-service", value_name = "SERVICE=ADDR")]
+    webhook_services: Vec<String>,
 }
 
 #[tokio::main]
@@ -59,6 +65,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.admin {
         builder = builder.admin_endpoints();
+    }
+    for m in &args.webhook_services {
+        let Some((svc, addr)) = m.split_once('=') else {
+            return Err(format!(
+                "--webhook-service {m:?}: expected NAMESPACE/NAME[:PORT]=HOST:PORT"
+            )
+            .into());
+        };
+        builder = builder.webhook_service(svc, addr);
     }
     if args.tls {
         builder = builder.tls();

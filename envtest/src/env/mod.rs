@@ -85,6 +85,7 @@ pub struct TestEnvBuilder {
     crds: Vec<CustomResourceDefinition>,
     crd_dirs: Vec<std::path::PathBuf>,
     admin: bool,
+    webhook_services: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for TestEnvBuilder {
@@ -102,6 +103,7 @@ impl Default for TestEnvBuilder {
             crds: Vec::new(),
             crd_dirs: Vec::new(),
             admin: false,
+            webhook_services: Default::default(),
         }
     }
 }
@@ -158,6 +160,26 @@ impl TestEnvBuilder {
     /// ```
     pub fn admin_endpoints(mut self) -> Self {
         self.admin = true;
+        self
+    }
+
+    /// Send admission and conversion webhooks whose `clientConfig` names
+    /// the Service `service` (`namespace/name`, or `namespace/name:port`
+    /// for one port only; the port defaults to 443) to `addr` (`host:port`),
+    /// as Go's envtest points them at its local webhook server. The webhook
+    /// must present a certificate for `name.namespace.svc` signed by the
+    /// configuration's `caBundle`, as on a cluster.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::builder()
+    ///     .webhook_service("system/webhook-service", "127.0.0.1:9443")
+    ///     .start()
+    ///     .await?;
+    /// # drop(env); Ok(()) }
+    /// ```
+    pub fn webhook_service(mut self, service: impl Into<String>, addr: impl Into<String>) -> Self {
+        self.webhook_services.insert(service.into(), addr.into());
         self
     }
 
@@ -267,6 +289,7 @@ impl TestEnvBuilder {
                 addr: local.to_string(),
                 bearer_token: self.bearer_token.clone(),
                 admin: self.admin,
+                webhook_services: self.webhook_services.clone(),
             },
         });
         seed_namespaces(&server);

@@ -6,6 +6,7 @@
 //! down from here: through the codec, to the resource strategies, to storage.
 
 pub mod admin;
+pub mod admission;
 pub mod auth_review;
 pub mod authz;
 pub mod crud;

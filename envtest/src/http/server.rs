@@ -253,12 +253,19 @@ async fn resource(
     let t = parse_target(srv, group, version, rest, path)?;
     let answer = crate::codec::negotiate(&t.info, r.accept())?;
     let watch = r.method == Method::GET && r.query.flag("watch");
-    let result =
-        crate::codec::decode_request(&t.info, &mut r).and_then(|()| dispatch(srv, &t, &r, path));
+    let result = match crate::codec::decode_request(&t.info, &mut r) {
+        Ok(()) => dispatch(srv, &t, &r, path).await,
+        Err(e) => Err(e),
+    };
     Ok(crate::codec::encode_response(answer, watch, result).await)
 }
 
-fn dispatch(srv: &Arc<Server>, t: &Target, r: &Req, path: &str) -> Result<Response, ApiError> {
+async fn dispatch(
+    srv: &Arc<Server>,
+    t: &Target,
+    r: &Req,
+    path: &str,
+) -> Result<Response, ApiError> {
     let collection = t.name.is_none();
     match (&r.method, collection) {
         (&Method::GET, true) if r.query.flag("watch") => watch::serve(srv, t, r),
@@ -268,11 +275,11 @@ fn dispatch(srv: &Arc<Server>, t: &Target, r: &Req, path: &str) -> Result<Respon
             watch::serve(srv, t, r)
         }
         (&Method::GET, false) => crud::get(srv, t, r),
-        (&Method::POST, true) => crud::create(srv, t, r),
-        (&Method::PUT, false) => crud::update(srv, t, r),
-        (&Method::PATCH, false) => crud::patch(srv, t, r),
-        (&Method::DELETE, false) => crud::delete(srv, t, r),
-        (&Method::DELETE, true) => crud::delete_collection(srv, t, r),
+        (&Method::POST, true) => crud::create(srv, t, r).await,
+        (&Method::PUT, false) => crud::update(srv, t, r).await,
+        (&Method::PATCH, false) => crud::patch(srv, t, r).await,
+        (&Method::DELETE, false) => crud::delete(srv, t, r).await,
+        (&Method::DELETE, true) => crud::delete_collection(srv, t, r).await,
         (m, _) => Err(ApiError::method_not_allowed(m.as_str(), path)),
     }
 }

@@ -11,6 +11,10 @@ use crate::storage::Store;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Where webhook `clientConfig.service` references go: `namespace/name:port`
+/// or `namespace/name` (any port) to `host:port`.
+pub type ServiceMap = std::collections::BTreeMap<String, String>;
+
 /// Server settings fixed at start.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -27,6 +31,8 @@ pub struct Config {
     pub bearer_token: Option<String>,
     /// Serve the test-only admin endpoints (`/envtest/v1/...`, see `admin`).
     pub admin: bool,
+    /// Where webhook `clientConfig.service` references are sent.
+    pub webhook_services: ServiceMap,
 }
 
 /// Everything one server instance owns.

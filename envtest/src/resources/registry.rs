@@ -135,6 +135,22 @@ fn rbac(kind: &str, plural: &str, namespaced: bool) -> ResourceInfo {
     )
 }
 
+/// An `admissionregistration.k8s.io/v1` kind: cluster-scoped, no short
+/// names or field selectors; policies have a status subresource.
+fn admission(kind: &str, plural: &str, status: bool) -> ResourceInfo {
+    builtin(
+        "admissionregistration.k8s.io",
+        "v1",
+        kind,
+        plural,
+        false,
+        status,
+        &[],
+        &[],
+        NameRule::Subdomain,
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
 fn builtin(
     group: &str,
@@ -423,6 +439,26 @@ impl Registry {
                 &["crd", "crds"],
                 &[],
                 Subdomain,
+            ),
+            admission(
+                "ValidatingWebhookConfiguration",
+                "validatingwebhookconfigurations",
+                false,
+            ),
+            admission(
+                "MutatingWebhookConfiguration",
+                "mutatingwebhookconfigurations",
+                false,
+            ),
+            admission(
+                "ValidatingAdmissionPolicy",
+                "validatingadmissionpolicies",
+                true,
+            ),
+            admission(
+                "ValidatingAdmissionPolicyBinding",
+                "validatingadmissionpolicybindings",
+                false,
             ),
             rbac("Role", "roles", true),
             rbac("RoleBinding", "rolebindings", true),

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admin;
+mod admission_webhooks;
 mod apply;
 mod auth_review;
 mod authz;
@@ -37,6 +38,7 @@ mod tls;
 mod typed;
 mod typed_props;
 mod watch;
+mod webhook_server;
 mod yaml;
 
 use futures::{Stream, StreamExt};

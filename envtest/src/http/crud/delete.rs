@@ -12,7 +12,7 @@ use crate::http::state::{Server, Target};
 use crate::request::Req;
 use crate::resources::crd;
 use crate::resources::objects::{Filter, json_response, now_rfc3339, obj_key, render};
-use crate::resources::validation::parse_json;
+use crate::resources::validation::{FieldCheck, FieldValidation, parse_json};
 use crate::storage::{ObjKey, StoredObject, Txn};
 use axum::response::Response;
 use bytes::Bytes;
@@ -221,11 +221,16 @@ pub(super) fn delete_one(
 }
 
 /// DELETE one object.
-pub fn delete(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
+pub async fn delete(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
     let info = &t.info;
     let name = t.name.as_deref().unwrap_or("");
     let pre = preconditions(r)?;
     let key = obj_key(info, t.namespace.as_deref(), name);
+    let warnings = FieldCheck::new(FieldValidation::Ignore);
+    let mut w = Vec::new();
+    let admitted = super::admit::delete(srv, t, r, &key, pre.dry_run, &mut w).await;
+    warnings.warn(&w);
+    admitted?;
     let outcome = srv.store.txn_mode(pre.dry_run, |txn| {
         delete_one(
             srv,
@@ -237,15 +242,43 @@ pub fn delete(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
             &info.plural,
         )
     })?;
-    Ok(json_response(200, render(outcome.object(), info)))
+    Ok(warnings.add_warnings(json_response(200, render(outcome.object(), info))))
 }
 
 /// DELETE a collection (with label/field selectors).
-pub fn delete_collection(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
+pub async fn delete_collection(
+    srv: &Arc<Server>,
+    t: &Target,
+    r: &Req,
+) -> Result<Response, ApiError> {
     let info = &t.info;
     let filter = Filter::from_query(info, t.namespace.as_deref(), &r.query)?;
     let pre = preconditions(r)?;
     let res = info.storage_key();
+    // Each object goes through admission, as a cluster deletes them one by
+    // one; a refusal stops the whole request before anything is deleted.
+    let warnings = FieldCheck::new(FieldValidation::Ignore);
+    if crate::http::admission::Admission::load(srv, info).is_some() {
+        let targets: Vec<ObjKey> = srv.store.txn(|txn| {
+            txn.list(&res, filter.namespace.as_deref())
+                .into_iter()
+                .filter(|(_, o)| filter.matches(info, &o.value))
+                .map(|(k, _)| k)
+                .collect()
+        });
+        for k in targets {
+            let mut w = Vec::new();
+            let one = Target {
+                info: info.clone(),
+                namespace: (!k.0.is_empty()).then(|| k.0.clone()),
+                name: Some(k.1.clone()),
+                sub: None,
+            };
+            let admitted = super::admit::delete(srv, &one, r, &k, pre.dry_run, &mut w).await;
+            warnings.warn(&w);
+            admitted?;
+        }
+    }
     let (rev, outcomes) = srv.store.txn_mode(pre.dry_run, |txn| {
         let targets: Vec<ObjKey> = txn
             .list(&res, filter.namespace.as_deref())
@@ -277,5 +310,5 @@ pub fn delete_collection(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Respo
         out.extend_from_slice(it);
     }
     out.extend_from_slice(b"]}");
-    Ok(json_response(200, Bytes::from(out)))
+    Ok(warnings.add_warnings(json_response(200, Bytes::from(out))))
 }

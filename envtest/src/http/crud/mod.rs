@@ -8,6 +8,7 @@
 //! `resourceVersionMatch=Exact` serves the snapshot at exactly `N` (410 once
 //! `N` left the history window).
 
+mod admit;
 mod apply;
 mod delete;
 mod gc;

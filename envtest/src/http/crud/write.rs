@@ -11,6 +11,7 @@
 
 use super::delete::{after_removal, can_remove};
 use crate::error::ApiError;
+use crate::http::admission::Admission;
 use crate::http::state::{Server, Target};
 use crate::request::Req;
 use crate::resources::crd;
@@ -46,7 +47,7 @@ fn meta_mut(obj: &mut Value) -> Result<&mut Map<String, Value>, ApiError> {
 
 /// Validate a new object's body and fill in system fields (outside the lock).
 /// Unknown fields and the body's `duplicate` fields go to `fields`.
-fn prepare_new(
+pub(super) fn prepare_new(
     info: &ResourceInfo,
     mut obj: Value,
     ns: Option<&str>,
@@ -113,7 +114,7 @@ fn prepare_new(
 
 /// Store a prepared new object under the lock: namespace must exist and be
 /// live, the name must be free.
-fn insert_new(
+pub(super) fn insert_new(
     srv: &Server,
     txn: &mut Txn<'_>,
     info: &ResourceInfo,
@@ -170,7 +171,12 @@ fn insert_new(
 
 /// After a real write of an object naming owners, have the garbage
 /// collector look for them (see [`super::gc::check_owners_later`]).
-fn watch_owners(srv: &Arc<Server>, info: &ResourceInfo, stored: &StoredObject, dry: bool) {
+pub(super) fn watch_owners(
+    srv: &Arc<Server>,
+    info: &ResourceInfo,
+    stored: &StoredObject,
+    dry: bool,
+) {
     if dry || crate::storage::owners::owner_uids(&stored.value).is_empty() {
         return;
     }
@@ -183,7 +189,7 @@ fn watch_owners(srv: &Arc<Server>, info: &ResourceInfo, stored: &StoredObject, d
 }
 
 /// POST a new object.
-pub fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
+pub async fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
     let info = &t.info;
     if info.namespaced && t.namespace.is_none() {
         return Err(ApiError::method_not_allowed(
@@ -194,12 +200,31 @@ pub fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
     require_json(r.content_type())?;
     let fields = FieldCheck::from_query(&r.query)?;
     let (obj, duplicate) = parse_checked(&r.body)?;
-    let (mut obj, generate) = prepare_new(info, obj, t.namespace.as_deref(), &fields, &duplicate)?;
-    super::apply::record_update(None, &mut obj, &manager_of(r), &info.api_version());
     let dry = r.query.dry_run()?;
-    let stored = srv
-        .store
-        .txn_mode(dry, |txn| insert_new(srv, txn, info, obj, generate))?;
+    let manager = manager_of(r);
+    let ns = t.namespace.as_deref();
+    let stored = match Admission::load(srv, info) {
+        None => {
+            let (mut obj, generate) = prepare_new(info, obj, ns, &fields, &duplicate)?;
+            super::apply::record_update(None, &mut obj, &manager, &info.api_version());
+            srv.store
+                .txn_mode(dry, |txn| insert_new(srv, txn, info, obj, generate))?
+        }
+        Some(adm) => {
+            let prepared =
+                prepare_new(info, obj.clone(), ns, &fields, &duplicate).map(|(mut o, g)| {
+                    super::apply::record_update(None, &mut o, &manager, &info.api_version());
+                    (o, g)
+                });
+            let new = super::admit::New {
+                prepared,
+                raw: obj,
+                manager: Some(&manager),
+            };
+            let attrs = super::admit::attributes(srv, t, r, "CREATE", None, dry);
+            super::admit::create(srv, t, &adm, attrs, new, &fields).await?
+        }
+    };
     watch_owners(srv, info, &stored, dry);
     Ok(fields.add_warnings(json_response(201, render(&stored, info))))
 }
@@ -414,7 +439,7 @@ pub(crate) fn apply_update(
 }
 
 /// PUT an object (or its status).
-pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
+pub async fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
     let info = &t.info;
     let name = t.name.as_deref().unwrap_or("");
     let manager = manager_of(r);
@@ -435,8 +460,7 @@ pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
         }
     }
     let key = obj_key(info, t.namespace.as_deref(), name);
-    let dry = r.query.dry_run()?;
-    let stored = srv.store.txn_mode(dry, |txn| {
+    let compute = |txn: &mut Txn<'_>| {
         let old = txn
             .get(&info.storage_key(), &key)
             .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
@@ -446,10 +470,35 @@ pub fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErr
             fields: Some(&fields),
             duplicate: &duplicate,
         };
-        apply_update(srv, txn, info, &key, &old, obj, mode)
-    })?;
+        apply_update(srv, txn, info, &key, &old, obj.clone(), mode).map(|s| (Some(old), s, 200))
+    };
+    finish(srv, t, r, &fields, compute).await
+}
+
+/// Run an update (`compute`: the old object, the result and the status
+/// code, under the store's lock) through admission when any is
+/// configured, and answer it.
+async fn finish<F>(
+    srv: &Arc<Server>,
+    t: &Target,
+    r: &Req,
+    fields: &FieldCheck,
+    compute: F,
+) -> Result<Response, ApiError>
+where
+    F: Fn(&mut Txn<'_>) -> Result<super::admit::Computed, ApiError>,
+{
+    let info = &t.info;
+    let dry = r.query.dry_run()?;
+    let (stored, code) = match Admission::load(srv, info) {
+        None => {
+            let (_, stored, code) = srv.store.txn_mode(dry, compute)?;
+            (stored, code)
+        }
+        Some(adm) => super::admit::update(srv, t, r, &adm, fields, compute, dry).await?,
+    };
     watch_owners(srv, info, &stored, dry);
-    Ok(fields.add_warnings(json_response(200, render(&stored, info))))
+    Ok(fields.add_warnings(json_response(code, render(&stored, info))))
 }
 
 /// The patch request, decoded.
@@ -515,7 +564,7 @@ fn apply_create(
 }
 
 /// PATCH an object (or its status): merge, JSON, strategic merge, or apply.
-pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
+pub async fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
     let info = &t.info;
     let name = t.name.as_deref().unwrap_or("");
     let kind = PatchKind::from_media_type(&media_type(r.content_type()))?;
@@ -539,11 +588,10 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
         duplicate: &duplicate,
     };
     let key = obj_key(info, t.namespace.as_deref(), name);
-    let dry = r.query.dry_run()?;
-    let (stored, code) = srv.store.txn_mode(dry, |txn| {
+    let compute = |txn: &mut Txn<'_>| {
         let Some(old) = txn.get(&info.storage_key(), &key) else {
             if kind == PatchKind::Apply && t.sub.is_none() {
-                return apply_create(srv, txn, t, name, &p).map(|s| (s, 201));
+                return apply_create(srv, txn, t, name, &p).map(|s| (None, s, 201));
             }
             return Err(ApiError::not_found(&info.group, &info.plural, name));
         };
@@ -562,8 +610,7 @@ pub fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
             fields: Some(&fields),
             duplicate: &duplicate,
         };
-        apply_update(srv, txn, info, &key, &old, doc, mode).map(|s| (s, 200))
-    })?;
-    watch_owners(srv, info, &stored, dry);
-    Ok(fields.add_warnings(json_response(code, render(&stored, info))))
+        apply_update(srv, txn, info, &key, &old, doc, mode).map(|s| (Some(old), s, 200))
+    };
+    finish(srv, t, r, &fields, compute).await
 }

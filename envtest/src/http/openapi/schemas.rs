@@ -8,7 +8,8 @@
 
 use crate::resources::registry::ResourceInfo;
 use k8s_openapi::api::{
-    apps, batch, coordination, core, events, networking, rbac, storage as storage_api,
+    admissionregistration::v1 as admission, apps, batch, coordination, core, events, networking,
+    rbac, storage as storage_api,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -65,6 +66,18 @@ fn builtin(info: &ResourceInfo) -> Option<(String, Map<String, Value>)> {
         ("storage.k8s.io", "storageclasses") => definitions_of::<storage_api::v1::StorageClass>(),
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             definitions_of::<CustomResourceDefinition>()
+        }
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
+            definitions_of::<admission::ValidatingWebhookConfiguration>()
+        }
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
+            definitions_of::<admission::MutatingWebhookConfiguration>()
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+            definitions_of::<admission::ValidatingAdmissionPolicy>()
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+            definitions_of::<admission::ValidatingAdmissionPolicyBinding>()
         }
         ("rbac.authorization.k8s.io", "roles") => definitions_of::<rbac::v1::Role>(),
         ("rbac.authorization.k8s.io", "rolebindings") => definitions_of::<rbac::v1::RoleBinding>(),

@@ -158,6 +158,12 @@ impl Refs {
 
     /// Why the rule cannot be evaluated by envtest, if it cannot.
     pub fn unsupported(&self) -> Option<String> {
+        self.unsupported_among(&["self", "oldSelf"])
+    }
+
+    /// Why an expression that may refer to the variables `allowed` cannot
+    /// be evaluated by envtest, if it cannot.
+    pub fn unsupported_among(&self, allowed: &[&str]) -> Option<String> {
         if let Some(f) = self
             .functions
             .iter()
@@ -169,7 +175,7 @@ impl Refs {
         }
         self.variables
             .iter()
-            .find(|v| !matches!(v.as_str(), "self" | "oldSelf"))
+            .find(|v| !allowed.contains(&v.as_str()))
             .map(|v| format!("undeclared reference to '{v}'"))
     }
 }

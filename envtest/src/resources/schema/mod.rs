@@ -20,6 +20,7 @@ mod cel_quantity;
 mod cel_url;
 mod constraints;
 mod defaults;
+pub mod expr;
 mod junctors;
 mod structural;
 

@@ -8,6 +8,7 @@
 //! Each row carries the object's metadata so kubectl can show namespaces
 //! and labels.
 
+mod admission;
 mod core_v1;
 mod format;
 mod pod;
@@ -104,6 +105,14 @@ pub fn printer(group: &str, plural: &str) -> Option<&'static Printer> {
         ("batch", "jobs") => &workloads::JOB,
         ("batch", "cronjobs") => &workloads::CRON_JOB,
         ("coordination.k8s.io", "leases") => &workloads::LEASE,
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
+        | ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
+            &admission::WEBHOOK_CONFIGURATION
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => &admission::POLICY,
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+            &admission::POLICY_BINDING
+        }
         ("rbac.authorization.k8s.io", "roles" | "clusterroles")
         | ("apiextensions.k8s.io", "customresourcedefinitions") => &workloads::CREATED,
         ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {

@@ -94,6 +94,11 @@ impl FieldCheck {
         }
     }
 
+    /// Add warnings from elsewhere (admission webhooks and policies).
+    pub fn warn(&self, texts: &[String]) {
+        self.warnings.lock().extend(texts.iter().cloned());
+    }
+
     /// Add the collected warnings to a response as `Warning` headers.
     pub fn add_warnings(&self, mut resp: Response) -> Response {
         for w in self.warnings.lock().iter() {

@@ -10,7 +10,7 @@
 
 use crate::error::{ApiError, Cause};
 use crate::resources::registry::ResourceInfo;
-use k8s_openapi::api::{apps, batch, coordination, core, events, rbac};
+use k8s_openapi::api::{admissionregistration, apps, batch, coordination, core, events, rbac};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
@@ -55,6 +55,18 @@ pub fn decode(info: &ResourceInfo, obj: &Value) -> Option<Result<Decoded, ApiErr
         ("coordination.k8s.io", "leases") => roundtrip::<coordination::v1::Lease>,
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             roundtrip::<apiext::CustomResourceDefinition>
+        }
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
+            roundtrip::<admissionregistration::v1::ValidatingWebhookConfiguration>
+        }
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
+            roundtrip::<admissionregistration::v1::MutatingWebhookConfiguration>
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+            roundtrip::<admissionregistration::v1::ValidatingAdmissionPolicy>
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+            roundtrip::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>
         }
         ("rbac.authorization.k8s.io", "roles") => roundtrip::<rbac::v1::Role>,
         ("rbac.authorization.k8s.io", "rolebindings") => roundtrip::<rbac::v1::RoleBinding>,

@@ -1,0 +1,351 @@
+//! Admission, as kube-apiserver runs it on every create, update, delete and
+//! subresource write (dry runs included): mutating webhooks first, one
+//! after the other, their `JSONPatch` answers applied and
+//! `reinvocationPolicy: IfNeeded` webhooks called once more when a later
+//! one changed the object; then (after the caller's schema validation)
+//! validating webhooks. Each webhook is matched by its rules, match policy,
+//! namespace and object selectors and CEL `matchConditions`; a dry run
+//! refuses a webhook with side effects; a denial answers the status the
+//! webhook set; a call that fails (transport, timeout, an invalid answer)
+//! refuses the write under `failurePolicy: Fail` and is skipped under
+//! `Ignore`. Warnings are collected for the response.
+//!
+//! This sits in the HTTP layer, under the write handlers: it reads the
+//! webhook configurations from storage (never holding storage while a
+//! webhook is called) and calls webhooks with [`client`].
+
+pub mod client;
+pub mod review;
+pub mod rules;
+
+use crate::error::ApiError;
+use crate::http::state::Server;
+use crate::resources::registry::ResourceInfo;
+use crate::resources::schema::expr::{Activation, Expression};
+use review::{Attributes, Verdict};
+use serde_json::Value;
+use std::time::Duration;
+
+const GROUP: &str = "admissionregistration.k8s.io";
+const MUTATING: &str = "admissionregistration.k8s.io/mutatingwebhookconfigurations";
+const VALIDATING: &str = "admissionregistration.k8s.io/validatingwebhookconfigurations";
+
+/// One webhook of a configuration.
+#[derive(Debug, Clone)]
+struct Hook {
+    /// The webhook's JSON (`MutatingWebhook` or `ValidatingWebhook`).
+    spec: Value,
+}
+
+impl Hook {
+    fn name(&self) -> &str {
+        self.spec["name"].as_str().unwrap_or("")
+    }
+
+    fn fail_closed(&self) -> bool {
+        self.spec["failurePolicy"].as_str() != Some("Ignore")
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(
+            self.spec["timeoutSeconds"]
+                .as_u64()
+                .unwrap_or(10)
+                .clamp(1, 30),
+        )
+    }
+
+    fn reinvoke(&self) -> bool {
+        self.spec["reinvocationPolicy"].as_str() == Some("IfNeeded")
+    }
+}
+
+/// What admission applies to one write: the webhooks and policies
+/// configured when it started.
+#[derive(Debug, Default)]
+pub struct Admission {
+    mutating: Vec<Hook>,
+    validating: Vec<Hook>,
+}
+
+/// The outcome of the mutating phase.
+#[derive(Debug)]
+pub struct Mutated {
+    /// The object after every patch.
+    pub object: Value,
+    /// Whether any webhook changed it.
+    pub changed: bool,
+}
+
+fn hooks_of(srv: &Server, res: &str) -> Vec<Hook> {
+    let configs = srv.store.txn(|t| t.list(res, None));
+    configs
+        .iter()
+        .flat_map(|(_, c)| c.value["webhooks"].as_array().cloned().unwrap_or_default())
+        .map(|spec| Hook { spec })
+        .collect()
+}
+
+impl Admission {
+    /// The admission of writes to `info`, or `None` when nothing is
+    /// configured (or for the admission kinds themselves, which webhooks
+    /// and policies never see, as on a cluster).
+    pub fn load(srv: &Server, info: &ResourceInfo) -> Option<Admission> {
+        if info.group == GROUP {
+            return None;
+        }
+        let a = Admission {
+            mutating: hooks_of(srv, MUTATING),
+            validating: hooks_of(srv, VALIDATING),
+        };
+        (!a.mutating.is_empty() || !a.validating.is_empty()).then_some(a)
+    }
+
+    /// Whether any mutating webhook is configured.
+    pub fn has_mutating(&self) -> bool {
+        !self.mutating.is_empty()
+    }
+
+    /// Run the mutating webhooks on `object`; `warnings` collects theirs.
+    pub async fn mutate(
+        &self,
+        srv: &Server,
+        attrs: &Attributes,
+        mut object: Value,
+        warnings: &mut Vec<String>,
+    ) -> Result<Mutated, ApiError> {
+        let mut changed = false;
+        // Webhooks called so far that asked to be called again after a
+        // later change, and which of them are due.
+        let mut invoked: Vec<usize> = Vec::new();
+        let mut due: Vec<usize> = Vec::new();
+        for (i, hook) in self.mutating.iter().enumerate() {
+            let seen = (!object.is_null()).then_some(&object);
+            let Some(v) = call_if_matching(srv, hook, attrs, seen, warnings).await? else {
+                continue;
+            };
+            if apply_patch(hook, v, &mut object, attrs)? {
+                changed = true;
+                for j in &invoked {
+                    if !due.contains(j) {
+                        due.push(*j);
+                    }
+                }
+            }
+            if hook.reinvoke() {
+                invoked.push(i);
+            }
+        }
+        for i in due {
+            let hook = &self.mutating[i];
+            let seen = (!object.is_null()).then_some(&object);
+            if let Some(v) = call_if_matching(srv, hook, attrs, seen, warnings).await? {
+                changed |= apply_patch(hook, v, &mut object, attrs)?;
+            }
+        }
+        Ok(Mutated { object, changed })
+    }
+
+    /// Run the validating webhooks (all at once, as kube-apiserver does)
+    /// and the admission policies on the object about to be stored (`None`
+    /// on delete).
+    pub async fn validate(
+        &self,
+        srv: &Server,
+        attrs: &Attributes,
+        object: Option<&Value>,
+        warnings: &mut Vec<String>,
+    ) -> Result<(), ApiError> {
+        let calls = self.validating.iter().map(|hook| async move {
+            let mut w = Vec::new();
+            let r = call_if_matching(srv, hook, attrs, object, &mut w).await;
+            (hook, r, w)
+        });
+        let mut first_error = None;
+        for (hook, result, w) in futures::future::join_all(calls).await {
+            warnings.extend(w);
+            let err = match result {
+                Ok(Some(v)) if !v.allowed => Some(denied(hook.name(), &v.status)),
+                Ok(_) => None,
+                Err(e) => Some(e),
+            };
+            if first_error.is_none() {
+                first_error = err;
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Apply a mutating webhook's verdict: a denial is an error, a patch
+/// changes the object (answers whether it did).
+fn apply_patch(
+    hook: &Hook,
+    v: Verdict,
+    object: &mut Value,
+    attrs: &Attributes,
+) -> Result<bool, ApiError> {
+    if !v.allowed {
+        return Err(denied(hook.name(), &v.status));
+    }
+    let Some(patch) = v.patch.filter(|_| attrs.operation != "DELETE") else {
+        return Ok(false);
+    };
+    let before = object.clone();
+    json_patch::patch(object, &patch).map_err(|e| {
+        ApiError::internal(format!(
+            "Internal error occurred: admission webhook {:?} returned a patch that cannot be applied: {e}",
+            hook.name()
+        ))
+    })?;
+    Ok(*object != before)
+}
+
+/// The error of a webhook that denied the request, as kube-apiserver words
+/// it (a code under 400 becomes 400).
+fn denied(name: &str, status: &Value) -> ApiError {
+    let by = format!("admission webhook {name:?} denied the request");
+    let message = status["message"].as_str().filter(|m| !m.is_empty());
+    let reason = status["reason"].as_str().unwrap_or("");
+    let text = match (message, reason) {
+        (Some(m), _) => format!("{by}: {m}"),
+        (None, r) if !r.is_empty() => format!("{by}: {r}"),
+        _ => format!("{by} without explanation"),
+    };
+    let code = status["code"].as_u64().map_or(400, |c| c.max(400)) as u16;
+    ApiError::new(code, reason, text)
+}
+
+/// A failed call: refuses the write under `Fail`, skipped under `Ignore`.
+fn failed(hook: &Hook, why: String) -> Result<Option<Verdict>, ApiError> {
+    if hook.fail_closed() {
+        Err(ApiError::internal(format!(
+            "Internal error occurred: failed calling webhook {:?}: {why}",
+            hook.name()
+        )))
+    } else {
+        tracing::debug!(webhook = hook.name(), %why, "webhook call failed, ignored");
+        Ok(None)
+    }
+}
+
+/// The labels the namespace selector is matched against: the namespace's
+/// own for a Namespace, its namespace's for a namespaced object; `None`
+/// for other cluster-scoped objects (the selector does not apply).
+fn namespace_labels(srv: &Server, attrs: &Attributes, object: Option<&Value>) -> Option<Value> {
+    if attrs.resource_group.is_empty() && attrs.resource == "namespaces" {
+        let o = object.or(attrs.old_object.as_ref())?;
+        return Some(o["metadata"]["labels"].clone());
+    }
+    if !attrs.namespaced {
+        return None;
+    }
+    let key = (String::new(), attrs.namespace.clone());
+    let ns = srv.store.txn(|t| t.get("/namespaces", &key));
+    Some(ns.map_or(Value::Null, |n| n.value["metadata"]["labels"].clone()))
+}
+
+/// Call `hook` if it matches the request; `Ok(None)` when it does not
+/// (or failed under `Ignore`).
+async fn call_if_matching(
+    srv: &Server,
+    hook: &Hook,
+    attrs: &Attributes,
+    object: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Verdict>, ApiError> {
+    let spec = &hook.spec;
+    let scope = rules::Scope {
+        group: &attrs.resource_group,
+        version: &attrs.version,
+        resource: &attrs.resource,
+        sub: &attrs.sub,
+        operation: attrs.operation,
+        namespaced: attrs.namespaced,
+    };
+    let equivalent = spec["matchPolicy"].as_str() != Some("Exact");
+    if !rules::rules_match(&spec["rules"], &scope, equivalent) {
+        return Ok(None);
+    }
+    if let Some(labels) = namespace_labels(srv, attrs, object)
+        && !rules::selector_matches(
+            &spec["namespaceSelector"],
+            labels.as_object().map(|_| &labels),
+        )
+    {
+        return Ok(None);
+    }
+    if !rules::object_selector_matches(&spec["objectSelector"], object, attrs.old_object.as_ref()) {
+        return Ok(None);
+    }
+    let uid = uuid::Uuid::new_v4().to_string();
+    match conditions_hold(spec, attrs, &uid, object) {
+        Ok(true) => {}
+        Ok(false) => return Ok(None),
+        Err(why) => return failed(hook, why),
+    }
+    if attrs.dry_run && !matches!(spec["sideEffects"].as_str(), Some("None" | "NoneOnDryRun")) {
+        return Err(ApiError::bad_request(format!(
+            "admission webhook {:?} does not support dry run",
+            hook.name()
+        )));
+    }
+    let body = serde_json::to_vec(&attrs.review(&uid, object)).unwrap_or_default();
+    let limit = srv.config.max_body_bytes;
+    let answer = client::post(
+        &spec["clientConfig"],
+        &srv.config.webhook_services,
+        body,
+        hook.timeout(),
+        limit,
+    )
+    .await;
+    let verdict = match answer {
+        Ok(b) => review::parse(&b, &uid),
+        Err(e) => Err(format!("failed to call webhook: {e}")),
+    };
+    match verdict {
+        Ok(v) => {
+            warnings.extend(v.warnings.iter().cloned());
+            Ok(Some(v))
+        }
+        Err(why) => failed(hook, why),
+    }
+}
+
+/// Whether every CEL `matchCondition` of a webhook holds.
+fn conditions_hold(
+    spec: &Value,
+    attrs: &Attributes,
+    uid: &str,
+    object: Option<&Value>,
+) -> Result<bool, String> {
+    let conditions = spec["matchConditions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    if conditions.is_empty() {
+        return Ok(true);
+    }
+    let act = Activation::new()
+        .json("object", object.unwrap_or(&Value::Null))
+        .json(
+            "oldObject",
+            attrs.old_object.as_ref().unwrap_or(&Value::Null),
+        )
+        .json("request", &attrs.request(uid));
+    for c in conditions {
+        let name = c["name"].as_str().unwrap_or("");
+        let src = c["expression"].as_str().unwrap_or("");
+        let holds = Expression::compile(src, &["object", "oldObject", "request"])
+            .and_then(|e| e.eval_bool(&act))
+            .map_err(|e| format!("failed to evaluate match condition {name:?}: {e}"))?;
+        if !holds {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}

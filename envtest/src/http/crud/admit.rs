@@ -1,0 +1,332 @@
+//! Writes through admission: how create, update, patch (and apply), the
+//! `status` subresource and delete run when webhooks are configured, so
+//! that no storage lock is held while a webhook is called.
+//!
+//! A write is first computed in a dry-run transaction (the object as it
+//! would be stored, or, on create, the prepared object); mutating webhooks
+//! see it and their patches are applied; a changed object is prepared and
+//! checked again (schema validation after mutation); validating webhooks
+//! see the result; then it is committed in a transaction that checks the
+//! stored object has not moved meanwhile (if it has, the whole write starts
+//! again, webhooks included, as kube-apiserver's retried updates do).
+//! Nothing is stored for a refused write.
+
+use super::write::{UpdateMode, apply_update, insert_new, prepare_new};
+use crate::error::ApiError;
+use crate::http::admission::Admission;
+use crate::http::admission::review::Attributes;
+use crate::http::authz::UserInfo;
+use crate::http::state::{Server, Target};
+use crate::request::Req;
+use crate::resources::objects::obj_key;
+use crate::resources::validation::{FieldCheck, FieldValidation};
+use crate::storage::{ObjKey, StoredObject, Txn};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// How many times an update that raced another write is started again.
+const ATTEMPTS: usize = 8;
+
+/// What an update computes under the lock: the object it found (`None`
+/// when server-side apply creates), the result, and the status code.
+pub(crate) type Computed = (Option<Arc<StoredObject>>, Arc<StoredObject>, u16);
+
+/// The admission attributes of a request to `t`.
+pub(super) fn attributes(
+    srv: &Server,
+    t: &Target,
+    r: &Req,
+    operation: &'static str,
+    old: Option<Value>,
+    dry: bool,
+) -> Attributes {
+    let info = &t.info;
+    let options = match operation {
+        "CREATE" => json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}),
+        "DELETE" => {
+            let mut o = serde_json::from_slice::<Value>(&r.body)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({}));
+            o["kind"] = json!("DeleteOptions");
+            o["apiVersion"] = json!("meta.k8s.io/v1");
+            o
+        }
+        _ if r.method == http::Method::PATCH => {
+            json!({"kind": "PatchOptions", "apiVersion": "meta.k8s.io/v1"})
+        }
+        _ => json!({"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}),
+    };
+    let mut options = options;
+    if operation != "DELETE" {
+        if let Some(m) = r.query.get("fieldManager").filter(|m| !m.is_empty()) {
+            options["fieldManager"] = json!(m);
+        }
+        if dry {
+            options["dryRun"] = json!(["All"]);
+        }
+        if r.query.flag("force") {
+            options["force"] = json!(true);
+        }
+    }
+    Attributes {
+        group: info.group.clone(),
+        version: info.version.clone(),
+        kind: info.kind.clone(),
+        resource_group: info.group.clone(),
+        resource: info.plural.clone(),
+        sub: t.sub.clone().unwrap_or_default(),
+        namespaced: info.namespaced,
+        operation,
+        namespace: t.namespace.clone().unwrap_or_default(),
+        name: t.name.clone().unwrap_or_default(),
+        old_object: old,
+        dry_run: dry,
+        options,
+        user: srv
+            .authz
+            .identify(&r.headers)
+            .unwrap_or_else(UserInfo::admin),
+    }
+}
+
+/// A new object on its way in.
+pub(super) struct New<'a> {
+    /// The object prepared for storing (or why it cannot be).
+    pub prepared: Result<(Value, Option<String>), ApiError>,
+    /// The object as the request gave it (what mutating webhooks see when
+    /// it could not be prepared: one of them may complete it).
+    pub raw: Value,
+    /// The field manager to record when a mutated object is prepared again.
+    pub manager: Option<&'a str>,
+}
+
+/// The object a mutating webhook sees on create: no identity yet.
+fn unstamped(mut v: Value) -> Value {
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        for f in ["uid", "creationTimestamp", "generation", "resourceVersion"] {
+            m.remove(f);
+        }
+        if m.get("generateName")
+            .is_some_and(|g| g.as_str() != Some(""))
+            && m.get("name").is_some_and(|n| n.as_str() == Some(""))
+        {
+            m.remove("name");
+        }
+    }
+    v
+}
+
+fn without_rv(mut v: Value) -> Value {
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    v
+}
+
+/// Create through admission.
+pub(super) async fn create(
+    srv: &Arc<Server>,
+    t: &Target,
+    adm: &Admission,
+    mut attrs: Attributes,
+    new: New<'_>,
+    fields: &FieldCheck,
+) -> Result<Arc<StoredObject>, ApiError> {
+    let info = &t.info;
+    let ns = t.namespace.as_deref();
+    let mut warnings = Vec::new();
+    let input = match &new.prepared {
+        Ok((o, _)) => unstamped(o.clone()),
+        Err(_) if adm.has_mutating() => {
+            let mut raw = new.raw.clone();
+            if let (Some(ns), Some(m)) =
+                (ns, raw.get_mut("metadata").and_then(Value::as_object_mut))
+            {
+                m.insert("namespace".into(), json!(ns));
+            }
+            raw
+        }
+        Err(e) => return Err(e.clone()),
+    };
+    if attrs.name.is_empty() {
+        attrs.name = input["metadata"]["name"].as_str().unwrap_or("").to_string();
+    }
+    let mutated = adm.mutate(srv, &attrs, input, &mut warnings).await;
+    let mutated = match mutated {
+        Ok(m) => m,
+        Err(e) => {
+            fields.warn(&warnings);
+            return Err(e);
+        }
+    };
+    let ignore = FieldCheck::new(FieldValidation::Ignore);
+    let (mut obj, mut generate) = match (new.prepared, mutated.changed) {
+        (Ok(p), false) => p,
+        (Err(e), false) => return Err(e),
+        (_, true) => {
+            let (mut o, g) = prepare_new(info, mutated.object, ns, &ignore, &[])?;
+            if let Some(m) = new.manager {
+                super::apply::record_update(None, &mut o, m, &info.api_version());
+            }
+            (o, g)
+        }
+    };
+    let candidate = srv.store.txn_mode(true, |txn| {
+        insert_new(srv, txn, info, obj.clone(), generate.clone())
+    })?;
+    attrs.name = candidate.meta()["name"].as_str().unwrap_or("").to_string();
+    let checked = adm
+        .validate(
+            srv,
+            &attrs,
+            Some(&without_rv(candidate.value.clone())),
+            &mut warnings,
+        )
+        .await;
+    fields.warn(&warnings);
+    checked?;
+    if attrs.dry_run {
+        return Ok(candidate);
+    }
+    if generate.take().is_some() {
+        obj["metadata"]["name"] = json!(attrs.name);
+    }
+    srv.store
+        .txn(|txn| insert_new(srv, txn, info, obj, generate))
+}
+
+/// Store `new` over the object at `key` if that is still at `expected`
+/// (`Ok(None)` when another write came first).
+fn commit(
+    srv: &Server,
+    txn: &mut Txn<'_>,
+    t: &Target,
+    key: &ObjKey,
+    expected: u64,
+    new: Value,
+) -> Result<Option<Arc<StoredObject>>, ApiError> {
+    let info = &t.info;
+    let Some(old) = txn.get(&info.storage_key(), key) else {
+        return Err(ApiError::not_found(&info.group, &info.plural, &key.1));
+    };
+    if old.rev != expected {
+        return Ok(None);
+    }
+    let mode = UpdateMode {
+        status_only: t.sub.is_some(),
+        ..UpdateMode::default()
+    };
+    apply_update(srv, txn, info, key, &old, new, mode).map(Some)
+}
+
+/// Update (PUT, PATCH, apply, `/status`) through admission; `compute` is
+/// the write without admission.
+pub(super) async fn update<F>(
+    srv: &Arc<Server>,
+    t: &Target,
+    r: &Req,
+    adm: &Admission,
+    fields: &FieldCheck,
+    compute: F,
+    dry: bool,
+) -> Result<(Arc<StoredObject>, u16), ApiError>
+where
+    F: Fn(&mut Txn<'_>) -> Result<Computed, ApiError>,
+{
+    let info = &t.info;
+    let key = obj_key(
+        info,
+        t.namespace.as_deref(),
+        t.name.as_deref().unwrap_or(""),
+    );
+    for _ in 0..ATTEMPTS {
+        let (old, candidate, code) = srv.store.txn_mode(true, &compute)?;
+        let Some(old) = old else {
+            // Server-side apply of an object that does not exist: a create.
+            let attrs = attributes(srv, t, r, "CREATE", None, dry);
+            let new = New {
+                prepared: Ok((without_rv(candidate.value.clone()), None)),
+                raw: candidate.value.clone(),
+                manager: None,
+            };
+            return create(srv, t, adm, attrs, new, fields)
+                .await
+                .map(|s| (s, code));
+        };
+        let attrs = attributes(srv, t, r, "UPDATE", Some(old.value.clone()), dry);
+        let mut warnings = Vec::new();
+        let outcome = admit_update(srv, t, adm, &attrs, &key, &old, candidate, &mut warnings).await;
+        fields.warn(&warnings);
+        match outcome? {
+            Some(stored) => return Ok((stored, code)),
+            None => continue,
+        }
+    }
+    Err(ApiError::conflict(
+        &info.group,
+        &info.plural,
+        &key.1,
+        "the object has been modified; please apply your changes to the latest version and try again",
+    ))
+}
+
+/// One attempt of an update through admission (`Ok(None)`: raced).
+#[allow(clippy::too_many_arguments)]
+async fn admit_update(
+    srv: &Arc<Server>,
+    t: &Target,
+    adm: &Admission,
+    attrs: &Attributes,
+    key: &ObjKey,
+    old: &StoredObject,
+    candidate: Arc<StoredObject>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Arc<StoredObject>>, ApiError> {
+    let mutated = adm
+        .mutate(srv, attrs, candidate.value.clone(), warnings)
+        .await?;
+    let candidate = if mutated.changed {
+        let again = srv.store.txn_mode(true, |txn| {
+            commit(srv, txn, t, key, old.rev, mutated.object)
+        })?;
+        match again {
+            Some(c) => c,
+            None => return Ok(None),
+        }
+    } else {
+        candidate
+    };
+    adm.validate(srv, attrs, Some(&candidate.value), warnings)
+        .await?;
+    if attrs.dry_run {
+        return Ok(Some(candidate));
+    }
+    let value = candidate.value.clone();
+    srv.store
+        .txn(|txn| commit(srv, txn, t, key, old.rev, value))
+}
+
+/// Admission of a delete of the object at `key` (none when it is gone:
+/// the delete itself answers 404).
+pub(super) async fn delete(
+    srv: &Arc<Server>,
+    t: &Target,
+    r: &Req,
+    key: &ObjKey,
+    dry: bool,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let info = &t.info;
+    let Some(adm) = Admission::load(srv, info) else {
+        return Ok(());
+    };
+    let Some(old) = srv.store.txn(|txn| txn.get(&info.storage_key(), key)) else {
+        return Ok(());
+    };
+    let mut attrs = attributes(srv, t, r, "DELETE", Some(old.value.clone()), dry);
+    attrs.name = key.1.clone();
+    attrs.namespace = key.0.clone();
+    adm.mutate(srv, &attrs, Value::Null, warnings).await?;
+    adm.validate(srv, &attrs, None, warnings).await
+}

@@ -1,0 +1,686 @@
+//! Admission webhooks over HTTPS, served by webhook servers written here
+//! with their own CA: denial with the webhook's status and message,
+//! mutation by JSON patch, selectors, match conditions, failure policies,
+//! timeouts, dry run and side effects, warnings, reinvocation, bad answers,
+//! deletes and Service references.
+
+use crate::webhook_server::{self, Reply, allow, answer, deny, patch};
+use crate::{cm, namespace, raw_full, status};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube_client::Api;
+use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+fn rule(ops: &[&str]) -> Value {
+    json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ops, "resources": ["configmaps"]}])
+}
+
+/// A webhook entry calling `client_config` for configmaps on `ops`.
+fn hook(name: &str, client_config: Value, ops: &[&str]) -> Value {
+    json!({
+        "name": name,
+        "clientConfig": client_config,
+        "rules": rule(ops),
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    })
+}
+
+async fn validating(client: &kube_client::Client, name: &str, hooks: Vec<Value>) {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let cfg =
+        serde_json::from_value(json!({"metadata": {"name": name}, "webhooks": hooks})).unwrap();
+    api.create(&PostParams::default(), &cfg).await.unwrap();
+}
+
+async fn mutating(client: &kube_client::Client, name: &str, hooks: Vec<Value>) {
+    let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let cfg =
+        serde_json::from_value(json!({"metadata": {"name": name}, "webhooks": hooks})).unwrap();
+    api.create(&PostParams::default(), &cfg).await.unwrap();
+}
+
+fn label(review: &Value, key: &str) -> Option<String> {
+    review["request"]["object"]["metadata"]["labels"][key]
+        .as_str()
+        .map(str::to_string)
+}
+
+#[tokio::test]
+async fn a_validating_webhook_denies_with_its_status_and_message() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let server = webhook_server::start(&[], |r| {
+        if label(r, "deny").is_some() {
+            deny(r, 403, "configmaps labelled deny are not welcome")
+        } else {
+            allow(r)
+        }
+    })
+    .await;
+    validating(
+        &env.client(),
+        "policy",
+        vec![hook(
+            "deny.example.com",
+            server.client_config("/validate"),
+            &["CREATE", "UPDATE"],
+        )],
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let e = cms
+        .create(&PostParams::default(), &cm("bad", &[("deny", "yes")], "1"))
+        .await
+        .unwrap_err();
+    let s = status(e);
+    assert_eq!(s.code, 403);
+    assert_eq!(
+        s.message,
+        "admission webhook \"deny.example.com\" denied the request: configmaps labelled deny are not welcome"
+    );
+    assert_eq!(s.reason, "Forbidden");
+    assert!(
+        cms.get_opt("bad").await.unwrap().is_none(),
+        "nothing stored"
+    );
+
+    let created = cms
+        .create(&PostParams::default(), &cm("good", &[], "1"))
+        .await
+        .unwrap();
+    let review = server.last();
+    assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+    let req = &review["request"];
+    assert!(!req["uid"].as_str().unwrap().is_empty());
+    assert_eq!(
+        req["kind"],
+        json!({"group": "", "version": "v1", "kind": "ConfigMap"})
+    );
+    assert_eq!(
+        req["resource"],
+        json!({"group": "", "version": "v1", "resource": "configmaps"})
+    );
+    assert_eq!(req["requestKind"], req["kind"]);
+    assert_eq!(req["operation"], "CREATE");
+    assert_eq!(req["name"], "good");
+    assert_eq!(req["namespace"], "default");
+    assert_eq!(req["dryRun"], false);
+    assert_eq!(req["options"]["kind"], "CreateOptions");
+    assert_eq!(req["userInfo"]["username"], "envtest-admin");
+    assert_eq!(req["object"]["data"]["v"], "1");
+    assert!(req["oldObject"].is_null());
+    // Validating webhooks see the object as it is stored.
+    assert_eq!(
+        req["object"]["metadata"]["uid"].as_str(),
+        created.metadata.uid.as_deref()
+    );
+
+    // An update that adds the label is denied too; the old object is sent.
+    let p = Patch::Merge(json!({"metadata": {"labels": {"deny": "now"}}}));
+    let e = cms
+        .patch("good", &PatchParams::default(), &p)
+        .await
+        .unwrap_err();
+    assert_eq!(status(e).code, 403);
+    let review = server.last();
+    assert_eq!(review["request"]["operation"], "UPDATE");
+    assert_eq!(review["request"]["options"]["kind"], "PatchOptions");
+    assert_eq!(review["request"]["oldObject"]["metadata"]["name"], "good");
+    let stored = cms.get("good").await.unwrap();
+    assert!(
+        stored.metadata.labels.is_none(),
+        "the refused update is not stored"
+    );
+}
+
+#[tokio::test]
+async fn a_mutating_webhook_patches_creates_and_updates() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let server = webhook_server::start(&[], |r| {
+        let op = r["request"]["operation"].as_str().unwrap_or("");
+        let has_labels = r["request"]["object"]["metadata"]["labels"].is_object();
+        let mut ops = Vec::new();
+        if !has_labels {
+            ops.push(json!({"op": "add", "path": "/metadata/labels", "value": {}}));
+        }
+        ops.push(
+            json!({"op": "add", "path": "/metadata/labels/mutated", "value": op.to_lowercase()}),
+        );
+        patch(r, json!(ops))
+    })
+    .await;
+    mutating(
+        &env.client(),
+        "defaults",
+        vec![hook(
+            "mutate.example.com",
+            server.client_config("/mutate"),
+            &["CREATE", "UPDATE"],
+        )],
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let created = cms
+        .create(&PostParams::default(), &cm("a", &[], "1"))
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.labels.unwrap()["mutated"], "create");
+    // Mutating webhooks on create see no identity yet.
+    assert!(server.last()["request"]["object"]["metadata"]["uid"].is_null());
+    let p = Patch::Merge(json!({"data": {"v": "2"}}));
+    let patched = cms.patch("a", &PatchParams::default(), &p).await.unwrap();
+    assert_eq!(patched.metadata.labels.unwrap()["mutated"], "update");
+    assert_eq!(patched.data.unwrap()["v"], "2");
+    let stored = cms.get("a").await.unwrap();
+    assert_eq!(stored.metadata.labels.unwrap()["mutated"], "update");
+    // Server-side apply of a new object is a CREATE.
+    let applied = cms
+        .patch(
+            "b",
+            &PatchParams::apply("tester"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}, "data": {"v": "1"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.metadata.labels.unwrap()["mutated"], "create");
+}
+
+#[tokio::test]
+async fn namespace_and_object_selectors_pick_the_requests() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let server = webhook_server::start(&[], |r| deny(r, 400, "selected")).await;
+    let ns: Api<Namespace> = Api::all(env.client());
+    let labelled: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "team-a", "labels": {"team": "a"}}}))
+            .unwrap();
+    ns.create(&PostParams::default(), &labelled).await.unwrap();
+    namespace(&env.client(), "team-b").await;
+    let mut by_ns = hook("ns.example.com", server.client_config("/ns"), &["CREATE"]);
+    by_ns["namespaceSelector"] = json!({"matchLabels": {"team": "a"}});
+    let mut by_obj = hook("obj.example.com", server.client_config("/obj"), &["CREATE"]);
+    by_obj["objectSelector"] =
+        json!({"matchExpressions": [{"key": "checked", "operator": "Exists"}]});
+    validating(&env.client(), "selectors", vec![by_ns, by_obj]).await;
+
+    let in_a: Api<ConfigMap> = Api::namespaced(env.client(), "team-a");
+    let in_b: Api<ConfigMap> = Api::namespaced(env.client(), "team-b");
+    let e = in_a
+        .create(&PostParams::default(), &cm("x", &[], "1"))
+        .await
+        .unwrap_err();
+    assert!(status(e).message.contains("\"ns.example.com\" denied"));
+    in_b.create(&PostParams::default(), &cm("x", &[], "1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        server.calls(),
+        1,
+        "only the labelled namespace's write was sent"
+    );
+    let e = in_b
+        .create(&PostParams::default(), &cm("y", &[("checked", "")], "1"))
+        .await
+        .unwrap_err();
+    assert!(status(e).message.contains("\"obj.example.com\" denied"));
+    assert_eq!(server.calls(), 2);
+}
+
+#[tokio::test]
+async fn match_conditions_filter_with_cel() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let server = webhook_server::start(&[], |r| deny(r, 422, "no x")).await;
+    let mut h = hook("cel.example.com", server.client_config("/"), &["*"]);
+    h["matchConditions"] = json!([
+        {"name": "x-only", "expression": "object.metadata.name.startsWith('x')"},
+        {"name": "not-kube-system", "expression": "request.namespace != 'kube-system'"},
+    ]);
+    validating(&env.client(), "cel", vec![h]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    cms.create(&PostParams::default(), &cm("a", &[], "1"))
+        .await
+        .unwrap();
+    let e = cms
+        .create(&PostParams::default(), &cm("xa", &[], "1"))
+        .await
+        .unwrap_err();
+    assert_eq!(status(e).code, 422);
+    let system: Api<ConfigMap> = Api::namespaced(env.client(), "kube-system");
+    system
+        .create(&PostParams::default(), &cm("xb", &[], "1"))
+        .await
+        .unwrap();
+    assert_eq!(server.calls(), 1);
+}
+
+#[tokio::test]
+async fn failure_policy_fail_refuses_and_ignore_lets_through() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    // A port nothing listens on.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let cc = json!({"url": format!("https://127.0.0.1:{port}/x")});
+    let mut fail = hook("fail.example.com", cc.clone(), &["CREATE"]);
+    fail["objectSelector"] = json!({"matchLabels": {"policy": "fail"}});
+    let mut ignore = hook("ignore.example.com", cc, &["CREATE"]);
+    ignore["failurePolicy"] = json!("Ignore");
+    validating(&env.client(), "unreachable", vec![fail, ignore]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let e = cms
+        .create(&PostParams::default(), &cm("f", &[("policy", "fail")], "1"))
+        .await
+        .unwrap_err();
+    let s = status(e);
+    assert_eq!(s.code, 500);
+    assert_eq!(s.reason, "InternalError");
+    assert!(
+        s.message.starts_with(
+            "Internal error occurred: failed calling webhook \"fail.example.com\": failed to call webhook: Post \"https://127.0.0.1:"
+        ),
+        "{}",
+        s.message
+    );
+    assert!(cms.get_opt("f").await.unwrap().is_none());
+    cms.create(&PostParams::default(), &cm("i", &[], "1"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_slow_webhook_times_out_without_blocking_other_requests() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let server = webhook_server::start(&[], |r| {
+        let resp = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": webhook_server::uid(r), "allowed": true}});
+        Reply::Slow(Duration::from_secs(5), resp)
+    })
+    .await;
+    let mut slow = hook(
+        "slow.example.com",
+        server.client_config("/slow"),
+        &["CREATE"],
+    );
+    slow["timeoutSeconds"] = json!(1);
+    validating(&env.client(), "slow", vec![slow]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(env.client(), "default");
+    let started = Instant::now();
+    let (pp, obj) = (PostParams::default(), cm("s", &[], "1"));
+    let slow_write = cms.create(&pp, &obj);
+    let other = async {
+        // While the webhook is being waited for, storage serves others.
+        tokio::time::timeout(crate::WAIT, async {
+            while server.calls() == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap();
+        let begun = Instant::now();
+        let mut s = k8s_openapi::api::core::v1::Secret::default();
+        s.metadata.name = Some("meanwhile".into());
+        secrets.create(&PostParams::default(), &s).await.unwrap();
+        cms.list(&Default::default()).await.unwrap();
+        begun.elapsed()
+    };
+    let (slow_result, other_took) = tokio::join!(slow_write, other);
+    let s = status(slow_result.unwrap_err());
+    assert_eq!(s.code, 500);
+    assert!(
+        s.message.ends_with("context deadline exceeded"),
+        "{}",
+        s.message
+    );
+    assert!(s.message.contains("/slow?timeout=1s"), "{}", s.message);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(4), "timed out after {took:?}");
+    assert!(
+        other_took < Duration::from_secs(1),
+        "other requests waited {other_took:?}"
+    );
+    assert!(cms.get_opt("s").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn dry_runs_reach_webhooks_without_side_effects_only() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let server = webhook_server::start(&[], allow).await;
+    let mut clean = hook("clean.example.com", server.client_config("/c"), &["CREATE"]);
+    clean["objectSelector"] = json!({"matchLabels": {"hook": "clean"}});
+    let mut effects = hook(
+        "effects.example.com",
+        server.client_config("/e"),
+        &["CREATE"],
+    );
+    effects["sideEffects"] = json!("Some");
+    effects["objectSelector"] = json!({"matchLabels": {"hook": "effects"}});
+    validating(&env.client(), "dry", vec![clean, effects]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let out = cms
+        .create(&dry, &cm("d", &[("hook", "clean")], "1"))
+        .await
+        .unwrap();
+    assert_eq!(out.metadata.name.as_deref(), Some("d"));
+    assert_eq!(server.last()["request"]["dryRun"], true);
+    assert!(
+        cms.get_opt("d").await.unwrap().is_none(),
+        "a dry run stores nothing"
+    );
+    let calls = server.calls();
+    let e = cms
+        .create(&dry, &cm("e", &[("hook", "effects")], "1"))
+        .await
+        .unwrap_err();
+    let s = status(e);
+    assert_eq!(s.code, 400);
+    assert_eq!(
+        s.message,
+        "admission webhook \"effects.example.com\" does not support dry run"
+    );
+    assert_eq!(server.calls(), calls, "not called");
+    // Not a dry run: called.
+    cms.create(
+        &PostParams::default(),
+        &cm("e", &[("hook", "effects")], "1"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(server.calls(), calls + 1);
+}
+
+#[tokio::test]
+async fn webhook_warnings_become_warning_headers() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let server = webhook_server::start(&[], |r| {
+        answer(
+            r,
+            json!({"allowed": true, "warnings": ["spec.x is deprecated", "be \"careful\""]}),
+        )
+    })
+    .await;
+    validating(
+        &env.client(),
+        "warn",
+        vec![hook(
+            "warn.example.com",
+            server.client_config("/w"),
+            &["CREATE"],
+        )],
+    )
+    .await;
+    let body = serde_json::to_vec(&cm("w", &[], "1")).unwrap();
+    let (code, warnings, _) = raw_full(
+        &env.client(),
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some("application/json"),
+        body,
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        warnings,
+        [
+            "299 - \"spec.x is deprecated\"",
+            "299 - \"be \\\"careful\\\"\""
+        ]
+    );
+}
+
+#[tokio::test]
+async fn if_needed_webhooks_are_called_again_after_a_later_change() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    // First: records the labels it saw; second: adds a label once.
+    let first = webhook_server::start(&[], allow).await;
+    let second = webhook_server::start(&[], |r| {
+        if label(r, "second").is_some() {
+            allow(r)
+        } else {
+            patch(
+                r,
+                json!([{"op": "add", "path": "/metadata/labels/second", "value": "yes"}]),
+            )
+        }
+    })
+    .await;
+    let mut a = hook("a-first.example.com", first.client_config("/"), &["CREATE"]);
+    a["reinvocationPolicy"] = json!("IfNeeded");
+    let b = hook(
+        "b-second.example.com",
+        second.client_config("/"),
+        &["CREATE"],
+    );
+    mutating(&env.client(), "reinvoke", vec![a, b]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let out = cms
+        .create(&PostParams::default(), &cm("r", &[("start", "1")], "1"))
+        .await
+        .unwrap();
+    assert_eq!(out.metadata.labels.unwrap()["second"], "yes");
+    assert_eq!(
+        first.calls(),
+        2,
+        "called again after the second webhook's change"
+    );
+    assert_eq!(label(&first.last(), "second").as_deref(), Some("yes"));
+    assert_eq!(second.calls(), 1);
+}
+
+#[tokio::test]
+async fn bad_answers_are_refused_and_nothing_is_stored() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let server = webhook_server::start(&[], |r| {
+        let name = r["request"]["name"].as_str().unwrap_or("");
+        match name {
+            "garbage" => Reply::Raw(200, b"<html>not json".to_vec(), None),
+            "huge" => Reply::Raw(200, vec![b' '; 8 * 1024 * 1024], None),
+            "redirect" => Reply::Raw(302, Vec::new(), Some("https://127.0.0.1:1/".into())),
+            "wrong-uid" => Reply::Json(json!({"apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview", "response": {"uid": "nope", "allowed": true}})),
+            "no-response" => {
+                Reply::Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}))
+            }
+            _ => allow(r),
+        }
+    })
+    .await;
+    validating(
+        &env.client(),
+        "bad",
+        vec![hook(
+            "bad.example.com",
+            server.client_config("/"),
+            &["CREATE"],
+        )],
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    for (name, says) in [
+        ("garbage", "received invalid webhook response"),
+        ("huge", "over the limit of"),
+        ("redirect", "the server responded with status 302"),
+        ("wrong-uid", "expected response.uid="),
+        ("no-response", "webhook response was absent"),
+    ] {
+        let e = cms
+            .create(&PostParams::default(), &cm(name, &[], "1"))
+            .await
+            .unwrap_err();
+        let s = status(e);
+        assert_eq!(s.code, 500, "{name}");
+        assert!(
+            s.message.starts_with(
+                "Internal error occurred: failed calling webhook \"bad.example.com\": "
+            ),
+            "{name}: {}",
+            s.message
+        );
+        assert!(s.message.contains(says), "{name}: {}", s.message);
+        assert!(
+            cms.get_opt(name).await.unwrap().is_none(),
+            "{name} not stored"
+        );
+    }
+    cms.create(&PostParams::default(), &cm("fine", &[], "1"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn deletes_go_through_validating_webhooks() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let server = webhook_server::start(&[], |r| {
+        if label(
+            &json!({"request": {"object": r["request"]["oldObject"]}}),
+            "keep",
+        )
+        .is_some()
+        {
+            deny(r, 403, "kept")
+        } else {
+            allow(r)
+        }
+    })
+    .await;
+    validating(
+        &env.client(),
+        "deletes",
+        vec![hook(
+            "delete.example.com",
+            server.client_config("/"),
+            &["DELETE"],
+        )],
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    cms.create(&PostParams::default(), &cm("keep", &[("keep", "1")], "1"))
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &cm("drop", &[], "1"))
+        .await
+        .unwrap();
+    let e = cms
+        .delete("keep", &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        status(e).message,
+        "admission webhook \"delete.example.com\" denied the request: kept"
+    );
+    let review = server.last();
+    assert_eq!(review["request"]["operation"], "DELETE");
+    assert!(review["request"]["object"].is_null());
+    assert_eq!(review["request"]["options"]["kind"], "DeleteOptions");
+    assert!(cms.get_opt("keep").await.unwrap().is_some());
+    cms.delete("drop", &DeleteParams::default()).await.unwrap();
+    assert!(cms.get_opt("drop").await.unwrap().is_none());
+    // A collection delete is refused as a whole when one object is.
+    let e = cms
+        .delete_collection(&DeleteParams::default(), &Default::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status(e).code, 403);
+    assert!(cms.get_opt("keep").await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn service_references_go_to_the_mapped_address() {
+    let server = webhook_server::start(&["hook.system.svc"], |r| deny(r, 403, "via service")).await;
+    let env = envtest::TestEnv::builder()
+        .webhook_service("system/hook", server.addr.to_string())
+        .start()
+        .await
+        .unwrap();
+    let cc = json!({"service": {"namespace": "system", "name": "hook", "path": "/v"},
+        "caBundle": server.ca_bundle});
+    let mut h = hook("svc.example.com", cc, &["CREATE"]);
+    h["objectSelector"] = json!({"matchExpressions": [{"key": "to", "operator": "DoesNotExist"}]});
+    validating(&env.client(), "svc", vec![h]).await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let e = cms
+        .create(&PostParams::default(), &cm("x", &[], "1"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        status(e).message,
+        "admission webhook \"svc.example.com\" denied the request: via service"
+    );
+    // A Service nobody mapped fails the call.
+    let cc =
+        json!({"service": {"namespace": "system", "name": "other"}, "caBundle": server.ca_bundle});
+    let mut unmapped = hook("unmapped.example.com", cc, &["CREATE"]);
+    unmapped["objectSelector"] = json!({"matchLabels": {"to": "other"}});
+    validating(&env.client(), "unmapped", vec![unmapped]).await;
+    let e = cms
+        .create(&PostParams::default(), &cm("y", &[("to", "other")], "1"))
+        .await
+        .unwrap_err();
+    let s = status(e);
+    assert_eq!(s.code, 500);
+    assert!(
+        s.message.contains("service system/other:443 is not mapped"),
+        "{}",
+        s.message
+    );
+}
+
+#[tokio::test]
+async fn status_writes_are_sent_as_the_status_subresource() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let server = webhook_server::start(&[], |r| {
+        if r["request"]["object"]["status"]["phase"] == "Failed" {
+            deny(r, 403, "no failing")
+        } else {
+            allow(r)
+        }
+    })
+    .await;
+    let mut h = hook("status.example.com", server.client_config("/"), &["UPDATE"]);
+    h["rules"] = json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods/status"]}]);
+    validating(&env.client(), "status", vec![h]).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(env.client(), "default");
+    let pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    // A main-resource update is not sent.
+    pods.patch(
+        "p",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(server.calls(), 0);
+    let e = pods
+        .patch_status(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status(e).code, 403);
+    let req = &server.last()["request"];
+    assert_eq!(req["subResource"], "status");
+    assert_eq!(req["kind"]["kind"], "Pod");
+    assert_eq!(req["oldObject"]["status"]["phase"], "Pending");
+    let phase = pods.get("p").await.unwrap().status.unwrap().phase;
+    assert_eq!(phase.as_deref(), Some("Pending"));
+    pods.patch_status(
+        "p",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(server.calls(), 2);
+}
