@@ -81,6 +81,7 @@ pub mod rbac;
 pub mod reconcile;
 pub mod reconciler;
 pub mod sharding;
+pub mod webhook;
 pub mod workqueue;
 
 mod macro_support;

@@ -1,5 +1,6 @@
 //! Integration tests of controller-runtime against an in-process API server
-//! (`envtest`) over real HTTP, on the real clock.
+//! (`envtest`) over real HTTP, on the real clock; the webhook server over
+//! real TLS (`webhook*`).
 
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,6 +16,8 @@ mod manager;
 mod reconciler;
 mod shutdown;
 mod typed;
+mod webhook;
+mod webhook_conversion;
 mod widget;
 
 use std::time::Duration;

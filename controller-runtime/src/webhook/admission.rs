@@ -1,0 +1,408 @@
+//! Typed admission: a [`Validator`] says whether a create, update or delete
+//! of a `K` may happen (with warnings, or a [`Denial`] with field causes); a
+//! [`Defaulter`] fills in a `K` before it is stored, and the JSON patch the
+//! API server applies is computed by diffing the object before and after.
+//! Both see an [`AdmissionContext`]: the operation, who asks, whether it is
+//! a dry run, the namespace and name.
+//!
+//! Part of the manager layer's webhook server ([`super::WebhookServer`]
+//! serves them at controller-runtime's paths, `/validate-<group>-<version>-<kind>`
+//! and `/mutate-...`); this module turns an `AdmissionRequest` into an
+//! `AdmissionResponse` and knows nothing of HTTP.
+
+use std::future::Future;
+use std::marker::PhantomData;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::authentication::v1::UserInfo;
+use kube_client::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube_client::core::response::{StatusCause, StatusDetails};
+use kube_client::core::{DynamicObject, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Warnings returned to the client with an allowed (or denied) request;
+/// kubectl prints them as `Warning: ...`.
+pub type Warnings = Vec<String>;
+
+/// What an admission handler knows about the request besides the object.
+#[derive(Debug, Clone)]
+pub struct AdmissionContext {
+    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
+    pub operation: Operation,
+    /// Who sent the request.
+    pub user_info: UserInfo,
+    /// Whether the change will not be persisted (`?dryRun=All`): a handler
+    /// with side effects must skip them.
+    pub dry_run: bool,
+    /// The object's namespace (`None` for cluster-scoped kinds).
+    pub namespace: Option<String>,
+    /// The object's name (empty for a create with `generateName`).
+    pub name: String,
+    /// The request's UID, for logs.
+    pub uid: String,
+    /// The subresource (`status`, `scale`), if any.
+    pub sub_resource: Option<String>,
+}
+
+impl AdmissionContext {
+    fn of<T: Resource>(req: &AdmissionRequest<T>) -> Self {
+        AdmissionContext {
+            operation: req.operation.clone(),
+            user_info: req.user_info.clone(),
+            dry_run: req.dry_run,
+            namespace: req.namespace.clone(),
+            name: req.name.clone(),
+            uid: req.uid.clone(),
+            sub_resource: req.sub_resource.clone(),
+        }
+    }
+}
+
+/// A refusal: a message, optional field causes, and warnings.
+///
+/// Without causes the API server answers the client `403 Forbidden`; with
+/// causes `422 Invalid`, each cause naming its field, as built-in
+/// validation does.
+///
+/// ```
+/// use controller_runtime::webhook::Denial;
+/// let d = Denial::new("spec is invalid")
+///     .field("spec.replicas", "must be at most 10")
+///     .warning("replicas is deprecated");
+/// assert_eq!(d.message(), "spec is invalid");
+/// assert_eq!(d.causes().len(), 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    message: String,
+    causes: Vec<StatusCause>,
+    warnings: Warnings,
+}
+
+impl Denial {
+    /// A denial with `message`.
+    #[must_use]
+    pub fn new(message: impl Into<String>) -> Self {
+        Denial {
+            message: message.into(),
+            causes: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Adds a cause: `field` (a path such as `spec.replicas`) is invalid
+    /// because of `message` (reason `FieldValueInvalid`).
+    #[must_use]
+    pub fn field(mut self, field: impl Into<String>, message: impl Into<String>) -> Self {
+        self.causes.push(StatusCause {
+            reason: "FieldValueInvalid".into(),
+            message: message.into(),
+            field: field.into(),
+        });
+        self
+    }
+
+    /// Adds a warning shown to the client with the denial.
+    #[must_use]
+    pub fn warning(mut self, warning: impl Into<String>) -> Self {
+        self.warnings.push(warning.into());
+        self
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The field causes.
+    pub fn causes(&self) -> &[StatusCause] {
+        &self.causes
+    }
+
+    fn into_response(
+        self,
+        base: AdmissionResponse,
+        name: &str,
+        kind: &str,
+        group: &str,
+    ) -> AdmissionResponse {
+        let mut resp = base.deny(&self.message);
+        if self.causes.is_empty() {
+            resp.result.code = 403;
+            resp.result.reason = "Forbidden".into();
+        } else {
+            resp.result.code = 422;
+            resp.result.reason = "Invalid".into();
+            resp.result.details = Some(StatusDetails {
+                name: name.to_owned(),
+                group: group.to_owned(),
+                kind: kind.to_owned(),
+                uid: String::new(),
+                causes: self.causes,
+                retry_after_seconds: 0,
+            });
+        }
+        with_warnings(resp, self.warnings)
+    }
+}
+
+impl<E: std::error::Error> From<E> for Denial {
+    fn from(e: E) -> Self {
+        Denial::new(e.to_string())
+    }
+}
+
+fn with_warnings(mut resp: AdmissionResponse, warnings: Warnings) -> AdmissionResponse {
+    if !warnings.is_empty() {
+        resp.warnings = Some(warnings);
+    }
+    resp
+}
+
+/// Decides whether a create, update or delete of a `K` may happen.
+///
+/// `Ok(warnings)` allows it, `Err(denial)` refuses it. Update and delete
+/// are allowed by default.
+///
+/// ```
+/// use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
+/// use controller_runtime::webhook::{AdmissionContext, Denial, Validator, Warnings};
+///
+/// struct SmallConfigMaps;
+///
+/// impl Validator<ConfigMap> for SmallConfigMaps {
+///     async fn validate_create(&self, cm: &ConfigMap, _: &AdmissionContext) -> Result<Warnings, Denial> {
+///         match cm.data.as_ref().map_or(0, |d| d.len()) {
+///             n if n > 100 => Err(Denial::new("too many keys").field("data", "at most 100 keys")),
+///             n if n > 50 => Ok(vec![format!("{n} keys; consider splitting")]),
+///             _ => Ok(vec![]),
+///         }
+///     }
+///     async fn validate_update(&self, _old: &ConfigMap, new: &ConfigMap, ctx: &AdmissionContext) -> Result<Warnings, Denial> {
+///         self.validate_create(new, ctx).await
+///     }
+/// }
+/// ```
+pub trait Validator<K>: Send + Sync + 'static {
+    /// A `K` is being created.
+    fn validate_create(
+        &self,
+        obj: &K,
+        ctx: &AdmissionContext,
+    ) -> impl Future<Output = Result<Warnings, Denial>> + Send;
+
+    /// `old` is being replaced by `new`.
+    fn validate_update(
+        &self,
+        old: &K,
+        new: &K,
+        ctx: &AdmissionContext,
+    ) -> impl Future<Output = Result<Warnings, Denial>> + Send;
+
+    /// `obj` is being deleted (allowed by default).
+    fn validate_delete(
+        &self,
+        obj: &K,
+        ctx: &AdmissionContext,
+    ) -> impl Future<Output = Result<Warnings, Denial>> + Send {
+        let _ = (obj, ctx);
+        std::future::ready(Ok(Vec::new()))
+    }
+}
+
+/// Fills in a `K` before it is stored. The change is sent back as a JSON
+/// patch computed by diffing the object before and after the call; an
+/// `Err` refuses the request.
+///
+/// ```
+/// use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
+/// use controller_runtime::webhook::{AdmissionContext, Defaulter, Denial};
+///
+/// struct Labelled;
+///
+/// impl Defaulter<ConfigMap> for Labelled {
+///     async fn default(&self, cm: &mut ConfigMap, _: &AdmissionContext) -> Result<(), Denial> {
+///         cm.metadata.labels.get_or_insert_default().entry("team".into()).or_insert("core".into());
+///         Ok(())
+///     }
+/// }
+/// ```
+pub trait Defaulter<K>: Send + Sync + 'static {
+    /// Sets the defaults on `obj`.
+    fn default(
+        &self,
+        obj: &mut K,
+        ctx: &AdmissionContext,
+    ) -> impl Future<Output = Result<(), Denial>> + Send;
+}
+
+/// An admission handler with its type erased: what the server routes to.
+pub(crate) trait AdmissionHandler: Send + Sync + 'static {
+    fn review(&self, req: AdmissionRequest<DynamicObject>) -> BoxFuture<'_, AdmissionResponse>;
+}
+
+/// Decodes `req`'s object (or old object) as a `K`.
+fn decode<K: DeserializeOwned>(obj: Option<&DynamicObject>, what: &str) -> Result<K, String> {
+    let obj = obj.ok_or_else(|| format!("the request has no {what}"))?;
+    let value = serde_json::to_value(obj).map_err(|e| format!("re-encoding the {what}: {e}"))?;
+    serde_json::from_value(value).map_err(|e| format!("decoding the {what}: {e}"))
+}
+
+fn bad_request(resp: AdmissionResponse, message: String) -> AdmissionResponse {
+    let mut resp = resp.deny(message);
+    resp.result.code = 400;
+    resp.result.reason = "BadRequest".into();
+    resp
+}
+
+pub(crate) struct ValidatingHandler<K, V> {
+    validator: V,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K, V> ValidatingHandler<K, V> {
+    pub(crate) fn new(validator: V) -> Self {
+        ValidatingHandler {
+            validator,
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<K, V> AdmissionHandler for ValidatingHandler<K, V>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    V: Validator<K>,
+{
+    fn review(&self, req: AdmissionRequest<DynamicObject>) -> BoxFuture<'_, AdmissionResponse> {
+        Box::pin(async move {
+            let base = AdmissionResponse::from(&req);
+            let ctx = AdmissionContext::of(&req);
+            let result = match req.operation {
+                Operation::Create => match decode::<K>(req.object.as_ref(), "object") {
+                    Ok(obj) => self.validator.validate_create(&obj, &ctx).await,
+                    Err(e) => return bad_request(base, e),
+                },
+                Operation::Update => {
+                    let old = decode::<K>(req.old_object.as_ref(), "old object");
+                    let new = decode::<K>(req.object.as_ref(), "object");
+                    match (old, new) {
+                        (Ok(old), Ok(new)) => {
+                            self.validator.validate_update(&old, &new, &ctx).await
+                        }
+                        (Err(e), _) | (_, Err(e)) => return bad_request(base, e),
+                    }
+                }
+                Operation::Delete => match decode::<K>(req.old_object.as_ref(), "old object") {
+                    Ok(obj) => self.validator.validate_delete(&obj, &ctx).await,
+                    Err(e) => return bad_request(base, e),
+                },
+                Operation::Connect => Ok(Vec::new()),
+            };
+            match result {
+                Ok(warnings) => with_warnings(base, warnings),
+                Err(denial) => denial.into_response(base, &ctx.name, &K::kind(&()), &K::group(&())),
+            }
+        })
+    }
+}
+
+pub(crate) struct DefaultingHandler<K, D> {
+    defaulter: D,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K, D> DefaultingHandler<K, D> {
+    pub(crate) fn new(defaulter: D) -> Self {
+        DefaultingHandler {
+            defaulter,
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<K, D> AdmissionHandler for DefaultingHandler<K, D>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
+    D: Defaulter<K>,
+{
+    fn review(&self, req: AdmissionRequest<DynamicObject>) -> BoxFuture<'_, AdmissionResponse> {
+        Box::pin(async move {
+            let base = AdmissionResponse::from(&req);
+            if !matches!(req.operation, Operation::Create | Operation::Update) {
+                return base;
+            }
+            let ctx = AdmissionContext::of(&req);
+            let raw = match req.object.as_ref().map(serde_json::to_value) {
+                Some(Ok(raw)) => raw,
+                Some(Err(e)) => return bad_request(base, format!("re-encoding the object: {e}")),
+                None => return bad_request(base, "the request has no object".into()),
+            };
+            let mut obj: K = match serde_json::from_value(raw.clone()) {
+                Ok(obj) => obj,
+                Err(e) => return bad_request(base, format!("decoding the object: {e}")),
+            };
+            let before = serde_json::to_value(&obj);
+            if let Err(denial) = self.defaulter.default(&mut obj, &ctx).await {
+                return denial.into_response(base, &ctx.name, &K::kind(&()), &K::group(&()));
+            }
+            let after = serde_json::to_value(&obj);
+            match (before, after) {
+                (Ok(before), Ok(after)) => match patch_for(&raw, &before, &after) {
+                    Some(patch) => match base.clone().with_patch(patch) {
+                        Ok(resp) => resp,
+                        Err(e) => bad_request(base, e.to_string()),
+                    },
+                    None => base,
+                },
+                (Err(e), _) | (_, Err(e)) => bad_request(base, format!("encoding the object: {e}")),
+            }
+        })
+    }
+}
+
+/// The patch to send for a defaulter that turned `before` into `after`,
+/// applied to `raw` (the object as the API server sent it): only what the
+/// defaulter changed is patched, so fields `K` does not know (or
+/// serializes differently) are left alone. `None` when nothing changed.
+pub(crate) fn patch_for(
+    raw: &serde_json::Value,
+    before: &serde_json::Value,
+    after: &serde_json::Value,
+) -> Option<json_patch::Patch> {
+    let changes = json_patch::diff(before, after);
+    if changes.0.is_empty() {
+        return None;
+    }
+    let mut patched = raw.clone();
+    if json_patch::patch(&mut patched, &changes).is_err() {
+        // The typed changes do not apply to the raw object (a path K
+        // serializes differently): fall back to the whole typed object.
+        patched = after.clone();
+    }
+    let patch = json_patch::diff(raw, &patched);
+    (!patch.0.is_empty()).then_some(patch)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_patch_touches_only_what_the_defaulter_changed() {
+        let raw = json!({"metadata": {"name": "a", "unknownField": 1}, "spec": {"x": null}});
+        let before = json!({"metadata": {"name": "a"}, "spec": {}});
+        let after = json!({"metadata": {"name": "a"}, "spec": {"replicas": 1}});
+        let patch = patch_for(&raw, &before, &after).unwrap();
+        let mut applied = raw.clone();
+        json_patch::patch(&mut applied, &patch).unwrap();
+        assert_eq!(
+            applied,
+            json!({"metadata": {"name": "a", "unknownField": 1}, "spec": {"x": null, "replicas": 1}})
+        );
+        assert!(patch_for(&raw, &before, &before).is_none());
+    }
+}

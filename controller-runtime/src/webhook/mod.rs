@@ -1,0 +1,55 @@
+//! Admission and conversion webhooks served by the manager: typed
+//! validators and defaulters, hub-and-spoke conversion, and the
+//! certificates they are served with.
+//!
+//! | piece | what it is |
+//! |---|---|
+//! | [`Validator`], [`Defaulter`], [`AdmissionContext`], [`Denial`] | typed admission for a kind `K` |
+//! | [`Hub`], [`Convertible`], [`Conversion`] | conversion between a kind's versions through one hub version |
+//! | [`WebhookServer`] | HTTPS on port 9443 at controller-runtime's paths, with metrics, a span per review and graceful shutdown |
+//! | [`CertResolver`] | the serving certificate, swapped atomically on rotation or reload |
+//! | [`SelfSigned`] | a CA and a serving certificate made without cert-manager |
+//!
+//! This module sits in the manager layer: the manager runs the server as a
+//! runnable; it uses the client, the metrics registry and healthz below it
+//! and never the controller.
+//!
+//! ```
+//! use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
+//! use controller_runtime::webhook::{AdmissionContext, Denial, Validator, Warnings};
+//!
+//! struct SmallDeployments;
+//!
+//! impl Validator<Deployment> for SmallDeployments {
+//!     async fn validate_create(&self, d: &Deployment, _: &AdmissionContext) -> Result<Warnings, Denial> {
+//!         let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+//!         if replicas > 50 {
+//!             return Err(Denial::new("too many replicas").field("spec.replicas", "at most 50"));
+//!         }
+//!         Ok(if replicas > 10 { vec!["more than 10 replicas".into()] } else { vec![] })
+//!     }
+//!     async fn validate_update(&self, _: &Deployment, new: &Deployment, ctx: &AdmissionContext) -> Result<Warnings, Denial> {
+//!         self.validate_create(new, ctx).await
+//!     }
+//! }
+//! ```
+
+mod admission;
+mod conversion;
+mod metrics;
+mod review;
+mod selfsigned;
+mod server;
+mod tls;
+
+pub use admission::{AdmissionContext, Defaulter, Denial, Validator, Warnings};
+pub use conversion::{Conversion, ConversionError, Convertible, Hub};
+/// The admission operation (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
+pub use kube_client::core::admission::Operation;
+pub use metrics::{InFlight, WebhookMetrics};
+pub use selfsigned::{CA_VALIDITY, CertError, SelfSigned, service_dns_names};
+pub use server::{
+    CONVERT_PATH, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, ListeningServer, WebhookError,
+    WebhookServer, mutate_path, validate_path,
+};
+pub use tls::{CertResolver, TlsError};

@@ -1,0 +1,306 @@
+//! Serving one review: read the body (content type, size cap), check it
+//! is the review this path takes (`admission.k8s.io/v1` AdmissionReview or
+//! `apiextensions.k8s.io/v1` ConversionReview), run the handler on its own
+//! task so a panic is caught, write the answer, count it and trace it.
+//!
+//! Part of the manager layer's webhook server ([`super::WebhookServer`]
+//! routes every request here).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use kube_client::core::DynamicObject;
+use kube_client::core::Status;
+use kube_client::core::admission::{AdmissionResponse, AdmissionReview};
+use kube_client::core::conversion::{ConversionResponse, ConversionReview};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::admission::AdmissionHandler;
+use super::conversion::ConversionHandler;
+use super::metrics::WebhookMetrics;
+use super::server::CONVERT_PATH;
+
+pub(crate) struct Routes {
+    pub(crate) max_body: usize,
+    pub(crate) admission: HashMap<String, Arc<dyn AdmissionHandler>>,
+    pub(crate) conversions: Vec<Arc<dyn ConversionHandler>>,
+    pub(crate) metrics: Option<WebhookMetrics>,
+}
+
+fn plain(code: StatusCode, message: String) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        message,
+    )
+        .into_response()
+}
+
+fn json_response<T: Serialize>(body: &T) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            bytes,
+        )
+            .into_response(),
+        Err(e) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("encoding the response: {e}"),
+        ),
+    }
+}
+
+fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| e.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+pub(crate) async fn route(
+    State(routes): State<Arc<Routes>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let path = uri.path().to_owned();
+    let admission = routes.admission.get(&path).cloned();
+    let is_convert = path == CONVERT_PATH && !routes.conversions.is_empty();
+    if admission.is_none() && !is_convert {
+        return plain(
+            StatusCode::NOT_FOUND,
+            format!("no webhook is served at {path}"),
+        );
+    }
+    let in_flight = routes.metrics.as_ref().map(|m| m.start(&path));
+    let span = tracing::info_span!(
+        "webhook_review",
+        webhook = %path,
+        uid = tracing::field::Empty,
+        kind = tracing::field::Empty,
+        operation = tracing::field::Empty,
+        namespace = tracing::field::Empty,
+        name = tracing::field::Empty,
+        allowed = tracing::field::Empty,
+    );
+    let response = async {
+        let bytes = match read_body(&headers, body, routes.max_body).await {
+            Ok(b) => b,
+            Err(r) => return r,
+        };
+        match admission {
+            Some(handler) => admit(handler, &bytes, routes.metrics.as_ref()).await,
+            None => convert(&routes, &bytes).await,
+        }
+    }
+    .instrument(span)
+    .await;
+    if let Some(f) = in_flight {
+        f.finish(response.status().as_u16());
+    }
+    response
+}
+
+async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes, Response> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if content_type.split(';').next().map(str::trim) != Some("application/json") {
+        return Err(plain(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("content type {content_type:?}: a review must be application/json"),
+        ));
+    }
+    axum::body::to_bytes(body, max).await.map_err(|e| {
+        plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("reading the review body (limit {max} bytes): {e}"),
+        )
+    })
+}
+
+/// Parses `bytes` as a review of `api_version`/`kind`; a refusal is the
+/// status and message to answer.
+fn parse<T: DeserializeOwned>(
+    bytes: &[u8],
+    api_version: &str,
+    kind: &str,
+) -> Result<T, (StatusCode, String)> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        (
+            StatusCode::BAD_REQUEST,
+            format!("malformed JSON in the review: {e}"),
+        )
+    })?;
+    let got_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let got_kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
+    if got_version != api_version || got_kind != kind {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!("expected a {api_version} {kind}, got {got_version:?} {got_kind:?}"),
+        ));
+    }
+    serde_json::from_value(value)
+        .map_err(|e| (StatusCode::BAD_REQUEST, format!("reading the {kind}: {e}")))
+}
+
+async fn admit(
+    handler: Arc<dyn AdmissionHandler>,
+    bytes: &[u8],
+    metrics: Option<&WebhookMetrics>,
+) -> Response {
+    let review: AdmissionReview<DynamicObject> =
+        match parse(bytes, "admission.k8s.io/v1", "AdmissionReview") {
+            Ok(r) => r,
+            Err((code, message)) => return plain(code, message),
+        };
+    let Some(req) = review.request else {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "the AdmissionReview has no request".into(),
+        );
+    };
+    let span = tracing::Span::current();
+    span.record("uid", req.uid.as_str());
+    span.record("kind", req.kind.kind.as_str());
+    span.record("operation", tracing::field::debug(&req.operation));
+    span.record("name", req.name.as_str());
+    if let Some(ns) = &req.namespace {
+        span.record("namespace", ns.as_str());
+    }
+    let fallback = AdmissionResponse::from(&req);
+    // The handler runs on its own task: a panic there is a JoinError here.
+    let task = tokio::spawn(async move { handler.review(req).await }.instrument(span.clone()));
+    let resp = match task.await {
+        Ok(resp) => resp,
+        Err(e) => {
+            let message = if e.is_panic() {
+                panic_message(&*e.into_panic())
+            } else {
+                e.to_string()
+            };
+            tracing::error!(panic = %message, "admission webhook handler panicked");
+            if let Some(m) = metrics {
+                m.panicked();
+            }
+            let mut resp = fallback.deny(format!("the admission webhook panicked: {message}"));
+            resp.result.code = 500;
+            resp.result.reason = "InternalError".into();
+            resp
+        }
+    };
+    span.record("allowed", resp.allowed);
+    json_response(&admission_review(resp))
+}
+
+/// The review sent back: `admission.k8s.io/v1`, with the patch as the API
+/// server's Go code writes a `[]byte`, a base64 string.
+fn admission_review(resp: AdmissionResponse) -> Value {
+    let patch = resp.patch.clone();
+    let mut response = serde_json::to_value(&resp).unwrap_or(Value::Null);
+    if let (Some(patch), Some(o)) = (patch, response.as_object_mut()) {
+        use base64::Engine as _;
+        o.insert(
+            "patch".into(),
+            base64::engine::general_purpose::STANDARD
+                .encode(patch)
+                .into(),
+        );
+    }
+    serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": response,
+    })
+}
+
+async fn convert(routes: &Arc<Routes>, bytes: &[u8]) -> Response {
+    let review: ConversionReview = match parse(bytes, "apiextensions.k8s.io/v1", "ConversionReview")
+    {
+        Ok(r) => r,
+        Err((code, message)) => return plain(code, message),
+    };
+    let Some(req) = review.request else {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "the ConversionReview has no request".into(),
+        );
+    };
+    let span = tracing::Span::current();
+    span.record("uid", req.uid.as_str());
+    let group = req
+        .desired_api_version
+        .rsplit_once('/')
+        .map_or("", |(g, _)| g)
+        .to_owned();
+    let kind = req
+        .objects
+        .first()
+        .and_then(|o| o.get("kind"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    span.record("kind", kind.as_str());
+    if req.objects.is_empty() {
+        return json_response(&conversion_review(
+            ConversionResponse::for_request(req).success(Vec::new()),
+        ));
+    }
+    let Some(handler) = routes
+        .conversions
+        .iter()
+        .find(|c| c.group_kind() == (group.clone(), kind.clone()))
+        .cloned()
+    else {
+        let failure = Status::failure(
+            &format!("no conversion is registered for {group}/{kind}"),
+            "NotFound",
+        );
+        return json_response(&conversion_review(
+            ConversionResponse::for_request(req).failure(failure),
+        ));
+    };
+    let fallback = ConversionResponse::for_request(req.clone());
+    // Conversion is plain CPU work: run it off the reactor, and a panic
+    // there is a JoinError here.
+    let resp = match tokio::task::spawn_blocking(move || handler.review(req)).await {
+        Ok(resp) => resp,
+        Err(e) => {
+            let message = if e.is_panic() {
+                panic_message(&*e.into_panic())
+            } else {
+                e.to_string()
+            };
+            tracing::error!(panic = %message, "conversion webhook panicked");
+            if let Some(m) = &routes.metrics {
+                m.panicked();
+            }
+            fallback.failure(Status::failure(
+                &format!("the conversion webhook panicked: {message}"),
+                "InternalError",
+            ))
+        }
+    };
+    json_response(&conversion_review(resp))
+}
+
+/// The review sent back: `apiextensions.k8s.io/v1`.
+fn conversion_review(resp: ConversionResponse) -> Value {
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "response": serde_json::to_value(&resp).unwrap_or(Value::Null),
+    })
+}
