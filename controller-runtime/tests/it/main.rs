@@ -17,6 +17,7 @@ mod reconciler;
 mod shutdown;
 mod typed;
 mod webhook;
+mod webhook_client;
 mod webhook_conversion;
 mod widget;
 

@@ -5,154 +5,18 @@
 //! that leaves the server serving, and a graceful shutdown that finishes the
 //! review in flight.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
 use controller_runtime::webhook::{
-    AdmissionContext, CertResolver, Defaulter, Denial, SelfSigned, Validator, Warnings,
-    WebhookMetrics, WebhookServer, mutate_path, validate_path,
+    AdmissionContext, Defaulter, Denial, Validator, Warnings, mutate_path, validate_path,
 };
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::ConfigMap;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-use tokio_rustls::TlsConnector;
-use tokio_util::sync::CancellationToken;
 
-/// An HTTPS client trusting one CA; every request opens its own
-/// connection, so a rotated certificate is seen at once.
-#[derive(Clone)]
-pub struct TlsClient {
-    connector: TlsConnector,
-    addr: SocketAddr,
-}
-
-impl TlsClient {
-    pub fn new(addr: SocketAddr, ca_pem: &str) -> Self {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            roots.add(cert.unwrap()).unwrap();
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        TlsClient {
-            connector: TlsConnector::from(Arc::new(config)),
-            addr,
-        }
-    }
-
-    /// POSTs `body` to `path`; the status and the body.
-    pub async fn post(
-        &self,
-        path: &str,
-        content_type: &str,
-        body: Vec<u8>,
-    ) -> Result<(u16, Bytes), String> {
-        let tcp = tokio::net::TcpStream::connect(self.addr)
-            .await
-            .map_err(|e| e.to_string())?;
-        let name = ServerName::try_from("localhost").unwrap();
-        let tls = self
-            .connector
-            .connect(name, tcp)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
-        let req = http::Request::post(path)
-            .header("host", "localhost")
-            .header("content-type", content_type)
-            .body(Full::new(Bytes::from(body)))
-            .unwrap();
-        let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
-        let status = resp.status().as_u16();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        Ok((status, body))
-    }
-
-    /// POSTs a JSON review; the status and the parsed body (or the text).
-    pub async fn review(&self, path: &str, body: &Value) -> (u16, Value) {
-        let (status, bytes) = self
-            .post(path, "application/json", serde_json::to_vec(body).unwrap())
-            .await
-            .unwrap();
-        let value = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        (status, value)
-    }
-}
-
-/// A fresh CA and serving pair for `localhost`, loaded in a resolver.
-pub fn local_certs() -> (SelfSigned, CertResolver) {
-    let pair = SelfSigned::generate_for(
-        &["localhost".into(), "127.0.0.1".into()],
-        std::time::SystemTime::now(),
-        Duration::from_secs(3600),
-    )
-    .unwrap();
-    let resolver = CertResolver::new();
-    resolver
-        .load_pem(pair.cert_pem().as_bytes(), pair.key_pem().as_bytes())
-        .unwrap();
-    (pair, resolver)
-}
-
-/// A running server and what the tests need of it.
-pub struct Running {
-    pub client: TlsClient,
-    pub metrics: WebhookMetrics,
-    pub registry: prometheus::Registry,
-    pub stop: CancellationToken,
-    pub done: tokio::task::JoinHandle<Result<(), controller_runtime::webhook::WebhookError>>,
-}
-
-/// Starts `server` on a free loopback port with fresh certificates.
-pub async fn start(build: impl FnOnce(WebhookServer) -> WebhookServer) -> Running {
-    let (pair, resolver) = local_certs();
-    start_with(resolver, pair.ca_pem(), build).await
-}
-
-pub async fn start_with(
-    resolver: CertResolver,
-    ca_pem: &str,
-    build: impl FnOnce(WebhookServer) -> WebhookServer,
-) -> Running {
-    let registry = prometheus::Registry::new();
-    let metrics = WebhookMetrics::new(&registry).unwrap();
-    let server = build(
-        WebhookServer::new(resolver)
-            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-            .metrics(metrics.clone()),
-    );
-    let listening = server.listen().await.unwrap();
-    let client = TlsClient::new(listening.local_addr(), ca_pem);
-    let stop = CancellationToken::new();
-    let done = tokio::spawn(listening.serve(stop.clone()));
-    Running {
-        client,
-        metrics,
-        registry,
-        stop,
-        done,
-    }
-}
+use crate::webhook_client::start;
 
 /// An `admission.k8s.io/v1` AdmissionReview for a ConfigMap.
 pub fn review(operation: &str, object: Option<Value>, old: Option<Value>, dry_run: bool) -> Value {

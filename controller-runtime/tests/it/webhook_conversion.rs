@@ -8,7 +8,7 @@ use controller_runtime::webhook::{CONVERT_PATH, Conversion, ConversionError, Con
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::webhook::start;
+use crate::webhook_client::start;
 
 pub mod v1alpha1 {
     use controller_runtime::CustomResource;
