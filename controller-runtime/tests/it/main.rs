@@ -14,6 +14,7 @@ mod finalizer;
 mod leaderelection;
 mod manager;
 mod reconciler;
+mod sharding;
 mod shutdown;
 mod typed;
 mod webhook;

@@ -20,7 +20,7 @@
 //! `CHAOS_SEED=<seed> CHAOS_SEEDS=1`. The schedule is fixed by the seed;
 //! the interleaving with the real clock and HTTP is not.
 
-mod gate;
+pub(crate) mod gate;
 mod handlers;
 mod leader;
 mod schedule;

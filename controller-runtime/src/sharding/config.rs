@@ -1,0 +1,247 @@
+//! Sharding settings: which ring a replica joins, under which identity, and
+//! how fast its shard Lease is renewed and judged expired.
+//!
+//! The timing rules are leader election's (lease > renew deadline > 1.2 x
+//! retry period) and are checked by the same code
+//! ([`LeaderElectionConfig::validate`]): a replica that cannot renew its
+//! shard Lease within the renew deadline stops reconciling before any other
+//! replica can judge the Lease expired.
+
+use std::time::Duration;
+
+use crate::leaderelection::{
+    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElectionConfig,
+};
+
+use super::ring::Ring;
+
+/// Errors of sharding settings.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A setting breaks a rule.
+    #[error("invalid sharding config: {reason}")]
+    Invalid {
+        /// Which rule and which values.
+        reason: String,
+    },
+}
+
+/// An identity unique to this process, valid as a Lease name: the
+/// `HOSTNAME` (the pod name in a cluster), lower-cased, followed by a random
+/// suffix. Each process gets a new one, so a restarted replica joins the
+/// ring as a new member and never inherits a shard its predecessor was
+/// handing over.
+///
+/// ```
+/// let a = controller_runtime::sharding::config::default_shard_identity();
+/// assert_ne!(a, controller_runtime::sharding::config::default_shard_identity());
+/// assert!(a.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.'));
+/// ```
+pub fn default_shard_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .map(|h| dns_safe(&h))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "replica".to_string());
+    let suffix: u32 = rand::random();
+    let mut host = host;
+    host.truncate(200);
+    format!("{host}-{suffix:08x}")
+}
+
+fn dns_safe(s: &str) -> String {
+    let lowered: String = s
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    lowered
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_string()
+}
+
+/// Which ring to join, as whom, and how fast; see the [module
+/// documentation](self).
+///
+/// ```
+/// use std::time::Duration;
+/// use controller_runtime::sharding::config::ShardingConfig;
+/// let cfg = ShardingConfig::new("operators", "widgets").identity("replica-a");
+/// assert!(cfg.validate().is_ok());
+/// assert_eq!(cfg.shard_lease_name(), "replica-a");
+/// assert_eq!(cfg.ring_state_name(), "widgets-sharding-ring");
+/// let bad = cfg.clone().renew_deadline(Duration::from_secs(30));
+/// assert!(bad.validate().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct ShardingConfig {
+    /// Namespace of the shard Leases, the ring's state and the sharder's
+    /// Lease.
+    pub namespace: String,
+    /// The ring's name: the value of the ring label on its shard Leases.
+    pub ring: String,
+    /// This replica's identity: the name of its shard Lease.
+    pub identity: String,
+    /// How long a shard Lease lasts without renewal, judged by each
+    /// replica's clock from when it saw the Lease change.
+    pub lease_duration: Duration,
+    /// How long a replica keeps retrying a renewal before it stops
+    /// reconciling and leaves.
+    pub renew_deadline: Duration,
+    /// Wait between two renewals.
+    pub retry_period: Duration,
+    /// Points per member on the ring.
+    pub virtual_nodes: u32,
+}
+
+impl ShardingConfig {
+    /// Ring `ring` in `namespace`, as [`default_shard_identity`], with the
+    /// leader-election defaults (15 s lease, 10 s renew deadline, 2 s retry).
+    pub fn new(namespace: impl Into<String>, ring: impl Into<String>) -> Self {
+        ShardingConfig {
+            namespace: namespace.into(),
+            ring: ring.into(),
+            identity: default_shard_identity(),
+            lease_duration: DEFAULT_LEASE_DURATION,
+            renew_deadline: DEFAULT_RENEW_DEADLINE,
+            retry_period: DEFAULT_RETRY_PERIOD,
+            virtual_nodes: Ring::DEFAULT_VIRTUAL_NODES,
+        }
+    }
+
+    /// Sets this replica's identity (unique per process).
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = identity.into();
+        self
+    }
+
+    /// Sets the lease duration.
+    pub fn lease_duration(mut self, d: Duration) -> Self {
+        self.lease_duration = d;
+        self
+    }
+
+    /// Sets the renew deadline.
+    pub fn renew_deadline(mut self, d: Duration) -> Self {
+        self.renew_deadline = d;
+        self
+    }
+
+    /// Sets the retry period.
+    pub fn retry_period(mut self, d: Duration) -> Self {
+        self.retry_period = d;
+        self
+    }
+
+    /// Sets the virtual nodes per member.
+    pub fn virtual_nodes(mut self, n: u32) -> Self {
+        self.virtual_nodes = n;
+        self
+    }
+
+    /// The name of this replica's shard Lease (its identity).
+    pub fn shard_lease_name(&self) -> &str {
+        &self.identity
+    }
+
+    /// The name of the Lease holding the ring's state (epoch and members).
+    pub fn ring_state_name(&self) -> String {
+        format!("{}-sharding-ring", self.ring)
+    }
+
+    /// The name of the Lease the sharder is elected on.
+    pub fn sharder_lease_name(&self) -> String {
+        format!("{}-sharding-leader", self.ring)
+    }
+
+    /// The leader-election settings of the sharder's Lease (same timing and
+    /// identity).
+    pub fn sharder_election(&self) -> LeaderElectionConfig {
+        LeaderElectionConfig::new(&self.namespace, self.sharder_lease_name(), &self.identity)
+            .lease_duration(self.lease_duration)
+            .renew_deadline(self.renew_deadline)
+            .retry_period(self.retry_period)
+    }
+
+    /// The lease duration as written to `spec.leaseDurationSeconds`: whole
+    /// seconds, rounded up, at least 1.
+    pub fn lease_duration_seconds(&self) -> i32 {
+        let secs = self.lease_duration.as_secs_f64().ceil();
+        if secs >= f64::from(i32::MAX) {
+            i32::MAX
+        } else {
+            (secs as i32).max(1)
+        }
+    }
+
+    /// Checks the timing rules, and that names are valid Lease names.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.sharder_election()
+            .validate()
+            .map_err(|e| ConfigError::Invalid {
+                reason: e.to_string(),
+            })?;
+        let lease_name_ok = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 253
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+                && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+        };
+        if !lease_name_ok(&self.identity) {
+            return Err(ConfigError::Invalid {
+                reason: format!("identity {:?} is not a valid Lease name", self.identity),
+            });
+        }
+        if !lease_name_ok(&self.ring) || self.ring.len() > 63 {
+            return Err(ConfigError::Invalid {
+                reason: format!(
+                    "ring {:?} must be a valid label value and Lease name",
+                    self.ring
+                ),
+            });
+        }
+        if self.lease_duration < Duration::from_secs(1) {
+            return Err(ConfigError::Invalid {
+                reason: "lease duration must be at least 1 s (Leases count whole seconds)".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_are_lease_names() {
+        assert_eq!(dns_safe("Pod_Name.1"), "pod-name.1");
+        assert_eq!(dns_safe("__"), "");
+        let cfg = ShardingConfig::new("ns", "ring");
+        assert!(cfg.validate().is_ok(), "{cfg:?}");
+        assert!(cfg.clone().identity("Bad_Name").validate().is_err());
+        assert!(cfg.clone().identity("").validate().is_err());
+        assert!(
+            cfg.clone()
+                .lease_duration(Duration::from_millis(900))
+                .renew_deadline(Duration::from_millis(600))
+                .retry_period(Duration::from_millis(200))
+                .validate()
+                .is_err()
+        );
+        assert_eq!(
+            cfg.lease_duration(Duration::from_millis(1500))
+                .lease_duration_seconds(),
+            2
+        );
+    }
+}

@@ -1,0 +1,526 @@
+//! Membership: this replica's shard Lease, its view of the ring, and (when
+//! elected) the sharder that moves the ring from epoch to epoch.
+//!
+//! One [`Membership`] per replica and ring. [`Membership::run`]:
+//!
+//! - creates the shard Lease named after the identity, labelled with the
+//!   ring's name, and renews it every retry period as leader election
+//!   renews its Lease; each write also carries the epoch this replica
+//!   acknowledges (the oldest epoch its sharded controllers have all
+//!   adopted and drained, see [`AckHandle`]). A replica that cannot renew
+//!   within the renew deadline is *fenced*: [`Membership::fence`] fires (its
+//!   controllers stop admitting keys and abort what is in flight) and `run`
+//!   returns [`MembershipError::LostLease`], before any other replica can
+//!   judge the Lease expired (the deadline is shorter than the duration);
+//! - watches the ring's Leases (an informer with a label selector on the
+//!   ring label) and publishes a [`RingView`] (epoch, members, acks) to
+//!   [`Membership::subscribe`]rs;
+//! - competes for the sharder Lease (leader election, [`crate::leaderelection`]);
+//!   while it leads, it writes a new epoch to the ring-state Lease whenever
+//!   the live shard Leases differ from the members: live Leases join, and a
+//!   member leaves once its Lease has not changed for its duration (by this
+//!   replica's clock, confirmed by a fresh GET, so a stalled watch never
+//!   removes a live member) or is gone;
+//! - on stop (after the manager has drained the controllers) deletes its
+//!   shard Lease, so the others take its keys at once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use informer_core::factory::{InformerOptions, SharedInformerFactory};
+use informer_core::key::ObjectOrTombstone;
+use informer_core::shared_informer::{ResourceEventHandler, SharedIndexInformer};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube_client::Api;
+use kube_client::api::{DeleteParams, PostParams, Preconditions};
+use parking_lot::Mutex;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{ConfigError, ShardingConfig};
+use super::coordinator;
+use super::ring::Ring;
+use super::view::{
+    ACK_ANNOTATION, Observations, RING_LABEL, ROLE_LABEL, ROLE_SHARD, RingView, acked_epoch,
+    is_ring_state, is_shard, ring_state,
+};
+
+/// Errors of shard membership.
+#[derive(Debug, thiserror::Error)]
+pub enum MembershipError {
+    /// The settings break a rule.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// This replica could not renew its shard Lease within the renew
+    /// deadline: it stopped reconciling and left the ring.
+    #[error("{identity} lost its shard lease: {reason}")]
+    LostLease {
+        /// This replica.
+        identity: String,
+        /// Why.
+        reason: String,
+    },
+    /// Another writer changed the Lease twice while this replica wrote it.
+    #[error("lease {lease} kept changing under this replica's writes (conflict)")]
+    Conflict {
+        /// The Lease's name.
+        lease: String,
+    },
+    /// A request to the API server failed.
+    #[error("{op} of lease {lease} failed: {source}")]
+    Api {
+        /// get, create, update or delete.
+        op: &'static str,
+        /// The Lease's name.
+        lease: String,
+        /// The client error.
+        #[source]
+        source: kube_client::Error,
+    },
+}
+
+/// One acknowledging party (a sharded controller): the epoch it has adopted
+/// and drained. The replica acknowledges the oldest epoch over all of them.
+#[derive(Debug)]
+pub struct AckHandle {
+    slot: Arc<AtomicU64>,
+    changed: Arc<Notify>,
+}
+
+impl AckHandle {
+    /// A handle tied to no membership (for tests and custom memberships).
+    ///
+    /// ```
+    /// let ack = controller_runtime::sharding::membership::AckHandle::detached();
+    /// ack.acknowledge(3);
+    /// ack.acknowledge(2); // never goes back
+    /// assert_eq!(ack.acknowledged(), 3);
+    /// ```
+    pub fn detached() -> AckHandle {
+        AckHandle {
+            slot: Arc::new(AtomicU64::new(0)),
+            changed: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Reports that everything this party runs belongs to `epoch`'s
+    /// assignment (and asks for a renewal that publishes it).
+    pub fn acknowledge(&self, epoch: u64) {
+        if self.slot.fetch_max(epoch, Ordering::AcqRel) < epoch {
+            self.changed.notify_one();
+        }
+    }
+
+    /// The epoch acknowledged so far.
+    pub fn acknowledged(&self) -> u64 {
+        self.slot.load(Ordering::Acquire)
+    }
+}
+
+struct Inner {
+    config: ShardingConfig,
+    leases: Api<Lease>,
+    client: kube_client::Client,
+    view: watch::Sender<RingView>,
+    acks: Mutex<Vec<Weak<AtomicU64>>>,
+    ack_changed: Arc<Notify>,
+    fence: CancellationToken,
+    observations: Mutex<Observations>,
+    sharder: AtomicBool,
+    renewals: AtomicU64,
+}
+
+/// A replica's membership in one ring; see the [module documentation](self).
+/// Cheap to clone; clones share state.
+///
+/// ```no_run
+/// use controller_runtime::sharding::config::ShardingConfig;
+/// use controller_runtime::sharding::membership::Membership;
+/// # async fn demo(client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// let membership = Membership::new(client, ShardingConfig::new("default", "widgets"))?;
+/// let mut view = membership.subscribe();
+/// let stop = tokio_util::sync::CancellationToken::new();
+/// tokio::spawn({ let (m, stop) = (membership.clone(), stop.clone()); async move { m.run(stop).await } });
+/// view.wait_for(|v| v.settled() && v.ring.contains(membership.identity())).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Membership {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Membership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Membership")
+            .field("config", &self.inner.config)
+            .field("view", &*self.inner.view.borrow())
+            .finish()
+    }
+}
+
+/// Wakes the view loop on every change of a ring Lease.
+struct Changed(watch::Sender<u64>);
+
+impl ResourceEventHandler<Lease> for Changed {
+    fn on_add(&self, _: Arc<Lease>, _: bool) {
+        self.0.send_modify(|n| *n += 1);
+    }
+    fn on_update(&self, _: Arc<Lease>, _: Arc<Lease>) {
+        self.0.send_modify(|n| *n += 1);
+    }
+    fn on_delete(&self, _: ObjectOrTombstone<Lease>) {
+        self.0.send_modify(|n| *n += 1);
+    }
+}
+
+impl Membership {
+    /// A membership in `config`'s ring through `client`.
+    pub fn new(
+        client: kube_client::Client,
+        config: ShardingConfig,
+    ) -> Result<Membership, MembershipError> {
+        config.validate()?;
+        let (view, _) = watch::channel(RingView::default());
+        Ok(Membership {
+            inner: Arc::new(Inner {
+                leases: Api::namespaced(client.clone(), &config.namespace),
+                client,
+                config,
+                view,
+                acks: Mutex::new(Vec::new()),
+                ack_changed: Arc::new(Notify::new()),
+                fence: CancellationToken::new(),
+                observations: Mutex::new(Observations::default()),
+                sharder: AtomicBool::new(false),
+                renewals: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// This replica's identity (its shard Lease's name and ring member name).
+    pub fn identity(&self) -> &str {
+        &self.inner.config.identity
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ShardingConfig {
+        &self.inner.config
+    }
+
+    /// A receiver of this replica's view of the ring.
+    pub fn subscribe(&self) -> watch::Receiver<RingView> {
+        self.inner.view.subscribe()
+    }
+
+    /// The view now.
+    pub fn view(&self) -> RingView {
+        self.inner.view.borrow().clone()
+    }
+
+    /// Fires when this replica must stop reconciling at once: its shard
+    /// Lease could not be renewed in time.
+    pub fn fence(&self) -> CancellationToken {
+        self.inner.fence.clone()
+    }
+
+    /// Whether this replica is the ring's sharder now.
+    pub fn is_sharder(&self) -> bool {
+        self.inner.sharder.load(Ordering::Acquire)
+    }
+
+    /// Successful renewals of the shard Lease so far.
+    pub fn renewals(&self) -> u64 {
+        self.inner.renewals.load(Ordering::Relaxed)
+    }
+
+    /// A new acknowledging party; the replica's acknowledged epoch is the
+    /// oldest over all live handles.
+    pub fn ack_handle(&self) -> AckHandle {
+        let slot = Arc::new(AtomicU64::new(0));
+        self.inner.acks.lock().push(Arc::downgrade(&slot));
+        AckHandle {
+            slot,
+            changed: Arc::clone(&self.inner.ack_changed),
+        }
+    }
+
+    /// The epoch this replica acknowledges now.
+    pub fn acknowledged(&self) -> u64 {
+        let mut acks = self.inner.acks.lock();
+        acks.retain(|w| w.strong_count() > 0);
+        let oldest = acks
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|s| s.load(Ordering::Acquire))
+            .min();
+        oldest.unwrap_or_else(|| self.inner.view.borrow().epoch)
+    }
+
+    /// Joins the ring and stays in it until `stop` fires (then leaves) or the
+    /// shard Lease is lost (then fences and returns
+    /// [`MembershipError::LostLease`]).
+    pub async fn run(&self, stop: CancellationToken) -> Result<(), MembershipError> {
+        let cfg = &self.inner.config;
+        let factory = SharedInformerFactory::builder(self.inner.client.clone()).build();
+        let informer: SharedIndexInformer<Lease> = factory.namespaced_informer_with(
+            &cfg.namespace,
+            InformerOptions::new().label_selector(format!("{RING_LABEL}={}", cfg.ring)),
+        );
+        let (changed, changes) = watch::channel(0u64);
+        // The informer is fresh and not stopped: registering cannot fail.
+        let _registration = informer.add_event_handler(Changed(changed)).ok();
+        factory.start();
+        let election_stop = CancellationToken::new();
+        let (election, leading) = coordinator::elect(self, election_stop.clone());
+        let result = tokio::select! {
+            () = stop.cancelled() => Ok(()),
+            lost = self.renew_loop(&stop) => lost,
+            () = self.view_loop(&informer, changes.clone()) => Ok(()),
+            () = coordinator::run(self, &informer, changes, leading) => Ok(()),
+        };
+        self.set_sharder(false);
+        election_stop.cancel();
+        match &result {
+            Err(error) => {
+                self.inner.fence.cancel();
+                tracing::error!(%error, ring = %cfg.ring, "left the ring: shard lease lost");
+            }
+            Ok(()) => self.leave().await,
+        }
+        factory.shutdown().await;
+        // The sharder's election releases its Lease when it led.
+        let limit = self.inner.config.renew_deadline;
+        if tokio::time::timeout(limit, election).await.is_err() {
+            tracing::warn!(ring = %self.inner.config.ring, "sharder election did not stop in time");
+        }
+        result
+    }
+
+    /// Deletes the shard Lease (only when it is still ours as last written).
+    async fn leave(&self) {
+        self.inner.fence.cancel();
+        let name = self.inner.config.shard_lease_name();
+        let rv = match self.inner.leases.get_opt(name).await {
+            Ok(Some(l)) => l.metadata.resource_version,
+            _ => return,
+        };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: rv,
+                uid: None,
+            }),
+            ..Default::default()
+        };
+        match self.inner.leases.delete(name, &params).await {
+            Ok(_) => tracing::info!(identity = %name, "left the ring: shard lease deleted"),
+            Err(error) => tracing::warn!(%error, identity = %name, "leaving the ring"),
+        }
+    }
+
+    fn shard_lease(&self, current: Option<Lease>) -> Lease {
+        let cfg = &self.inner.config;
+        let mut lease = current.unwrap_or_else(|| Lease {
+            metadata: ObjectMeta {
+                name: Some(cfg.identity.clone()),
+                namespace: Some(cfg.namespace.clone()),
+                labels: Some(BTreeMap::from([
+                    (RING_LABEL.to_string(), cfg.ring.clone()),
+                    (ROLE_LABEL.to_string(), ROLE_SHARD.to_string()),
+                ])),
+                ..Default::default()
+            },
+            spec: None,
+        });
+        let now = MicroTime(jiff::Timestamp::now());
+        let mut spec = lease.spec.take().unwrap_or_else(|| LeaseSpec {
+            acquire_time: Some(now.clone()),
+            lease_transitions: Some(0),
+            ..Default::default()
+        });
+        spec.holder_identity = Some(cfg.identity.clone());
+        spec.lease_duration_seconds = Some(cfg.lease_duration_seconds());
+        spec.renew_time = Some(now);
+        lease.spec = Some(spec);
+        lease
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ACK_ANNOTATION.to_string(), self.acknowledged().to_string());
+        lease
+    }
+
+    /// One write of the shard Lease: create it, or replace our last copy
+    /// (a conflict re-reads it and writes again once).
+    async fn write_lease(&self, current: &mut Option<Lease>) -> Result<(), MembershipError> {
+        let name = self.inner.config.shard_lease_name().to_string();
+        let api_err = |op, source| MembershipError::Api {
+            op,
+            lease: name.clone(),
+            source,
+        };
+        for _ in 0..2 {
+            let result = match current.clone() {
+                None => {
+                    self.inner
+                        .leases
+                        .create(&PostParams::default(), &self.shard_lease(None))
+                        .await
+                }
+                Some(lease) => {
+                    self.inner
+                        .leases
+                        .replace(
+                            &name,
+                            &PostParams::default(),
+                            &self.shard_lease(Some(lease)),
+                        )
+                        .await
+                }
+            };
+            match result {
+                Ok(written) => {
+                    *current = Some(written);
+                    return Ok(());
+                }
+                Err(kube_client::Error::Api(s)) if s.code == 409 => {
+                    *current = self
+                        .inner
+                        .leases
+                        .get_opt(&name)
+                        .await
+                        .map_err(|e| api_err("get", e))?;
+                }
+                Err(e) => return Err(api_err("write", e)),
+            }
+        }
+        Err(MembershipError::Conflict { lease: name })
+    }
+
+    /// Writes the shard Lease every retry period, and at once when the
+    /// acknowledged epoch grows. Returns only when the Lease is lost.
+    async fn renew_loop(&self, stop: &CancellationToken) -> Result<(), MembershipError> {
+        let cfg = &self.inner.config;
+        let mut current: Option<Lease> = None;
+        // Joining: nothing is owned before the first write, so failures
+        // only delay the join.
+        loop {
+            match self.write_lease(&mut current).await {
+                Ok(()) => break,
+                Err(error) => tracing::warn!(%error, "joining the ring"),
+            }
+            tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                () = tokio::time::sleep(cfg.retry_period) => {}
+            }
+        }
+        self.inner.renewals.fetch_add(1, Ordering::Relaxed);
+        let mut last_renew = Instant::now();
+        let mut published = self.acknowledged();
+        let mut next = last_renew + cfg.retry_period;
+        loop {
+            let deadline = last_renew + cfg.renew_deadline;
+            if self.acknowledged() == published {
+                tokio::select! {
+                    () = tokio::time::sleep_until(next.min(deadline)) => {}
+                    () = self.inner.ack_changed.notified() => {}
+                }
+            }
+            let started = Instant::now();
+            published = self.acknowledged();
+            match tokio::time::timeout_at(deadline, self.write_lease(&mut current)).await {
+                Ok(Ok(())) => {
+                    self.inner.renewals.fetch_add(1, Ordering::Relaxed);
+                    last_renew = started;
+                    next = started + cfg.retry_period;
+                    continue;
+                }
+                Ok(Err(error)) => tracing::warn!(%error, "renewing the shard lease"),
+                Err(_) => {}
+            }
+            if Instant::now() >= deadline {
+                self.inner.fence.cancel();
+                return Err(MembershipError::LostLease {
+                    identity: cfg.identity.clone(),
+                    reason: format!(
+                        "no successful renewal within the renew deadline ({:?})",
+                        cfg.renew_deadline
+                    ),
+                });
+            }
+            next = (started + cfg.retry_period / 4).min(deadline);
+        }
+    }
+
+    /// Recomputes the view whenever a ring Lease changes.
+    async fn view_loop(
+        &self,
+        informer: &SharedIndexInformer<Lease>,
+        mut changes: watch::Receiver<u64>,
+    ) {
+        loop {
+            self.refresh_view(informer);
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Reads the ring's Leases from the cache into the view and the
+    /// observations.
+    pub(super) fn refresh_view(&self, informer: &SharedIndexInformer<Lease>) {
+        let now = Instant::now();
+        let leases = informer.indexer().list();
+        let mut names = BTreeSet::new();
+        let mut acks = BTreeMap::new();
+        let mut state: Option<(u64, Vec<String>)> = None;
+        {
+            let mut obs = self.inner.observations.lock();
+            for lease in &leases {
+                let Some(name) = lease.metadata.name.clone() else {
+                    continue;
+                };
+                if is_ring_state(lease) && name == self.inner.config.ring_state_name() {
+                    state = Some(ring_state(lease));
+                } else if is_shard(lease) {
+                    obs.observe(lease, now);
+                    acks.insert(name.clone(), acked_epoch(lease));
+                    names.insert(name);
+                }
+            }
+            obs.retain(&names);
+        }
+        let vnodes = self.inner.config.virtual_nodes;
+        self.inner.view.send_if_modified(|view| {
+            let mut next = view.clone();
+            next.acks = acks;
+            if let Some((epoch, members)) = state
+                && epoch > view.epoch
+            {
+                next.epoch = epoch;
+                next.ring = Ring::with_virtual_nodes(members, vnodes);
+            }
+            let changed = next != *view;
+            *view = next;
+            changed
+        });
+    }
+
+    pub(super) fn leases(&self) -> &Api<Lease> {
+        &self.inner.leases
+    }
+
+    pub(super) fn observations(&self) -> &Mutex<Observations> {
+        &self.inner.observations
+    }
+
+    pub(super) fn set_sharder(&self, leading: bool) {
+        self.inner.sharder.store(leading, Ordering::Release);
+    }
+
+    pub(super) fn client(&self) -> &kube_client::Client {
+        &self.inner.client
+    }
+}

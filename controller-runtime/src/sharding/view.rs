@@ -1,0 +1,274 @@
+//! What a replica knows of its ring: the current epoch and its members (from
+//! the ring-state Lease), each member's acknowledged epoch (from its shard
+//! Lease), and when each shard Lease was last seen to change, by this
+//! replica's clock.
+//!
+//! Everything here is computed from Lease objects; nothing here talks to the
+//! API server. The expiry rule is leader election's: a Lease expires
+//! `leaseDurationSeconds` after this replica *saw* it change (the local time
+//! when its change arrived), never by comparing the writer's clock with ours.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use tokio::time::Instant;
+
+use super::ring::Ring;
+
+/// Label on every Lease of a ring; its value is the ring's name.
+pub const RING_LABEL: &str = "sharding.informer-rs.io/ring";
+/// Label telling a shard Lease (`shard`) from the ring's state (`ring`).
+pub const ROLE_LABEL: &str = "sharding.informer-rs.io/role";
+/// [`ROLE_LABEL`] value of a replica's shard Lease.
+pub const ROLE_SHARD: &str = "shard";
+/// [`ROLE_LABEL`] value of the ring-state Lease.
+pub const ROLE_RING: &str = "ring";
+/// Annotation of a shard Lease: the newest epoch this replica has adopted
+/// and drained (it reconciles nothing the epoch does not give it).
+pub const ACK_ANNOTATION: &str = "sharding.informer-rs.io/acked-epoch";
+/// Annotation of the ring-state Lease: the epoch, incremented by the
+/// sharder whenever the members change.
+pub const EPOCH_ANNOTATION: &str = "sharding.informer-rs.io/epoch";
+/// Annotation of the ring-state Lease: the members, comma-separated.
+pub const MEMBERS_ANNOTATION: &str = "sharding.informer-rs.io/members";
+
+/// One replica's view of the ring at a moment.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use controller_runtime::sharding::ring::Ring;
+/// use controller_runtime::sharding::view::RingView;
+/// let view = RingView {
+///     epoch: 3,
+///     ring: Ring::new(["a", "b"]),
+///     acks: BTreeMap::from([("a".to_string(), 3), ("b".to_string(), 2)]),
+/// };
+/// assert!(!view.settled()); // b has not acknowledged epoch 3 yet
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RingView {
+    /// The ring-state epoch (0: no ring state yet, nobody owns anything).
+    pub epoch: u64,
+    /// The members of this epoch.
+    pub ring: Ring,
+    /// The epoch each replica has acknowledged, from the shard Leases.
+    pub acks: BTreeMap<String, u64>,
+}
+
+impl RingView {
+    /// Whether every member of this epoch has acknowledged it (or a later
+    /// one): then no replica reconciles by an older epoch any more.
+    pub fn settled(&self) -> bool {
+        self.epoch > 0
+            && self
+                .ring
+                .members()
+                .iter()
+                .all(|m| self.acks.get(m).is_some_and(|a| *a >= self.epoch))
+    }
+}
+
+/// The epoch and members a ring-state Lease records (epoch 0 and no member
+/// when the annotations are missing or unreadable).
+pub fn ring_state(lease: &Lease) -> (u64, Vec<String>) {
+    let annotations = lease.metadata.annotations.as_ref();
+    let epoch = annotations
+        .and_then(|a| a.get(EPOCH_ANNOTATION))
+        .and_then(|e| e.parse().ok())
+        .unwrap_or(0);
+    let members = annotations
+        .and_then(|a| a.get(MEMBERS_ANNOTATION))
+        .map(|m| {
+            m.split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    (epoch, members)
+}
+
+/// The epoch a shard Lease acknowledges (0 when none).
+pub fn acked_epoch(lease: &Lease) -> u64 {
+    lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ACK_ANNOTATION))
+        .and_then(|e| e.parse().ok())
+        .unwrap_or(0)
+}
+
+fn role(lease: &Lease) -> Option<&str> {
+    lease
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(ROLE_LABEL))
+        .map(String::as_str)
+}
+
+/// Whether `lease` is a shard Lease.
+pub fn is_shard(lease: &Lease) -> bool {
+    role(lease) == Some(ROLE_SHARD)
+}
+
+/// Whether `lease` is a ring-state Lease.
+pub fn is_ring_state(lease: &Lease) -> bool {
+    role(lease) == Some(ROLE_RING)
+}
+
+/// The part of a shard Lease whose change proves its holder alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pulse {
+    holder: Option<String>,
+    renew: Option<MicroTime>,
+    duration_secs: Option<i32>,
+}
+
+impl Pulse {
+    fn of(lease: &Lease) -> Pulse {
+        let spec = lease.spec.as_ref();
+        Pulse {
+            holder: spec
+                .and_then(|s| s.holder_identity.clone())
+                .filter(|h| !h.is_empty()),
+            renew: spec.and_then(|s| s.renew_time.clone()),
+            duration_secs: spec.and_then(|s| s.lease_duration_seconds),
+        }
+    }
+}
+
+impl Pulse {
+    fn duration(&self, fallback: Duration) -> Duration {
+        self.duration_secs
+            .filter(|s| *s > 0)
+            .map(|s| Duration::from_secs(u64::from(s.unsigned_abs())))
+            .unwrap_or(fallback)
+    }
+}
+
+/// When each shard Lease was last seen to change, by the local clock.
+#[derive(Debug, Default)]
+pub struct Observations {
+    seen: HashMap<String, (Pulse, Instant)>,
+}
+
+impl Observations {
+    /// Records the Lease as seen at `now` (keeps the earlier time when its
+    /// holder, renew time and duration did not change).
+    pub fn observe(&mut self, lease: &Lease, now: Instant) {
+        let Some(name) = lease.metadata.name.clone() else {
+            return;
+        };
+        let pulse = Pulse::of(lease);
+        match self.seen.get(&name) {
+            Some((p, _)) if *p == pulse => {}
+            _ => {
+                self.seen.insert(name, (pulse, now));
+            }
+        }
+    }
+
+    /// Forgets Leases not in `names` (deleted).
+    pub fn retain(&mut self, names: &BTreeSet<String>) {
+        self.seen.retain(|n, _| names.contains(n));
+    }
+
+    /// Whether `name`'s Lease is held and was seen to change within its
+    /// duration (or `fallback` when it names none) before `now`.
+    pub fn is_live(&self, name: &str, now: Instant, fallback: Duration) -> bool {
+        self.seen.get(name).is_some_and(|(pulse, at)| {
+            pulse.holder.is_some() && now < *at + pulse.duration(fallback)
+        })
+    }
+
+    /// How long ago `name`'s Lease expired (released Leases count from
+    /// when they were seen released); `None` while it is live or unknown.
+    pub fn expired_for(&self, name: &str, now: Instant, fallback: Duration) -> Option<Duration> {
+        let (pulse, at) = self.seen.get(name)?;
+        let duration = if pulse.holder.is_none() {
+            Duration::ZERO
+        } else {
+            pulse.duration(fallback)
+        };
+        now.checked_duration_since(*at + duration)
+    }
+
+    /// Names of the observed Leases.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.seen.keys().map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    fn shard(name: &str, renew_secs: i64, ack: u64) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(BTreeMap::from([(ROLE_LABEL.into(), ROLE_SHARD.into())])),
+                annotations: Some(BTreeMap::from([(ACK_ANNOTATION.into(), ack.to_string())])),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(name.into()),
+                lease_duration_seconds: Some(2),
+                renew_time: Some(MicroTime(
+                    jiff::Timestamp::from_second(renew_secs).unwrap_or_default(),
+                )),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_expires_its_duration_after_it_was_seen_to_change() {
+        let mut obs = Observations::default();
+        let start = Instant::now();
+        obs.observe(&shard("a", 100, 0), start);
+        let fallback = Duration::from_secs(15);
+        assert!(obs.is_live("a", start + Duration::from_millis(1999), fallback));
+        // The same renewal seen again later does not extend it.
+        obs.observe(&shard("a", 100, 1), start + Duration::from_secs(1));
+        assert!(!obs.is_live("a", start + Duration::from_secs(2), fallback));
+        // A renewal does, from when it was seen.
+        obs.observe(&shard("a", 101, 1), start + Duration::from_secs(3));
+        assert!(obs.is_live("a", start + Duration::from_millis(4999), fallback));
+        assert!(!obs.is_live("b", start, fallback));
+        obs.retain(&BTreeSet::new());
+        assert!(!obs.is_live("a", start + Duration::from_secs(3), fallback));
+    }
+
+    #[test]
+    fn ring_state_and_acks_parse_and_settle() {
+        let mut state = Lease::default();
+        assert_eq!(ring_state(&state), (0, vec![]));
+        state.metadata.annotations = Some(BTreeMap::from([
+            (EPOCH_ANNOTATION.into(), "7".into()),
+            (MEMBERS_ANNOTATION.into(), "b,a,".into()),
+        ]));
+        let (epoch, members) = ring_state(&state);
+        assert_eq!((epoch, members.clone()), (7, vec!["b".into(), "a".into()]));
+        assert_eq!(acked_epoch(&shard("a", 1, 7)), 7);
+        assert!(is_shard(&shard("a", 1, 7)) && !is_ring_state(&shard("a", 1, 7)));
+        let mut view = RingView {
+            epoch,
+            ring: Ring::new(members),
+            acks: BTreeMap::from([("a".into(), 7), ("b".into(), 6)]),
+        };
+        assert!(!view.settled());
+        view.acks.insert("b".into(), 8);
+        assert!(view.settled());
+        assert!(!RingView::default().settled());
+    }
+}
