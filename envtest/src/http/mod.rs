@@ -9,6 +9,7 @@ pub mod admin;
 pub mod admission;
 pub mod auth_review;
 pub mod authz;
+pub mod conversion;
 pub mod crud;
 pub mod discovery;
 pub mod early_errors;

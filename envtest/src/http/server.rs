@@ -269,12 +269,12 @@ async fn dispatch(
     let collection = t.name.is_none();
     match (&r.method, collection) {
         (&Method::GET, true) if r.query.flag("watch") => watch::serve(srv, t, r),
-        (&Method::GET, true) => crud::list(srv, t, r),
+        (&Method::GET, true) => crud::list(srv, t, r).await,
         (m, false) if t.sub.as_deref() == Some("scale") => crud::scale(srv, t, r, m),
         (&Method::GET, false) if t.sub.is_none() && r.query.flag("watch") => {
             watch::serve(srv, t, r)
         }
-        (&Method::GET, false) => crud::get(srv, t, r),
+        (&Method::GET, false) => crud::get(srv, t, r).await,
         (&Method::POST, true) => crud::create(srv, t, r).await,
         (&Method::PUT, false) => crud::update(srv, t, r).await,
         (&Method::PATCH, false) => crud::patch(srv, t, r).await,

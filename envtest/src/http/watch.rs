@@ -179,7 +179,22 @@ impl Watcher {
         }
     }
 
-    fn line(&self, kind: &str, obj: &StoredObject, natural: Option<&Event>) -> Bytes {
+    /// The event line of `obj` for this watcher: converted to its version
+    /// by the CRD's conversion webhook when stored in another (an error
+    /// ends the watch).
+    async fn line(
+        &self,
+        kind: &str,
+        obj: &Arc<StoredObject>,
+        natural: Option<&Event>,
+    ) -> Result<Bytes, ApiError> {
+        let shown =
+            crate::http::conversion::present_one(&self.srv, &self.info, obj.clone()).await?;
+        let natural = natural.filter(|_| Arc::ptr_eq(&shown, obj));
+        Ok(self.line_of(kind, &shown, natural))
+    }
+
+    fn line_of(&self, kind: &str, obj: &StoredObject, natural: Option<&Event>) -> Bytes {
         if self.table {
             let mut v = crate::resources::table::table_value(&self.info, &obj.value);
             if let Some(rows) = v["rows"].as_array_mut() {
@@ -212,7 +227,7 @@ impl Watcher {
     }
 
     /// Translate a storage event for this watcher's selection.
-    fn translate(&self, ev: &Event) -> Option<Bytes> {
+    async fn translate(&self, ev: &Event) -> Option<Result<Bytes, ApiError>> {
         let now = self.filter.matches(&self.info, &ev.object.value);
         let before = ev
             .prev
@@ -226,7 +241,7 @@ impl Watcher {
             EventType::Modified if before => "DELETED",
             _ => return None,
         };
-        Some(self.line(kind, &ev.object, Some(ev)))
+        Some(self.line(kind, &ev.object, Some(ev)).await)
     }
 
     async fn deliver(&mut self, ev: &Event) -> bool {
@@ -234,8 +249,12 @@ impl Watcher {
             return true;
         }
         self.last = ev.rev;
-        match self.translate(ev) {
-            Some(line) => self.send(line).await,
+        match self.translate(ev).await {
+            Some(Ok(line)) => self.send(line).await,
+            Some(Err(e)) => {
+                self.send(error_line(&e)).await;
+                false
+            }
             None => true,
         }
     }
@@ -250,9 +269,17 @@ impl Watcher {
     ) {
         if ctx.send_initial {
             for obj in &initial {
-                if self.filter.matches(&self.info, &obj.value)
-                    && !self.send(self.line("ADDED", obj, None)).await
-                {
+                if !self.filter.matches(&self.info, &obj.value) {
+                    continue;
+                }
+                let line = match self.line("ADDED", obj, None).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        self.send(error_line(&e)).await;
+                        return;
+                    }
+                };
+                if !self.send(line).await {
                     return;
                 }
             }

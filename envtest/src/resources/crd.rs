@@ -6,7 +6,7 @@
 
 use crate::error::ApiError;
 use crate::resources::objects::now_rfc3339;
-use crate::resources::registry::{NameRule, PrinterColumn, Registry, ResourceInfo};
+use crate::resources::registry::{Conversion, NameRule, PrinterColumn, Registry, ResourceInfo};
 use crate::storage::Txn;
 use serde_json::{Value, json};
 
@@ -230,6 +230,29 @@ pub fn register(registry: &Registry, obj: &Value) {
     for info in resources(obj) {
         registry.register(info);
     }
+    registry.set_conversion(
+        text(spec, &["group"]),
+        text(&obj["status"]["acceptedNames"], &["plural"]),
+        conversion(spec),
+    );
+}
+
+/// The webhook conversion a CRD's `spec.conversion` asks for, if any.
+fn conversion(spec: &Value) -> Option<Conversion> {
+    let c = &spec["conversion"];
+    if c["strategy"].as_str() != Some("Webhook") {
+        return None;
+    }
+    let storage_version = spec["versions"]
+        .as_array()?
+        .iter()
+        .find(|v| v["storage"] == true)
+        .and_then(|v| v["name"].as_str())?
+        .to_string();
+    Some(Conversion {
+        client_config: c["webhook"]["clientConfig"].clone(),
+        storage_version,
+    })
 }
 
 /// A CRD is gone: remove its objects and stop serving it.

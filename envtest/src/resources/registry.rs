@@ -112,11 +112,23 @@ impl ResourceInfo {
     }
 }
 
+/// How a custom resource's versions are converted, when its CRD says
+/// `spec.conversion.strategy: Webhook`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversion {
+    /// The CRD's `spec.conversion.webhook.clientConfig`.
+    pub client_config: serde_json::Value,
+    /// The version objects are stored in (`storage: true`).
+    pub storage_version: String,
+}
+
 /// The registry of servable resources (thread-safe).
 #[derive(Debug, Default)]
 pub struct Registry {
     // key: (group, version, plural)
     resources: RwLock<BTreeMap<(String, String, String), Arc<ResourceInfo>>>,
+    // key: (group, plural)
+    conversions: RwLock<BTreeMap<(String, String), Arc<Conversion>>>,
 }
 
 /// An `rbac.authorization.k8s.io/v1` kind: no status, short names or field
@@ -481,11 +493,36 @@ impl Registry {
         self.resources.write().insert(key, Arc::new(info));
     }
 
+    /// Set (or, with `None`, clear) how `group`/`plural` is converted
+    /// between versions.
+    pub fn set_conversion(&self, group: &str, plural: &str, c: Option<Conversion>) {
+        let key = (group.to_string(), plural.to_string());
+        let mut all = self.conversions.write();
+        match c {
+            Some(c) => all.insert(key, Arc::new(c)),
+            None => all.remove(&key),
+        };
+    }
+
+    /// The webhook conversion of `group`/`plural`, if its CRD has one.
+    pub fn conversion(&self, group: &str, plural: &str) -> Option<Arc<Conversion>> {
+        if group.is_empty() || !group.contains('.') {
+            return None;
+        }
+        self.conversions
+            .read()
+            .get(&(group.to_string(), plural.to_string()))
+            .cloned()
+    }
+
     /// Remove every version of `group`/`plural`.
     pub fn unregister(&self, group: &str, plural: &str) {
         self.resources
             .write()
             .retain(|(g, _, p), _| !(g == group && p == plural));
+        self.conversions
+            .write()
+            .remove(&(group.to_string(), plural.to_string()));
     }
 
     /// Look up by group, version and plural.

@@ -171,6 +171,10 @@ async fn a_mutating_webhook_patches_creates_and_updates() {
     assert_eq!(created.metadata.labels.unwrap()["mutated"], "create");
     // Mutating webhooks on create see no identity yet.
     assert!(server.last()["request"]["object"]["metadata"]["uid"].is_null());
+    // Another write moves the store's revision past the object's.
+    cms.create(&PostParams::default(), &cm("later", &[], "1"))
+        .await
+        .unwrap();
     let p = Patch::Merge(json!({"data": {"v": "2"}}));
     let patched = cms.patch("a", &PatchParams::default(), &p).await.unwrap();
     assert_eq!(patched.metadata.labels.unwrap()["mutated"], "update");

@@ -12,6 +12,7 @@ mod authz;
 mod cel;
 mod cel_checks;
 mod cel_cost;
+mod conversion_webhooks;
 mod crd;
 mod crd_install;
 mod crud;

@@ -16,9 +16,11 @@ use crate::error::ApiError;
 use crate::http::admission::Admission;
 use crate::http::admission::review::Attributes;
 use crate::http::authz::UserInfo;
+use crate::http::conversion;
 use crate::http::state::{Server, Target};
 use crate::request::Req;
 use crate::resources::objects::obj_key;
+use crate::resources::registry::ResourceInfo;
 use crate::resources::validation::{FieldCheck, FieldValidation};
 use crate::storage::{ObjKey, StoredObject, Txn};
 use serde_json::{Value, json};
@@ -192,36 +194,64 @@ pub(super) async fn create(
     if generate.take().is_some() {
         obj["metadata"]["name"] = json!(attrs.name);
     }
+    let obj = conversion::to_storage(srv, info, obj).await?;
     srv.store
         .txn(|txn| insert_new(srv, txn, info, obj, generate))
 }
 
-/// Store `new` over the object at `key` if that is still at `expected`
-/// (`Ok(None)` when another write came first).
+/// Store `new` (in `info`'s version) over the object at `key` if that is
+/// still at `expected` (`Ok(None)` when another write came first); `base`
+/// is that object in `info`'s version when it is stored in another.
+#[allow(clippy::too_many_arguments)]
 fn commit(
     srv: &Server,
     txn: &mut Txn<'_>,
     t: &Target,
+    info: &ResourceInfo,
     key: &ObjKey,
     expected: u64,
+    base: Option<&Arc<StoredObject>>,
     new: Value,
 ) -> Result<Option<Arc<StoredObject>>, ApiError> {
-    let info = &t.info;
-    let Some(old) = txn.get(&info.storage_key(), key) else {
+    let Some(current) = txn.get(&info.storage_key(), key) else {
         return Err(ApiError::not_found(&info.group, &info.plural, &key.1));
     };
-    if old.rev != expected {
+    if current.rev != expected {
         return Ok(None);
+    }
+    let old = base.unwrap_or(&current);
+    // A dry run stamps the store's revision; the check above is the
+    // precondition, so the result carries the object's own.
+    let mut new = new;
+    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.insert("resourceVersion".into(), json!(current.rev.to_string()));
     }
     let mode = UpdateMode {
         status_only: t.sub.is_some(),
         ..UpdateMode::default()
     };
-    apply_update(srv, txn, info, key, &old, new, mode).map(Some)
+    apply_update(srv, txn, info, key, old, new, mode).map(Some)
+}
+
+/// The stored object at `key` in `t`'s version, when the resource converts
+/// by webhook and it is stored in another (`None` otherwise, or when absent).
+async fn converted_old(
+    srv: &Server,
+    t: &Target,
+    key: &ObjKey,
+) -> Result<Option<Arc<StoredObject>>, ApiError> {
+    if !conversion::converts_writes(srv, &t.info) {
+        return Ok(None);
+    }
+    match srv.store.txn(|txn| txn.get(&t.info.storage_key(), key)) {
+        Some(o) => conversion::present_one(srv, &t.info, o).await.map(Some),
+        None => Ok(None),
+    }
 }
 
 /// Update (PUT, PATCH, apply, `/status`) through admission; `compute` is
-/// the write without admission.
+/// the write without admission (from a given old object, in the request's
+/// version, when the stored one is in another).
 pub(super) async fn update<F>(
     srv: &Arc<Server>,
     t: &Target,
@@ -232,7 +262,7 @@ pub(super) async fn update<F>(
     dry: bool,
 ) -> Result<(Arc<StoredObject>, u16), ApiError>
 where
-    F: Fn(&mut Txn<'_>) -> Result<Computed, ApiError>,
+    F: Fn(&mut Txn<'_>, Option<&Arc<StoredObject>>) -> Result<Computed, ApiError>,
 {
     let info = &t.info;
     let key = obj_key(
@@ -241,7 +271,10 @@ where
         t.name.as_deref().unwrap_or(""),
     );
     for _ in 0..ATTEMPTS {
-        let (old, candidate, code) = srv.store.txn_mode(true, &compute)?;
+        let given = converted_old(srv, t, &key).await?;
+        let (old, candidate, code) = srv
+            .store
+            .txn_mode(true, |txn| compute(txn, given.as_ref()))?;
         let Some(old) = old else {
             // Server-side apply of an object that does not exist: a create.
             let attrs = attributes(srv, t, r, "CREATE", None, dry);
@@ -256,7 +289,19 @@ where
         };
         let attrs = attributes(srv, t, r, "UPDATE", Some(old.value.clone()), dry);
         let mut warnings = Vec::new();
-        let outcome = admit_update(srv, t, adm, &attrs, &key, &old, candidate, &mut warnings).await;
+        let base = given.is_some().then_some(&old);
+        let outcome = admit_update(
+            srv,
+            t,
+            adm,
+            &attrs,
+            &key,
+            old.rev,
+            base,
+            candidate,
+            &mut warnings,
+        )
+        .await;
         fields.warn(&warnings);
         match outcome? {
             Some(stored) => return Ok((stored, code)),
@@ -271,7 +316,9 @@ where
     ))
 }
 
-/// One attempt of an update through admission (`Ok(None)`: raced).
+/// One attempt of an update through admission (`Ok(None)`: raced). `base`
+/// is the stored object in the request's version when it is stored in
+/// another (converted by the webhook).
 #[allow(clippy::too_many_arguments)]
 async fn admit_update(
     srv: &Arc<Server>,
@@ -279,16 +326,18 @@ async fn admit_update(
     adm: &Admission,
     attrs: &Attributes,
     key: &ObjKey,
-    old: &StoredObject,
+    expected: u64,
+    base: Option<&Arc<StoredObject>>,
     candidate: Arc<StoredObject>,
     warnings: &mut Vec<String>,
 ) -> Result<Option<Arc<StoredObject>>, ApiError> {
+    let info = &t.info;
     let mutated = adm
         .mutate(srv, attrs, candidate.value.clone(), warnings)
         .await?;
     let candidate = if mutated.changed {
         let again = srv.store.txn_mode(true, |txn| {
-            commit(srv, txn, t, key, old.rev, mutated.object)
+            commit(srv, txn, t, info, key, expected, base, mutated.object)
         })?;
         match again {
             Some(c) => c,
@@ -302,9 +351,23 @@ async fn admit_update(
     if attrs.dry_run {
         return Ok(Some(candidate));
     }
-    let value = candidate.value.clone();
+    // Stored in the storage version (converted by the webhook when the
+    // request is in another), over the object as it is stored.
+    let (storage_info, value) = match base {
+        Some(_) => {
+            let storage = conversion::of(srv, info)
+                .and_then(|c| {
+                    srv.registry
+                        .get(&info.group, &c.storage_version, &info.plural)
+                })
+                .unwrap_or_else(|| info.clone());
+            let value = conversion::to_storage(srv, info, candidate.value.clone()).await?;
+            (storage, value)
+        }
+        None => (info.clone(), candidate.value.clone()),
+    };
     srv.store
-        .txn(|txn| commit(srv, txn, t, key, old.rev, value))
+        .txn(|txn| commit(srv, txn, t, &storage_info, key, expected, None, value))
 }
 
 /// Admission of a delete of the object at `key` (none when it is gone:

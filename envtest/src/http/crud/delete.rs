@@ -242,7 +242,8 @@ pub async fn delete(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, 
             &info.plural,
         )
     })?;
-    Ok(warnings.add_warnings(json_response(200, render(outcome.object(), info))))
+    let shown = crate::http::conversion::present_one(srv, info, outcome.object().clone()).await?;
+    Ok(warnings.add_warnings(json_response(200, render(&shown, info))))
 }
 
 /// DELETE a collection (with label/field selectors).
@@ -296,7 +297,9 @@ pub async fn delete_collection(
         }
         Ok((txn.rev(), outcomes))
     })?;
-    let items: Vec<Bytes> = outcomes.iter().map(|o| render(o.object(), info)).collect();
+    let objects = outcomes.iter().map(|o| o.object().clone()).collect();
+    let objects = crate::http::conversion::present(srv, info, objects).await?;
+    let items: Vec<Bytes> = objects.iter().map(|o| render(o, info)).collect();
     let mut out = format!(
         "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rev}\"}},\"items\":[",
         info.kind,

@@ -51,7 +51,7 @@ fn check_not_too_new(srv: &Server, rv: Option<u64>) -> Result<(), ApiError> {
 }
 
 /// GET one object.
-pub fn get(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
+pub async fn get(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
     let name = t.name.as_deref().unwrap_or("");
     check_not_too_new(srv, parse_rv(r.query.get("resourceVersion"))?)?;
     let key = obj_key(&t.info, t.namespace.as_deref(), name);
@@ -59,6 +59,7 @@ pub fn get(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError>
         .store
         .txn(|txn| txn.get(&t.info.storage_key(), &key))
         .ok_or_else(|| ApiError::not_found(&t.info.group, &t.info.plural, name))?;
+    let obj = crate::http::conversion::present_one(srv, &t.info, obj).await?;
     if crate::resources::table::wants_table(r.accept()) {
         return Ok(crate::resources::table::single(&t.info, &obj));
     }
@@ -75,7 +76,7 @@ fn expired_continue(e: StorageError) -> ApiError {
 }
 
 /// LIST a collection.
-pub fn list(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
+pub async fn list(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError> {
     let info = &t.info;
     let filter = Filter::from_query(info, t.namespace.as_deref(), &r.query)?;
     let rv = parse_rv(r.query.get("resourceVersion"))?;
@@ -156,6 +157,8 @@ pub fn list(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiError
             ApiError::too_large_rv(requested, current)
         }
     })?;
+    // A page in another version than stored goes through one conversion.
+    let matched = crate::http::conversion::present(srv, info, matched).await?;
     let matched: Vec<&Arc<StoredObject>> = matched.iter().collect();
     let continue_token = match (more, &last_key) {
         (true, Some(k)) => Some(encode_continue(snap_rev, k)),

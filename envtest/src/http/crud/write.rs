@@ -12,6 +12,7 @@
 use super::delete::{after_removal, can_remove};
 use crate::error::ApiError;
 use crate::http::admission::Admission;
+use crate::http::conversion;
 use crate::http::state::{Server, Target};
 use crate::request::Req;
 use crate::resources::crd;
@@ -203,7 +204,7 @@ pub async fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, 
     let dry = r.query.dry_run()?;
     let manager = manager_of(r);
     let ns = t.namespace.as_deref();
-    let stored = match Admission::load(srv, info) {
+    let stored = match admission_of(srv, info) {
         None => {
             let (mut obj, generate) = prepare_new(info, obj, ns, &fields, &duplicate)?;
             super::apply::record_update(None, &mut obj, &manager, &info.api_version());
@@ -226,6 +227,7 @@ pub async fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, 
         }
     };
     watch_owners(srv, info, &stored, dry);
+    let stored = conversion::present_one(srv, info, stored).await?;
     Ok(fields.add_warnings(json_response(201, render(&stored, info))))
 }
 
@@ -460,9 +462,10 @@ pub async fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, 
         }
     }
     let key = obj_key(info, t.namespace.as_deref(), name);
-    let compute = |txn: &mut Txn<'_>| {
-        let old = txn
-            .get(&info.storage_key(), &key)
+    let compute = |txn: &mut Txn<'_>, given: Option<&Arc<StoredObject>>| {
+        let old = given
+            .cloned()
+            .or_else(|| txn.get(&info.storage_key(), &key))
             .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
         let mode = UpdateMode {
             status_only: t.sub.is_some(),
@@ -476,8 +479,10 @@ pub async fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, 
 }
 
 /// Run an update (`compute`: the old object, the result and the status
-/// code, under the store's lock) through admission when any is
-/// configured, and answer it.
+/// code, under the store's lock; from a given old object when the stored
+/// one is in another version) through admission when any is configured
+/// (or conversion when the request's version is not the storage version),
+/// and answer it.
 async fn finish<F>(
     srv: &Arc<Server>,
     t: &Target,
@@ -486,19 +491,27 @@ async fn finish<F>(
     compute: F,
 ) -> Result<Response, ApiError>
 where
-    F: Fn(&mut Txn<'_>) -> Result<super::admit::Computed, ApiError>,
+    F: Fn(&mut Txn<'_>, Option<&Arc<StoredObject>>) -> Result<super::admit::Computed, ApiError>,
 {
     let info = &t.info;
     let dry = r.query.dry_run()?;
-    let (stored, code) = match Admission::load(srv, info) {
+    let (stored, code) = match admission_of(srv, info) {
         None => {
-            let (_, stored, code) = srv.store.txn_mode(dry, compute)?;
+            let (_, stored, code) = srv.store.txn_mode(dry, |txn| compute(txn, None))?;
             (stored, code)
         }
         Some(adm) => super::admit::update(srv, t, r, &adm, fields, compute, dry).await?,
     };
     watch_owners(srv, info, &stored, dry);
+    let stored = conversion::present_one(srv, info, stored).await?;
     Ok(fields.add_warnings(json_response(code, render(&stored, info))))
+}
+
+/// The admission writes to `info` go through: the configured one, or none
+/// but conversion when the request's version is not the storage version.
+fn admission_of(srv: &Server, info: &ResourceInfo) -> Option<Admission> {
+    Admission::load(srv, info)
+        .or_else(|| conversion::converts_writes(srv, info).then(Admission::default))
 }
 
 /// The patch request, decoded.
@@ -588,8 +601,11 @@ pub async fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, A
         duplicate: &duplicate,
     };
     let key = obj_key(info, t.namespace.as_deref(), name);
-    let compute = |txn: &mut Txn<'_>| {
-        let Some(old) = txn.get(&info.storage_key(), &key) else {
+    let compute = |txn: &mut Txn<'_>, given: Option<&Arc<StoredObject>>| {
+        let Some(old) = given
+            .cloned()
+            .or_else(|| txn.get(&info.storage_key(), &key))
+        else {
             if kind == PatchKind::Apply && t.sub.is_none() {
                 return apply_create(srv, txn, t, name, &p).map(|s| (None, s, 201));
             }
