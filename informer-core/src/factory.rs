@@ -5,6 +5,11 @@
 //! Informers are created on first request, started by
 //! [`SharedInformerFactory::start`] (later requests need another `start`),
 //! waited on together and shut down together.
+//!
+//! Every informer starts from a streaming list (`sendInitialEvents`) with a
+//! fallback to LIST unless [`SharedInformerFactoryBuilder::streaming_list`]
+//! turns that off; [`SharedInformerFactory::metadata_informer`] and its
+//! siblings cache `PartialObjectMeta<K>` (metadata only) under their own key.
 
 use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap};
@@ -14,6 +19,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kube_client::{Api, Client};
+use kube_core::metadata::PartialObjectMeta;
 use kube_core::{NamespaceScope, Resource};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
@@ -82,14 +88,37 @@ impl InformerOptions {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct InformerKey {
     type_id: TypeId,
+    /// The Rust type's name, short (`ConfigMap`, `PartialObjectMeta<Secret>`),
+    /// so that informers of one path but different types read apart.
+    type_name: String,
     url: String,
     label_selector: Option<String>,
     field_selector: Option<String>,
 }
 
+/// `type_name` with every path shortened to its last segment.
+fn short_type_name(full: &str) -> String {
+    let mut out = String::with_capacity(full.len());
+    let mut token = String::new();
+    let flush = |token: &mut String, out: &mut String| {
+        out.push_str(token.rsplit("::").next().unwrap_or_default());
+        token.clear();
+    };
+    for c in full.chars() {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            token.push(c);
+        } else {
+            flush(&mut token, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut token, &mut out);
+    out
+}
+
 impl fmt::Display for InformerKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.url)?;
+        write!(f, "{} {}", self.type_name, self.url)?;
         if let Some(l) = &self.label_selector {
             write!(f, " labels={l}")?;
         }
@@ -137,8 +166,10 @@ struct FactoryInner {
     default_resync: Duration,
     custom_resync: HashMap<TypeId, Duration>,
     metrics: Option<Arc<dyn InformerMetrics>>,
-    /// Every informer gets the managedFields-stripping transform.
+    /// Every informer strips managedFields (after its own transform).
     strip_managed_fields: bool,
+    /// Streaming lists on or off for every informer (`None`: the informer's default, on).
+    streaming_list: Option<bool>,
     entries: Mutex<HashMap<InformerKey, Entry>>,
     shutdown: CancellationToken,
 }
@@ -187,13 +218,37 @@ pub struct SharedInformerFactoryBuilder {
     custom_resync: HashMap<TypeId, Duration>,
     metrics: Option<Arc<dyn InformerMetrics>>,
     strip_managed_fields: bool,
+    streaming_list: Option<bool>,
 }
 
 impl SharedInformerFactoryBuilder {
+    /// Whether informers get their initial state (and relists) from a
+    /// streaming list, a WATCH with `sendInitialEvents=true`, falling back to
+    /// LIST where the server refuses it (counted in
+    /// [`InformerMetrics::streaming_list_fallback`]). On unless turned off.
+    ///
+    /// ```
+    /// # async fn demo(client: kube_client::Client) {
+    /// use informer_core::factory::SharedInformerFactory;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// let factory = SharedInformerFactory::builder(client.clone()).build();
+    /// assert!(factory.informer::<Pod>().uses_streaming_list());
+    /// let listing = SharedInformerFactory::builder(client).streaming_list(false).build();
+    /// assert!(!listing.informer::<Pod>().uses_streaming_list());
+    /// # }
+    /// ```
+    pub fn streaming_list(mut self, enabled: bool) -> Self {
+        self.streaming_list = Some(enabled);
+        self
+    }
+
     /// Whether every informer of this factory clears `metadata.managedFields`
     /// from objects before caching them (off by default). managedFields are
     /// often the largest part of an object's metadata and few controllers
-    /// read them; stripping roughly halves the cache of small objects.
+    /// read them; stripping roughly halves the cache of small objects. A
+    /// transform set on one of the informers runs before the stripping,
+    /// which stays on (see
+    /// [`SharedIndexInformerBuilder::strip_managed_fields`](crate::shared_informer::SharedIndexInformerBuilder::strip_managed_fields)).
     ///
     /// ```
     /// # async fn demo(client: kube_client::Client) {
@@ -238,6 +293,7 @@ impl SharedInformerFactoryBuilder {
                 custom_resync: self.custom_resync,
                 metrics: self.metrics,
                 strip_managed_fields: self.strip_managed_fields,
+                streaming_list: self.streaming_list,
                 entries: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
             }),
@@ -273,6 +329,7 @@ impl SharedInformerFactory {
             custom_resync: HashMap::new(),
             metrics: None,
             strip_managed_fields: false,
+            streaming_list: None,
         }
     }
 
@@ -321,8 +378,53 @@ impl SharedInformerFactory {
         self.informer_for_api(api, options)
     }
 
+    /// The shared metadata-only informer of `K` across all namespaces (or
+    /// of a cluster-scoped `K`): it caches `PartialObjectMeta<K>`, asking the
+    /// server for `PartialObjectMetadata` (full objects stripped to their
+    /// metadata where it refuses). Not the same informer as
+    /// [`informer`](Self::informer) of `K`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use informer_core::factory::{InformerOptions, SharedInformerFactory};
+    /// use k8s_openapi::api::core::v1::Secret;
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO);
+    /// let secrets = factory.metadata_informer::<Secret>(InformerOptions::new());
+    /// factory.start();
+    /// factory.wait_for_cache_sync(Duration::from_secs(30)).await?;
+    /// for s in secrets.indexer().list() {
+    ///     println!("{:?}", s.metadata.name); // no `data` anywhere
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn metadata_informer<K>(
+        &self,
+        options: InformerOptions,
+    ) -> SharedIndexInformer<PartialObjectMeta<K>>
+    where
+        K: StaticResource,
+    {
+        self.informer_for_api(Api::all(self.inner.client.clone()), options)
+    }
+
+    /// The shared metadata-only informer of namespaced `K` in `namespace`.
+    pub fn namespaced_metadata_informer<K>(
+        &self,
+        namespace: &str,
+        options: InformerOptions,
+    ) -> SharedIndexInformer<PartialObjectMeta<K>>
+    where
+        K: StaticResource,
+        K::Scope: NamespaceScope,
+    {
+        let api = Api::<PartialObjectMeta<K>>::all(self.inner.client.clone()).constrain(namespace);
+        self.informer_for_api(api, options)
+    }
+
     /// The shared informer reading through `api` (any resource type,
-    /// including `DynamicObject`); shared by API path, type and selectors.
+    /// including `DynamicObject`, and `PartialObjectMeta` of any for
+    /// metadata only); shared by API path, type and selectors.
     pub fn informer_for_api<K>(
         &self,
         api: Api<K>,
@@ -333,6 +435,7 @@ impl SharedInformerFactory {
     {
         let key = InformerKey {
             type_id: TypeId::of::<K>(),
+            type_name: short_type_name(std::any::type_name::<K>()),
             url: api.resource_url().to_owned(),
             label_selector: options.label_selector.clone(),
             field_selector: options.field_selector.clone(),
@@ -357,13 +460,18 @@ impl SharedInformerFactory {
         if let Some(fields) = options.field_selector {
             lw_options = lw_options.fields(fields);
         }
-        let mut builder = SharedIndexInformer::builder(ApiListerWatcher::new(api, lw_options))
-            .default_resync(resync);
+        let mut lister_watcher = ApiListerWatcher::new(api, lw_options);
+        if let Some(metrics) = &self.inner.metrics {
+            lister_watcher = lister_watcher.metrics(Arc::clone(metrics));
+        }
+        let mut builder = SharedIndexInformer::builder(lister_watcher)
+            .default_resync(resync)
+            .strip_managed_fields(self.inner.strip_managed_fields);
         if let Some(metrics) = &self.inner.metrics {
             builder = builder.metrics(Arc::clone(metrics));
         }
-        if self.inner.strip_managed_fields {
-            builder = builder.transform(crate::delta_fifo::strip_managed_fields());
+        if let Some(streaming) = self.inner.streaming_list {
+            builder = builder.streaming_list(streaming);
         }
         let informer = match builder.build() {
             Ok(informer) => informer,
@@ -408,7 +516,8 @@ impl SharedInformerFactory {
         }
     }
 
-    /// Sync state of every started informer, by description.
+    /// Sync state of every started informer, by description (its Rust
+    /// type, API path and selectors).
     pub fn synced(&self) -> BTreeMap<String, bool> {
         self.inner
             .entries
@@ -467,5 +576,25 @@ impl SharedInformerFactory {
     /// Whether no informer was requested.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_type_name;
+
+    #[test]
+    fn type_names_are_shortened_path_by_path() {
+        assert_eq!(
+            short_type_name(
+                "kube_core::metadata::PartialObjectMeta<k8s_openapi::api::core::v1::Secret>"
+            ),
+            "PartialObjectMeta<Secret>"
+        );
+        assert_eq!(
+            short_type_name("k8s_openapi::api::core::v1::ConfigMap"),
+            "ConfigMap"
+        );
+        assert_eq!(short_type_name("Plain"), "Plain");
     }
 }

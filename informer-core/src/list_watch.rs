@@ -16,10 +16,14 @@
 //! "too many requests" (429) from everything else. A watch event whose object
 //! does not decode as `K` arrives as [`WatchEvent::Undecodable`] rather than
 //! ending the stream.
+//!
+//! Over [`PartialObjectMeta<K>`](kube_core::metadata::PartialObjectMeta) the
+//! [`ApiListerWatcher`] reads metadata only ([`metadata`]).
 
 mod api;
 mod decode;
 mod error;
+pub mod metadata;
 mod page_ahead;
 
 use std::collections::BTreeMap;
@@ -247,6 +251,15 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
     /// stream then yields events until the server ends it.
     fn watch(&self, req: WatchRequest) -> BoxFuture<'_, Result<WatchStream<K>, ListWatchError>>;
 
+    /// Whether [`watch`](Self::watch) honours
+    /// [`WatchRequest::send_initial_events`] (a streaming list), or refuses
+    /// it with an error. An informer left to its default streams its first
+    /// list only from a lister-watcher that says so (then falls back to LIST
+    /// if the server refuses); [`ApiListerWatcher`] does. Default `false`.
+    fn supports_streaming_list(&self) -> bool {
+        false
+    }
+
     /// A short description of what is listed (for logs and metrics).
     fn describe(&self) -> String {
         std::any::type_name::<K>()
@@ -264,6 +277,10 @@ impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for std::sync::Arc<T> {
 
     fn watch(&self, req: WatchRequest) -> BoxFuture<'_, Result<WatchStream<K>, ListWatchError>> {
         (**self).watch(req)
+    }
+
+    fn supports_streaming_list(&self) -> bool {
+        (**self).supports_streaming_list()
     }
 
     fn describe(&self) -> String {

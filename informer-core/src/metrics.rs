@@ -127,6 +127,12 @@ pub trait InformerMetrics: Send + Sync {
         let _ = informer;
     }
 
+    /// Counter: the server refused metadata-only requests (406), so the
+    /// lister-watcher reads full objects and keeps their metadata.
+    fn metadata_fallback(&self, informer: &str) {
+        let _ = informer;
+    }
+
     /// Counter: a watch was opened.
     fn watch_started(&self, informer: &str) {
         let _ = informer;

@@ -6,9 +6,15 @@
 //! `Retry-After` header of a 429 survives, and each list item and watch
 //! event is decoded on its own: one object that does not fit `K` is
 //! reported, not fatal.
+//!
+//! Over a metadata type (`K` =
+//! [`PartialObjectMeta<T>`](kube_core::metadata::PartialObjectMeta), whose
+//! `Resource::metadata_api()` is true) requests ask for metadata only; see
+//! [`super::metadata`].
 
 use std::fmt::Debug;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -18,15 +24,18 @@ use http::{Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use kube_client::client::Body;
 use kube_client::{Api, Client};
+use kube_core::metadata::PartialObjectMeta;
 use kube_core::{Resource, Status};
 use serde::de::DeserializeOwned;
 
 use super::decode::{decode_event, decode_list_then};
+use super::metadata::{JSON, MetadataMode};
 use super::page_ahead::PageAhead;
 use super::{
     ListPage, ListRequest, ListWatchError, ListWatchOptions, ListerWatcher, ResourceVersionMatch,
     WatchEvent, WatchRequest, WatchStream,
 };
+use crate::metrics::InformerMetrics;
 
 /// A [`ListerWatcher`] over a [`kube_client::Api`].
 ///
@@ -46,12 +55,35 @@ use super::{
 /// # let _ = lw;
 /// # }
 /// ```
+///
+/// Metadata only: an `Api` of
+/// [`PartialObjectMeta<K>`](kube_core::metadata::PartialObjectMeta) (or
+/// [`ApiListerWatcher::metadata`]) lists and watches `K`'s collection
+/// asking for `PartialObjectMetadata`, falling back to full objects stripped
+/// to their metadata where the server refuses (counted in
+/// [`InformerMetrics::metadata_fallback`] when [`metrics`](Self::metrics)
+/// is set):
+///
+/// ```no_run
+/// use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
+/// use k8s_openapi::api::core::v1::Secret;
+/// use kube_client::core::metadata::PartialObjectMeta;
+/// use kube_client::{Api, Client};
+///
+/// # async fn demo(client: Client) {
+/// let lw: ApiListerWatcher<PartialObjectMeta<Secret>> =
+///     ApiListerWatcher::metadata(Api::<Secret>::all(client), ListWatchOptions::default());
+/// assert!(lw.is_metadata_only());
+/// # }
+/// ```
 pub struct ApiListerWatcher<K> {
     client: Client,
     url: String,
     options: ListWatchOptions,
     /// The next page of the list under way, requested ahead.
     ahead: PageAhead<Result<Bytes, ListWatchError>>,
+    /// Metadata only, and whether the server refused it.
+    metadata: MetadataMode,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -64,6 +96,7 @@ impl<K> Clone for ApiListerWatcher<K> {
             url: self.url.clone(),
             options: self.options.clone(),
             ahead: PageAhead::default(),
+            metadata: self.metadata.fresh(),
             _kind: PhantomData,
         }
     }
@@ -74,6 +107,7 @@ impl<K> Debug for ApiListerWatcher<K> {
         f.debug_struct("ApiListerWatcher")
             .field("url", &self.url)
             .field("options", &self.options)
+            .field("metadata_only", &self.metadata.active())
             .finish_non_exhaustive()
     }
 }
@@ -88,8 +122,30 @@ impl<K: Resource> ApiListerWatcher<K> {
             url,
             options,
             ahead: PageAhead::default(),
+            metadata: MetadataMode::new(K::metadata_api()),
             _kind: PhantomData,
         }
+    }
+
+    /// Counts a fallback from metadata-only to full objects in `metrics`
+    /// ([`InformerMetrics::metadata_fallback`], under this lister-watcher's
+    /// [`describe`](ListerWatcher::describe)).
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<dyn InformerMetrics>) -> Self {
+        self.metadata.metrics = Some(metrics);
+        self
+    }
+
+    /// Whether requests ask for metadata only: `K` is a metadata type and
+    /// the server has not refused.
+    pub fn is_metadata_only(&self) -> bool {
+        self.metadata.active()
+    }
+
+    /// Whether the server refused metadata-only requests, so that full
+    /// objects are read and stripped to their metadata.
+    pub fn fell_back_to_full_objects(&self) -> bool {
+        self.metadata.was_refused()
     }
 
     /// The collection path requests go to (for example `/api/v1/namespaces/default/pods`).
@@ -103,10 +159,30 @@ impl<K: Resource> ApiListerWatcher<K> {
     }
 }
 
+impl<T: Resource> ApiListerWatcher<PartialObjectMeta<T>> {
+    /// Lists and watches the metadata of what `api` addresses: the
+    /// metadata-only form of [`new`](Self::new).
+    pub fn metadata(api: Api<T>, options: ListWatchOptions) -> Self {
+        let url = api.resource_url().to_owned();
+        Self {
+            client: api.into_client(),
+            url,
+            options,
+            ahead: PageAhead::default(),
+            metadata: MetadataMode::new(true),
+            _kind: PhantomData,
+        }
+    }
+}
+
 /// Sends a GET for `url`; an error answer becomes [`ListWatchError::Api`].
-async fn get(client: &Client, url: String) -> Result<Response<Body>, ListWatchError> {
+async fn get(
+    client: &Client,
+    url: String,
+    accept: &'static str,
+) -> Result<Response<Body>, ListWatchError> {
     let request = Request::get(url.as_str())
-        .header(header::ACCEPT, "application/json")
+        .header(header::ACCEPT, accept)
         // One JSON document per line, uncompressed, so events can be split as they come.
         .header(header::ACCEPT_ENCODING, "identity")
         .body(Body::empty())
@@ -137,8 +213,12 @@ fn off_the_worker<T>(decode: impl FnOnce() -> T) -> T {
 }
 
 /// One LIST page's whole body.
-async fn fetch_list(client: Client, url: String) -> Result<Bytes, ListWatchError> {
-    get(&client, url)
+async fn fetch_list(
+    client: Client,
+    url: String,
+    accept: &'static str,
+) -> Result<Bytes, ListWatchError> {
+    get(&client, url, accept)
         .await?
         .into_body()
         .collect_bytes()
@@ -325,14 +405,22 @@ where
     fn list(&self, req: ListRequest) -> BoxFuture<'_, Result<ListPage<K>, ListWatchError>> {
         async move {
             let url = list_url(&self.url, &self.options, &req);
+            let accept = self.metadata.list_accept();
             let ahead = match self.ahead.take(&url) {
                 Some(pending) => pending.answer().await,
                 None => None,
             };
             let body = match ahead {
-                Some(answer) => answer?,
-                None => fetch_list(self.client.clone(), url).await?,
+                Some(answer) => answer,
+                None => fetch_list(self.client.clone(), url.clone(), accept).await,
             };
+            let body = match body {
+                Err(e) if self.metadata.refused_by(accept, &e, &self.describe()) => {
+                    fetch_list(self.client.clone(), url, JSON).await?
+                }
+                other => other?,
+            };
+            let accept = self.metadata.list_accept();
             // The continue token comes before the items: ask for the next
             // page while this one's items are decoded.
             off_the_worker(|| {
@@ -343,7 +431,7 @@ where
                     };
                     let url = list_url(&self.url, &self.options, &next);
                     self.ahead
-                        .start(url.clone(), fetch_list(self.client.clone(), url));
+                        .start(url.clone(), fetch_list(self.client.clone(), url, accept));
                 })
             })
         }
@@ -354,11 +442,25 @@ where
         async move {
             // A watch follows a finished list: nothing asked ahead is wanted.
             self.ahead.clear();
-            let response = get(&self.client, watch_url(&self.url, &self.options, &req)).await?;
+            let url = watch_url(&self.url, &self.options, &req);
+            let accept = self.metadata.watch_accept();
+            let response = match get(&self.client, url.clone(), accept).await {
+                Err(e) if self.metadata.refused_by(accept, &e, &self.describe()) => {
+                    get(&self.client, url, JSON).await?
+                }
+                other => other?,
+            };
             let body = response.into_body().into_data_stream();
             Ok(event_stream::<K, _>(body).boxed())
         }
         .boxed()
+    }
+
+    /// An API server streams lists from Kubernetes 1.27 on (a default
+    /// from 1.34) and refuses the request before that, so the reflector
+    /// can fall back to LIST.
+    fn supports_streaming_list(&self) -> bool {
+        true
     }
 
     fn describe(&self) -> String {
@@ -370,6 +472,9 @@ where
             if let Some(sel) = sel.as_deref().filter(|s| !s.is_empty()) {
                 out.push_str(&format!(" {name}={sel}"));
             }
+        }
+        if self.metadata.wanted() {
+            out.push_str(" metadata-only");
         }
         out
     }

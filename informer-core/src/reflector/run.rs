@@ -509,7 +509,9 @@ where
             events += 1;
             match event {
                 WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
-                    objects.insert(object_key(&obj), obj);
+                    // Transformed as it arrives, like a listed page, so the
+                    // whole untransformed state is never held.
+                    objects.insert(object_key(&obj), self.store.prepare_listed(obj));
                 }
                 WatchEvent::Deleted(obj) => {
                     objects.remove(&object_key(&obj));
@@ -521,7 +523,7 @@ where
                     let items: Vec<K> = objects.into_values().collect();
                     let count = items.len();
                     st.rv_unavailable = false;
-                    self.store.replace(items, &b.resource_version);
+                    self.store.replace_prepared(items, &b.resource_version);
                     self.set_resource_version(st, &b.resource_version);
                     self.metrics
                         .list_completed(&self.name, count, 1, started.elapsed());

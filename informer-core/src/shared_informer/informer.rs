@@ -8,48 +8,70 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::ResourceEventHandlerRegistration;
 use super::registration::{SYNC_POLL, UpstreamSynced};
 use super::{InformerError, MINIMUM_RESYNC_PERIOD, ResourceEventHandler};
-use crate::delta_fifo::{DeltaFifo, DeltaType, Deltas, Transform};
+use super::{ResourceEventHandlerRegistration, SharedIndexInformerBuilder};
+use crate::delta_fifo::{DeltaFifo, DeltaType, Deltas, Transform, strip_managed_fields};
 use crate::list_watch::ListerWatcher;
 use crate::lister::Lister;
 use crate::metrics::InformerMetrics;
-use crate::processor::{Notification, PendingObserver, SharedProcessor};
+use crate::processor::{Notification, SharedProcessor};
 pub use crate::reflector::WatchErrorHandler;
 use crate::reflector::{Reflector, SyncedResourceVersion};
 use crate::store::{IndexFn, Indexer, KnownObjects};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     New,
     Running,
     Stopped,
 }
 
-struct Config<K> {
-    phase: Phase,
-    transform: Option<Transform<K>>,
-    watch_error_handler: Option<WatchErrorHandler>,
-    default_resync: Duration,
+pub(super) struct Config<K> {
+    pub(super) phase: Phase,
+    /// The user's transform (managedFields stripping is apart from it).
+    pub(super) transform: Option<Transform<K>>,
+    pub(super) watch_error_handler: Option<WatchErrorHandler>,
+    pub(super) default_resync: Duration,
     /// How often the informer asks the processor whether a resync is due.
-    resync_check_period: Option<Duration>,
+    pub(super) resync_check_period: Option<Duration>,
+    /// Clear managedFields after the user's transform.
+    pub(super) strip_managed_fields: bool,
+    /// Start from a streaming list rather than LIST.
+    pub(super) streaming_list: bool,
+}
+
+impl<K: kube_core::Resource + 'static> Config<K> {
+    /// What the FIFO runs on every object entering it: the user's
+    /// transform, then the managedFields stripping.
+    fn fifo_transform(&self) -> Option<Transform<K>> {
+        match (self.transform.clone(), self.strip_managed_fields) {
+            (None, false) => None,
+            (None, true) => Some(strip_managed_fields()),
+            (Some(user), false) => Some(user),
+            (Some(user), true) => Some(Arc::new(move |obj: K| {
+                let mut obj = user(obj);
+                obj.meta_mut().managed_fields = None;
+                obj
+            })),
+        }
+    }
 }
 
 pub(super) struct Inner<K> {
-    lister_watcher: Arc<dyn ListerWatcher<K>>,
-    indexer: Indexer<K>,
+    pub(super) lister_watcher: Arc<dyn ListerWatcher<K>>,
+    pub(super) indexer: Indexer<K>,
     pub(super) processor: SharedProcessor<K>,
-    config: Mutex<Config<K>>,
-    fifo: OnceLock<Arc<DeltaFifo<K>>>,
+    pub(super) config: Mutex<Config<K>>,
+    pub(super) fifo: OnceLock<Arc<DeltaFifo<K>>>,
     /// Held while a popped item is processed and while a handler is added, so
     /// a late handler's replay and later notifications never interleave.
-    block_deltas: Mutex<()>,
-    stop: CancellationToken,
-    metrics: Option<Arc<dyn InformerMetrics>>,
+    pub(super) block_deltas: Mutex<()>,
+    pub(super) stop: CancellationToken,
+    pub(super) metrics: Option<Arc<dyn InformerMetrics>>,
     /// Name in logs and metrics (the lister-watcher's description).
-    name: String,
-    synced_rv: Mutex<Option<SyncedResourceVersion>>,
+    pub(super) name: String,
+    pub(super) synced_rv: Mutex<Option<SyncedResourceVersion>>,
 }
 
 /// A cache of one resource type kept in step by list + watch, with many
@@ -105,89 +127,6 @@ impl<K> fmt::Debug for SharedIndexInformer<K> {
     }
 }
 
-/// Builds a [`SharedIndexInformer`] with options beyond [`SharedIndexInformer::new`].
-#[must_use]
-pub struct SharedIndexInformerBuilder<K> {
-    lister_watcher: Arc<dyn ListerWatcher<K>>,
-    default_resync: Duration,
-    transform: Option<Transform<K>>,
-    watch_error_handler: Option<WatchErrorHandler>,
-    indexers: Vec<(String, IndexFn<K>)>,
-    metrics: Option<Arc<dyn InformerMetrics>>,
-}
-
-impl<K> SharedIndexInformerBuilder<K>
-where
-    K: kube_core::Resource + Clone + Send + Sync + 'static,
-{
-    /// Resync period for handlers added without one (`Duration::ZERO`: none).
-    pub fn default_resync(mut self, period: Duration) -> Self {
-        self.default_resync = period;
-        self
-    }
-
-    /// Transform applied to every object as it enters the FIFO.
-    pub fn transform(mut self, transform: Transform<K>) -> Self {
-        self.transform = Some(transform);
-        self
-    }
-
-    /// Hears every error of the list/watch loop.
-    pub fn watch_error_handler(mut self, handler: WatchErrorHandler) -> Self {
-        self.watch_error_handler = Some(handler);
-        self
-    }
-
-    /// Adds a named index to the informer's indexer.
-    pub fn indexer(mut self, name: impl Into<String>, index: IndexFn<K>) -> Self {
-        self.indexers.push((name.into(), index));
-        self
-    }
-
-    /// Where the informer reports its counters and gauges.
-    pub fn metrics(mut self, metrics: Arc<dyn InformerMetrics>) -> Self {
-        self.metrics = Some(metrics);
-        self
-    }
-
-    /// Builds the informer (not started). Fails only if an index name repeats.
-    pub fn build(self) -> Result<SharedIndexInformer<K>, InformerError> {
-        let indexer = Indexer::new();
-        if !self.indexers.is_empty() {
-            indexer.add_indexers(self.indexers)?;
-        }
-        let name = self.lister_watcher.describe();
-        let observer: Option<PendingObserver> = self.metrics.as_ref().map(|m| {
-            let m = Arc::clone(m);
-            let informer = name.clone();
-            let observer: PendingObserver = Arc::new(move |id, pending| {
-                m.handler_pending(&informer, &format!("handler-{id}"), pending);
-            });
-            observer
-        });
-        Ok(SharedIndexInformer {
-            inner: Arc::new(Inner {
-                lister_watcher: self.lister_watcher,
-                indexer,
-                processor: SharedProcessor::new(observer),
-                config: Mutex::new(Config {
-                    phase: Phase::New,
-                    transform: self.transform,
-                    watch_error_handler: self.watch_error_handler,
-                    default_resync: self.default_resync,
-                    resync_check_period: resync_enabled(self.default_resync),
-                }),
-                fifo: OnceLock::new(),
-                block_deltas: Mutex::new(()),
-                stop: CancellationToken::new(),
-                metrics: self.metrics,
-                name,
-                synced_rv: Mutex::new(None),
-            }),
-        })
-    }
-}
-
 /// Runs its closure when dropped.
 struct OnDrop(Option<Box<dyn FnOnce() + Send>>);
 
@@ -200,7 +139,7 @@ impl Drop for OnDrop {
 }
 
 /// `Some(period)` raised to the minimum, or `None` for zero (no resync).
-fn resync_enabled(period: Duration) -> Option<Duration> {
+pub(super) fn resync_enabled(period: Duration) -> Option<Duration> {
     if period.is_zero() {
         None
     } else if period < MINIMUM_RESYNC_PERIOD {
@@ -238,14 +177,7 @@ where
 
     /// Starts a builder over `lister_watcher`.
     pub fn builder(lister_watcher: impl ListerWatcher<K>) -> SharedIndexInformerBuilder<K> {
-        SharedIndexInformerBuilder {
-            lister_watcher: Arc::new(lister_watcher),
-            default_resync: Duration::ZERO,
-            transform: None,
-            watch_error_handler: None,
-            indexers: Vec::new(),
-            metrics: None,
-        }
+        SharedIndexInformerBuilder::new(Arc::new(lister_watcher))
     }
 
     /// Adds a handler with the informer's default resync period.
@@ -342,7 +274,10 @@ where
         Ok(())
     }
 
-    /// Sets the transform applied to objects entering the FIFO. Only before start.
+    /// Sets the transform applied to objects entering the FIFO, in place of
+    /// an earlier one. It composes with managedFields stripping: the
+    /// transform runs first, then managedFields are cleared (see
+    /// [`SharedIndexInformerBuilder::strip_managed_fields`]). Only before start.
     pub fn set_transform(&self, transform: Transform<K>) -> Result<(), InformerError> {
         let mut config = self.inner.config.lock();
         if config.phase != Phase::New {
@@ -382,6 +317,17 @@ where
     /// A lister over the informer's cache.
     pub fn lister(&self) -> Lister<K> {
         Lister::new(self.inner.indexer.clone())
+    }
+
+    /// Whether managedFields are cleared from objects before caching.
+    pub fn strips_managed_fields(&self) -> bool {
+        self.inner.config.lock().strip_managed_fields
+    }
+
+    /// Whether lists are streaming lists (with a fallback to LIST); see
+    /// [`SharedIndexInformerBuilder::streaming_list`].
+    pub fn uses_streaming_list(&self) -> bool {
+        self.inner.config.lock().streaming_list
     }
 
     /// True once the first list has been fully processed into the cache.
@@ -464,7 +410,7 @@ where
     /// starts the reflector, the handlers' tasks and the resync checks, and
     /// processes the FIFO. An informer runs once; a second call is an error.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), InformerError> {
-        let (fifo, check_period, watch_error_handler) = {
+        let (fifo, check_period, watch_error_handler, streaming_list) = {
             let mut config = self.inner.config.lock();
             match config.phase {
                 Phase::New => {}
@@ -474,7 +420,7 @@ where
             config.phase = Phase::Running;
             let known: Arc<dyn KnownObjects<K>> = Arc::new(self.inner.indexer.clone());
             let mut fifo = DeltaFifo::new(Some(known));
-            if let Some(transform) = config.transform.clone() {
+            if let Some(transform) = config.fifo_transform() {
                 fifo = fifo.with_transform(transform);
             }
             let fifo = Arc::new(fifo);
@@ -483,6 +429,7 @@ where
                 fifo,
                 config.resync_check_period,
                 config.watch_error_handler.clone(),
+                config.streaming_list,
             )
         };
         let token = CancellationToken::new();
@@ -515,7 +462,8 @@ where
         self.inner.processor.run();
         let mut reflector =
             Reflector::builder(Arc::clone(&self.inner.lister_watcher), Arc::clone(&fifo))
-                .name(self.inner.name.clone());
+                .name(self.inner.name.clone())
+                .streaming_list(streaming_list);
         if let Some(metrics) = &self.inner.metrics {
             reflector = reflector.metrics(Arc::clone(metrics));
         }

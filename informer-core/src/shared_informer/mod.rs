@@ -16,6 +16,7 @@
 //! cached object; their [`ResourceEventHandlerRegistration`] reports synced
 //! once the informer synced and that replay was delivered.
 
+mod builder;
 mod handler;
 mod informer;
 mod registration;
@@ -24,8 +25,9 @@ mod tests;
 
 use std::time::Duration;
 
+pub use builder::SharedIndexInformerBuilder;
 pub use handler::{HandlerFns, ResourceEventHandler, handler_fn};
-pub use informer::{SharedIndexInformer, SharedIndexInformerBuilder, WatchErrorHandler};
+pub use informer::{SharedIndexInformer, WatchErrorHandler};
 pub use registration::ResourceEventHandlerRegistration;
 
 use crate::store::StoreError;

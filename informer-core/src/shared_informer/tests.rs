@@ -571,4 +571,5 @@ async fn dropping_the_run_future_stops_the_informer() {
 }
 
 mod late_handlers;
+mod options;
 mod sync_wait;

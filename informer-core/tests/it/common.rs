@@ -215,6 +215,16 @@ pub fn informer(client: &Client, resync: Duration) -> SharedIndexInformer<Config
     )
 }
 
+/// [`informer`] with streaming lists off: every (re)list is a LIST.
+pub fn listing_informer(client: &Client, resync: Duration) -> SharedIndexInformer<ConfigMap> {
+    let api: Api<ConfigMap> = Api::all(client.clone());
+    SharedIndexInformer::builder(ApiListerWatcher::new(api, ListWatchOptions::default()))
+        .default_resync(resync)
+        .streaming_list(false)
+        .build()
+        .unwrap()
+}
+
 /// Runs `informer` in a task until the returned token is cancelled.
 pub fn spawn(informer: &SharedIndexInformer<ConfigMap>) -> CancellationToken {
     let token = CancellationToken::new();
@@ -381,6 +391,9 @@ impl InformerMetrics for Counting {
     }
     fn streaming_list_fallback(&self, _: &str) {
         self.inc("streaming_fallback".into());
+    }
+    fn metadata_fallback(&self, _: &str) {
+        self.inc("metadata_fallback".into());
     }
     fn watch_started(&self, _: &str) {
         self.inc("watch".into());

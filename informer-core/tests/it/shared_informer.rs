@@ -391,11 +391,14 @@ async fn after_quiescence_the_cache_equals_a_fresh_list() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // The compaction forced at least one relist after the first list.
+    // Lists are streaming lists (watches sending initial events) by default.
     let lists = env
         .request_log()
         .iter()
         .filter(|r| {
-            r.method == http::Method::GET && r.path.ends_with("/configmaps") && !r.is_watch()
+            r.method == http::Method::GET
+                && r.path.ends_with("/configmaps")
+                && (!r.is_watch() || r.query.contains("sendInitialEvents=true"))
         })
         .count();
     assert!(
@@ -425,7 +428,7 @@ async fn the_watch_error_handler_hears_failed_lists_and_the_informer_recovers() 
             .path_contains("configmaps")
             .watch(false),
     );
-    let informer = informer(&client, Duration::ZERO);
+    let informer = listing_informer(&client, Duration::ZERO);
     let errors = Arc::new(Mutex::new(Vec::<String>::new()));
     informer
         .set_watch_error_handler(Arc::new({
