@@ -1,0 +1,92 @@
+//! The sample controller's manifests, generated from its code: the Foo
+//! CustomResourceDefinition (`crd.yaml`, from `#[derive(CustomResource)]`)
+//! and the least-privilege ClusterRole of its reconciler (`rbac.yaml`, from
+//! `#[derive(Reconciler)]`). It is the `manifests` binary that
+//! `cargo xtask crd` and `cargo xtask rbac` run, with the same flags as a
+//! scaffolded project's `manifests` binary.
+//!
+//! Run: `cargo run -p informer-examples --bin manifests -- --stdout`
+//! (`--only crd|rbac` for one file; `--out DIR` writes into DIR, default
+//! `deploy/`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use controller_runtime::rbac::to_yaml;
+use informer_examples::sample::{Foo, FooReconciler};
+
+const USAGE: &str = "usage: manifests [--out DIR | --stdout] [--only crd|rbac]";
+
+/// One file: its name and YAML.
+struct Manifest {
+    file: &'static str,
+    yaml: String,
+}
+
+/// The CRD and the ClusterRole, as YAML.
+fn render() -> Result<Vec<Manifest>, Box<dyn std::error::Error>> {
+    Ok(vec![
+        Manifest {
+            file: "crd.yaml",
+            yaml: to_yaml(&Foo::crd()?)?,
+        },
+        Manifest {
+            file: "rbac.yaml",
+            yaml: to_yaml(&FooReconciler::rbac())?,
+        },
+    ])
+}
+
+fn main() -> ExitCode {
+    let mut out = PathBuf::from("deploy");
+    let mut stdout = false;
+    let mut only: Option<String> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--out" => match args.next() {
+                Some(dir) => out = PathBuf::from(dir),
+                None => return fail("--out needs a directory"),
+            },
+            "--stdout" => stdout = true,
+            "--only" => match args.next().as_deref() {
+                Some(which @ ("crd" | "rbac")) => only = Some(which.to_string()),
+                _ => return fail("--only needs one of crd, rbac"),
+            },
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => return fail(&format!("unknown argument {other:?}")),
+        }
+    }
+    let manifests = match render() {
+        Ok(m) => m,
+        Err(error) => return fail(&error.to_string()),
+    };
+    let selected = manifests.iter().filter(|m| {
+        only.as_deref()
+            .is_none_or(|o| m.file == format!("{o}.yaml"))
+    });
+    if stdout {
+        let docs: Vec<&str> = selected.map(|m| m.yaml.as_str()).collect();
+        print!("{}", docs.join("---\n"));
+        return ExitCode::SUCCESS;
+    }
+    if let Err(error) = std::fs::create_dir_all(&out) {
+        return fail(&format!("creating {}: {error}", out.display()));
+    }
+    for manifest in selected {
+        let path = out.join(manifest.file);
+        if let Err(error) = std::fs::write(&path, &manifest.yaml) {
+            return fail(&format!("writing {}: {error}", path.display()));
+        }
+        println!("wrote {}", path.display());
+    }
+    ExitCode::SUCCESS
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("manifests: {message}\n{USAGE}");
+    ExitCode::FAILURE
+}
