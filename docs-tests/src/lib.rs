@@ -1,4 +1,4 @@
-//! The pages of `docs/` and the README as doc tests: every Rust code block in
+//! The pages of `docs/`, the README and `envtest/README.md` as doc tests: every Rust code block in
 //! them is compiled by `cargo test --doc` (CI runs it with the rest of the
 //! workspace), and run unless it is marked `no_run` (blocks that need a
 //! cluster). Blocks in other languages (`sh`, `yaml`, `text`) are skipped by
@@ -50,3 +50,8 @@ pub struct Reliability;
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/macros.md")]
 pub struct Macros;
+
+/// `envtest/README.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../envtest/README.md")]
+pub struct EnvtestReadme;
