@@ -7,6 +7,7 @@
 mod admin;
 mod admission_webhooks;
 mod apply;
+mod apply_granular;
 mod auth_review;
 mod authz;
 mod cel;

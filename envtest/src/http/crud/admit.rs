@@ -169,7 +169,7 @@ pub(super) async fn create(
         (_, true) => {
             let (mut o, g) = prepare_new(info, mutated.object, ns, &ignore, &[])?;
             if let Some(m) = new.manager {
-                super::apply::record_update(None, &mut o, m, &info.api_version());
+                crate::resources::ssa::record_update(info, None, &mut o, m, "");
             }
             (o, g)
         }

@@ -9,7 +9,6 @@
 //! `N` left the history window).
 
 mod admit;
-mod apply;
 mod delete;
 mod gc;
 mod scale;

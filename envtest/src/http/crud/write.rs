@@ -19,6 +19,7 @@ use crate::resources::crd;
 use crate::resources::objects::{json_response, now_rfc3339, obj_key, render};
 use crate::resources::patch::{PatchKind, json_patch, merge_patch, strategic_merge};
 use crate::resources::registry::ResourceInfo;
+use crate::resources::ssa;
 use crate::resources::validation::{
     FieldCheck, FieldValidation, check_immutable, check_metadata, check_name, check_namespace,
     check_type, decode_object, media_type, parse_checked, parse_json, parse_yaml_or_json,
@@ -207,14 +208,14 @@ pub async fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, 
     let stored = match admission_of(srv, info) {
         None => {
             let (mut obj, generate) = prepare_new(info, obj, ns, &fields, &duplicate)?;
-            super::apply::record_update(None, &mut obj, &manager, &info.api_version());
+            ssa::record_update(info, None, &mut obj, &manager, "");
             srv.store
                 .txn_mode(dry, |txn| insert_new(srv, txn, info, obj, generate))?
         }
         Some(adm) => {
             let prepared =
                 prepare_new(info, obj.clone(), ns, &fields, &duplicate).map(|(mut o, g)| {
-                    super::apply::record_update(None, &mut o, &manager, &info.api_version());
+                    ssa::record_update(info, None, &mut o, &manager, "");
                     (o, g)
                 });
             let new = super::admit::New {
@@ -327,6 +328,12 @@ pub(crate) fn apply_update(
                 }
             }
         }
+        // Server-side apply through `/status` recorded its ownership.
+        if mode.manager.is_none()
+            && let Some(mf) = new["metadata"].get("managedFields")
+        {
+            r["metadata"]["managedFields"] = mf.clone();
+        }
         r
     } else {
         check_immutable(info, &old.value, &new)?;
@@ -416,7 +423,8 @@ pub(crate) fn apply_update(
         meta.insert("resourceVersion".into(), Value::String(old.rev.to_string()));
     }
     if let Some(m) = mode.manager {
-        super::apply::record_update(Some(&old.value), &mut result, m, &info.api_version());
+        let sub = if status_only { "status" } else { "" };
+        ssa::record_update(info, Some(&old.value), &mut result, m, sub);
     }
     if crd::is_crd(info) {
         crd::prepare(&mut result)?;
@@ -519,6 +527,8 @@ struct PatchRequest<'a> {
     kind: PatchKind,
     body: Value,
     manager: &'a str,
+    /// The subresource written through (`""`: the object itself).
+    sub: &'a str,
     force: bool,
     fields: &'a FieldCheck,
     duplicate: &'a [String],
@@ -547,7 +557,7 @@ fn patched(
             // The configuration's own `uid`/`deletionTimestamp`: apply
             // tracks no ownership of them, but may not change them either.
             check_immutable(info, old, &p.body)?;
-            doc = super::apply::apply(Some(old), &p.body, p.manager, p.force, &info.api_version())?
+            doc = ssa::apply(info, Some(old), &p.body, p.manager, p.sub, p.force)?
         }
     }
     Ok(doc)
@@ -562,7 +572,7 @@ fn apply_create(
     p: &PatchRequest<'_>,
 ) -> Result<Arc<StoredObject>, ApiError> {
     let info = &t.info;
-    let mut obj = super::apply::apply(None, &p.body, p.manager, p.force, &info.api_version())?;
+    let mut obj = ssa::apply(info, None, &p.body, p.manager, "", p.force)?;
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.entry("name")
             .or_insert_with(|| Value::String(name.to_string()));
@@ -596,6 +606,7 @@ pub async fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, A
         kind,
         body,
         manager: &manager,
+        sub: t.sub.as_deref().unwrap_or(""),
         force: r.query.flag("force"),
         fields: &fields,
         duplicate: &duplicate,
