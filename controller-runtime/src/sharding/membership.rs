@@ -130,6 +130,7 @@ struct Inner {
     fence: CancellationToken,
     observations: Mutex<Observations>,
     sharder: AtomicBool,
+    installed: AtomicBool,
     renewals: AtomicU64,
 }
 
@@ -195,6 +196,7 @@ impl Membership {
                 fence: CancellationToken::new(),
                 observations: Mutex::new(Observations::default()),
                 sharder: AtomicBool::new(false),
+                installed: AtomicBool::new(false),
                 renewals: AtomicU64::new(0),
             }),
         })
@@ -514,6 +516,12 @@ impl Membership {
 
     pub(super) fn observations(&self) -> &Mutex<Observations> {
         &self.inner.observations
+    }
+
+    /// Whether the membership was installed in a manager before (and
+    /// marks it installed).
+    pub(super) fn mark_installed(&self) -> bool {
+        self.inner.installed.swap(true, Ordering::AcqRel)
     }
 
     pub(super) fn set_sharder(&self, leading: bool) {

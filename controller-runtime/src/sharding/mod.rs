@@ -105,6 +105,7 @@
 
 pub mod assignment;
 pub mod config;
+pub mod controller;
 mod coordinator;
 pub mod membership;
 pub mod ring;

@@ -15,6 +15,8 @@ mod leaderelection;
 mod manager;
 mod reconciler;
 mod sharding;
+mod sharding_controller;
+mod sharding_fleet;
 mod shutdown;
 mod typed;
 mod webhook;

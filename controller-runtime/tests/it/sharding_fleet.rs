@@ -1,0 +1,282 @@
+//! Fixtures for sharded controllers: a fleet of replicas (each a manager
+//! with its own client, fault gate and shard membership) running a sharded
+//! ConfigMap controller whose reconciles are recorded on one shared
+//! timeline, and the checks made from that timeline.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use controller_runtime::manager::{Manager, ManagerError};
+use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+use controller_runtime::sharding::controller::complete_sharded;
+use controller_runtime::sharding::membership::Membership;
+use controller_runtime::sharding::ring::Ring;
+use envtest::TestEnv;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_client::Api;
+use kube_client::api::PostParams;
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::chaos::gate::{GateLayer, GateState};
+use crate::sharding::ring_config;
+
+pub const NS: &str = "default";
+
+/// One reconcile: who, which key, the `v` it read, when it started and
+/// ended (`None` while running).
+#[derive(Debug, Clone)]
+pub struct Span {
+    pub replica: String,
+    pub key: String,
+    pub seen: Option<String>,
+    pub start: Instant,
+    pub end: Option<Instant>,
+}
+
+/// Every replica's reconciles.
+#[derive(Default)]
+pub struct Timeline {
+    pub spans: Mutex<Vec<Span>>,
+}
+
+struct Ends(Arc<Timeline>, usize);
+impl Drop for Ends {
+    fn drop(&mut self) {
+        // Also on abort (a killed or fenced replica's reconcile).
+        self.0.spans.lock()[self.1].end = Some(Instant::now());
+    }
+}
+
+/// Reads the ConfigMap (a real GET) and records what it saw.
+struct Recorder {
+    replica: String,
+    api: Api<ConfigMap>,
+    timeline: Arc<Timeline>,
+    work: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("read failed: {0}")]
+pub struct ReadFailed(String);
+
+impl controller_runtime::reconcile::Terminal for ReadFailed {}
+
+impl Reconciler for Recorder {
+    type Error = ReadFailed;
+    async fn reconcile(&self, req: Request, _: Context) -> Result<Action, ReadFailed> {
+        let index = {
+            let mut spans = self.timeline.spans.lock();
+            spans.push(Span {
+                replica: self.replica.clone(),
+                key: req.to_string(),
+                seen: None,
+                start: Instant::now(),
+                end: None,
+            });
+            spans.len() - 1
+        };
+        let _end = Ends(Arc::clone(&self.timeline), index);
+        let cm = self
+            .api
+            .get_opt(&req.name)
+            .await
+            .map_err(|e| ReadFailed(e.to_string()))?;
+        tokio::time::sleep(self.work).await;
+        let seen = cm.map_or_else(
+            || "<gone>".to_string(),
+            |cm| {
+                cm.data
+                    .and_then(|d| d.get("v").cloned())
+                    .unwrap_or_default()
+            },
+        );
+        self.timeline.spans.lock()[index].seen = Some(seen);
+        Ok(Action::done())
+    }
+}
+
+/// One replica.
+#[allow(dead_code)] // id, mgr and membership are for the scenarios that look inside
+pub struct Replica {
+    pub id: String,
+    pub mgr: Manager,
+    pub membership: Membership,
+    pub gate: Arc<GateState>,
+    pub stop: CancellationToken,
+    pub run: JoinHandle<Result<(), ManagerError>>,
+}
+
+impl Replica {
+    /// Kills it: no more requests leave it, its tasks are dropped, its
+    /// shard Lease is not deleted.
+    pub fn kill(&self) {
+        self.gate.partitioned.store(true, Ordering::SeqCst);
+        self.run.abort();
+    }
+}
+
+/// Starts replica `id` of ring `ring` with `workers` workers and `work` per
+/// reconcile.
+pub async fn start_replica(
+    env: &TestEnv,
+    ring: &str,
+    id: &str,
+    timeline: &Arc<Timeline>,
+    workers: usize,
+    work: Duration,
+) -> Replica {
+    let gate = Arc::new(GateState::default());
+    let client = kube_client::client::ClientBuilder::try_from(env.client_config())
+        .unwrap()
+        .with_layer(&GateLayer(Arc::clone(&gate)))
+        .build();
+    let mgr = Manager::builder(client.clone())
+        .graceful_shutdown_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    let membership = Membership::new(client.clone(), ring_config(ring, id)).unwrap();
+    complete_sharded(
+        &mgr,
+        mgr.controller::<ConfigMap>()
+            .named("sharded-cm")
+            .max_concurrent_reconciles(workers),
+        &membership,
+        Recorder {
+            replica: id.to_string(),
+            api: Api::namespaced(client, NS),
+            timeline: Arc::clone(timeline),
+            work,
+        },
+    )
+    .unwrap();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, stop) = (mgr.clone(), stop.clone());
+        async move { mgr.run(stop).await }
+    });
+    Replica {
+        id: id.to_string(),
+        mgr,
+        membership,
+        gate,
+        stop,
+        run,
+    }
+}
+
+/// ConfigMap `name` with `v`.
+pub fn object(name: &str, v: &str) -> ConfigMap {
+    let mut cm = crate::config_map(NS, name);
+    cm.data = Some(BTreeMap::from([("v".to_string(), v.to_string())]));
+    cm
+}
+
+/// Sets `v` on every named ConfigMap (creating it when missing).
+pub async fn write_all(api: &Api<ConfigMap>, names: &[String], v: &str) {
+    for name in names {
+        let cm = object(name, v);
+        match api.get_opt(name).await.unwrap() {
+            Some(mut current) => {
+                current.data = cm.data;
+                api.replace(name, &PostParams::default(), &current)
+                    .await
+                    .unwrap();
+            }
+            None => {
+                api.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        }
+    }
+}
+
+/// The `v` each key's last finished reconcile saw.
+pub fn last_seen(timeline: &Timeline) -> BTreeMap<String, (String, String)> {
+    let mut last: BTreeMap<String, (Instant, String, String)> = BTreeMap::new();
+    for s in timeline.spans.lock().iter() {
+        if let (Some(end), Some(seen)) = (s.end, &s.seen)
+            && last.get(&s.key).is_none_or(|(e, _, _)| *e <= end)
+        {
+            last.insert(s.key.clone(), (end, s.replica.clone(), seen.clone()));
+        }
+    }
+    last.into_iter().map(|(k, (_, r, v))| (k, (r, v))).collect()
+}
+
+/// `Err` names a key two replicas reconciled at once.
+pub fn check_no_overlap(timeline: &Timeline) -> Result<(), String> {
+    let mut by_key: BTreeMap<String, Vec<(Instant, Instant, String)>> = BTreeMap::new();
+    let now = Instant::now();
+    for s in timeline.spans.lock().iter() {
+        by_key.entry(s.key.clone()).or_default().push((
+            s.start,
+            s.end.unwrap_or(now),
+            s.replica.clone(),
+        ));
+    }
+    for (key, mut spans) in by_key {
+        spans.sort();
+        for (i, a) in spans.iter().enumerate() {
+            for b in &spans[i + 1..] {
+                if b.0 >= a.1 {
+                    break;
+                }
+                if a.2 != b.2 {
+                    return Err(format!(
+                        "{key} reconciled by {} ({:?}..{:?}) and {} (from {:?}) at once",
+                        a.2, a.0, a.1, b.2, b.0
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The owner of each key on a ring of `members`.
+pub fn owners(members: &[&str], names: &[String]) -> BTreeMap<String, String> {
+    let ring = Ring::new(members.iter().copied());
+    names
+        .iter()
+        .map(|n| {
+            let key = format!("{NS}/{n}");
+            let owner = ring.owner(&key).unwrap_or_default().to_string();
+            (key, owner)
+        })
+        .collect()
+}
+
+/// Waits until every named key's last reconcile saw `v`; returns how long
+/// it took.
+pub async fn all_reconciled(
+    timeline: &Timeline,
+    names: &[String],
+    v: &str,
+    within: Duration,
+) -> Result<Duration, String> {
+    let started = Instant::now();
+    loop {
+        let last = last_seen(timeline);
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|n| {
+                last.get(&format!("{NS}/{n}"))
+                    .is_none_or(|(_, seen)| seen != v)
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > within {
+            return Err(format!(
+                "not reconciled at v={v} within {within:?}: {missing:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
