@@ -20,8 +20,10 @@ mod sharding_fleet;
 mod shutdown;
 mod typed;
 mod webhook;
+mod webhook_certs;
 mod webhook_client;
 mod webhook_conversion;
+mod webhook_envtest;
 mod widget;
 
 use std::time::Duration;

@@ -45,7 +45,7 @@ fn cm(data: Value) -> Value {
 
 /// Refuses a `mode` other than `fast`/`slow` (with a field cause), warns
 /// on `slow`, forbids deleting a `locked` map, and panics on `boom`.
-struct ModeRules {
+pub struct ModeRules {
     seen: Seen,
 }
 
@@ -97,7 +97,7 @@ impl Validator<ConfigMap> for ModeRules {
 }
 
 /// Sets `mode: fast` when missing and a `defaulted` label.
-struct ModeDefaults;
+pub struct ModeDefaults;
 
 impl Defaulter<ConfigMap> for ModeDefaults {
     async fn default(&self, cm: &mut ConfigMap, _: &AdmissionContext) -> Result<(), Denial> {
@@ -114,9 +114,9 @@ impl Defaulter<ConfigMap> for ModeDefaults {
 }
 
 /// Who asked and whether it was a dry run, per review the validator saw.
-type Seen = Arc<parking_lot::Mutex<Vec<(String, bool)>>>;
+pub type Seen = Arc<parking_lot::Mutex<Vec<(String, bool)>>>;
 
-fn rules() -> (ModeRules, Seen) {
+pub fn rules() -> (ModeRules, Seen) {
     let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
     (ModeRules { seen: seen.clone() }, seen)
 }

@@ -31,15 +31,36 @@ impl TlsClient {
             roots.add(cert.unwrap()).unwrap();
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
+        // Every connection a full handshake: the certificate served now is
+        // the one verified (a resumed session would show the old one).
+        config.resumption = rustls::client::Resumption::disabled();
         TlsClient {
             connector: TlsConnector::from(Arc::new(config)),
             addr,
         }
+    }
+
+    /// The leaf certificate the server presents now, DER.
+    pub async fn peer_leaf(&self) -> Result<Vec<u8>, String> {
+        let tcp = tokio::net::TcpStream::connect(self.addr)
+            .await
+            .map_err(|e| e.to_string())?;
+        let name = ServerName::try_from("localhost").unwrap();
+        let tls = self
+            .connector
+            .connect(name, tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (_, conn) = tls.get_ref();
+        conn.peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| c.to_vec())
+            .ok_or_else(|| "no peer certificate".to_owned())
     }
 
     /// POSTs `body` to `path`; the status and the body.

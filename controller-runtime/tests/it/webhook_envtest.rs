@@ -1,0 +1,140 @@
+//! End to end through envtest's admission: envtest calls the webhook
+//! server over TLS at the Service named in the webhook configurations,
+//! trusting the `caBundle` the self-managed certificates wrote. A denied
+//! create and update show the validator's message and causes through
+//! kube-client, defaults are visible on read, `dryRun` reaches the handler.
+
+use std::net::SocketAddr;
+
+use controller_runtime::webhook::{
+    CertResolver, SecretCerts, WebhookServer, mutate_path, validate_path,
+};
+use envtest::TestEnv;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube_client::api::{Api, PostParams};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::webhook::{ModeDefaults, rules};
+use crate::webhook_certs::{create_namespace, mutating_config, validating_config};
+
+fn config_map(name: &str, data: serde_json::Value) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name, "namespace": "team-a"}, "data": data}))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn envtest_calls_the_webhooks_with_the_self_managed_certificates() {
+    // The server first: its port goes into envtest's service map.
+    let (validator, seen) = rules();
+    let resolver = CertResolver::new();
+    let listening = WebhookServer::new(resolver.clone())
+        .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .validator::<ConfigMap, _>(validator)
+        .unwrap()
+        .defaulter::<ConfigMap, _>(ModeDefaults)
+        .unwrap()
+        .listen()
+        .await
+        .unwrap();
+    let addr = listening.local_addr().to_string();
+    let stop = CancellationToken::new();
+    let served = tokio::spawn(listening.serve(stop.clone()));
+
+    let env = TestEnv::builder()
+        .webhook_service("system/webhook-service", addr)
+        .start()
+        .await
+        .unwrap();
+    let client = env.client();
+    create_namespace(&client, "system").await;
+    let ns: Namespace = serde_json::from_value(
+        json!({"metadata": {"name": "team-a", "labels": {"webhooks": "on"}}}),
+    )
+    .unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &validating_config("gizmo-validating", &validate_path::<ConfigMap>()),
+        )
+        .await
+        .unwrap();
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &mutating_config("gizmo-mutating", &mutate_path::<ConfigMap>()),
+        )
+        .await
+        .unwrap();
+    SecretCerts::new(client.clone(), "system", "webhook-service", resolver)
+        .validating_webhook("gizmo-validating")
+        .mutating_webhook("gizmo-mutating")
+        .ensure()
+        .await
+        .unwrap();
+
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "team-a");
+    // Defaults visible on read.
+    maps.create(&PostParams::default(), &config_map("plain", json!({})))
+        .await
+        .unwrap();
+    let read = maps.get("plain").await.unwrap();
+    assert_eq!(read.data.unwrap()["mode"], "fast");
+    assert_eq!(read.metadata.labels.unwrap()["defaulted"], "true");
+
+    // A denied create: the validator's message and cause reach the client.
+    let err = maps
+        .create(
+            &PostParams::default(),
+            &config_map("bad", json!({"mode": "turbo"})),
+        )
+        .await
+        .unwrap_err();
+    let kube_client::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        status.message.contains("mode \"turbo\" is not supported"),
+        "{status:?}"
+    );
+    assert_eq!(status.code, 422);
+
+    // A denied update.
+    let mut fast = maps.get("plain").await.unwrap();
+    fast.data
+        .get_or_insert_default()
+        .insert("mode".into(), "slow".into());
+    let err = maps
+        .replace("plain", &PostParams::default(), &fast)
+        .await
+        .unwrap_err();
+    let kube_client::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        status.message.contains("cannot slow down a fast map"),
+        "{status:?}"
+    );
+
+    // dryRun reaches the handler (and nothing is stored).
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    maps.create(&dry, &config_map("dry", json!({"mode": "slow"})))
+        .await
+        .unwrap();
+    assert!(maps.get_opt("dry").await.unwrap().is_none());
+    let flags: Vec<bool> = seen.lock().iter().map(|(_, dry)| *dry).collect();
+    assert!(flags.contains(&true) && flags.contains(&false), "{flags:?}");
+
+    stop.cancel();
+    served.await.unwrap().unwrap();
+}
