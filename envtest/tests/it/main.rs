@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admin;
+mod admission_policies;
 mod admission_webhooks;
 mod apply;
 mod apply_granular;

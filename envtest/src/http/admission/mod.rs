@@ -3,7 +3,7 @@
 //! after the other, their `JSONPatch` answers applied and
 //! `reinvocationPolicy: IfNeeded` webhooks called once more when a later
 //! one changed the object; then (after the caller's schema validation)
-//! validating webhooks. Each webhook is matched by its rules, match policy,
+//! ValidatingAdmissionPolicies ([`policy`]) and validating webhooks. Each webhook is matched by its rules, match policy,
 //! namespace and object selectors and CEL `matchConditions`; a dry run
 //! refuses a webhook with side effects; a denial answers the status the
 //! webhook set; a call that fails (transport, timeout, an invalid answer)
@@ -15,6 +15,7 @@
 //! webhook is called) and calls webhooks with [`client`].
 
 pub mod client;
+pub mod policy;
 pub mod review;
 pub mod rules;
 
@@ -66,6 +67,7 @@ impl Hook {
 pub struct Admission {
     mutating: Vec<Hook>,
     validating: Vec<Hook>,
+    policies: policy::Policies,
 }
 
 /// The outcome of the mutating phase.
@@ -97,8 +99,9 @@ impl Admission {
         let a = Admission {
             mutating: hooks_of(srv, MUTATING),
             validating: hooks_of(srv, VALIDATING),
+            policies: policy::Policies::load(srv),
         };
-        (!a.mutating.is_empty() || !a.validating.is_empty()).then_some(a)
+        (!a.mutating.is_empty() || !a.validating.is_empty() || !a.policies.is_empty()).then_some(a)
     }
 
     /// Whether any mutating webhook is configured.
@@ -156,6 +159,8 @@ impl Admission {
         object: Option<&Value>,
         warnings: &mut Vec<String>,
     ) -> Result<(), ApiError> {
+        // Policies first, as kube-apiserver orders its admission plugins.
+        self.policies.validate(srv, attrs, object, warnings)?;
         let calls = self.validating.iter().map(|hook| async move {
             let mut w = Vec::new();
             let r = call_if_matching(srv, hook, attrs, object, &mut w).await;
@@ -235,7 +240,11 @@ fn failed(hook: &Hook, why: String) -> Result<Option<Verdict>, ApiError> {
 /// The labels the namespace selector is matched against: the namespace's
 /// own for a Namespace, its namespace's for a namespaced object; `None`
 /// for other cluster-scoped objects (the selector does not apply).
-fn namespace_labels(srv: &Server, attrs: &Attributes, object: Option<&Value>) -> Option<Value> {
+pub(crate) fn namespace_labels(
+    srv: &Server,
+    attrs: &Attributes,
+    object: Option<&Value>,
+) -> Option<Value> {
     if attrs.resource_group.is_empty() && attrs.resource == "namespaces" {
         let o = object.or(attrs.old_object.as_ref())?;
         return Some(o["metadata"]["labels"].clone());

@@ -69,6 +69,11 @@ impl Activation {
         self
     }
 
+    /// Add `variables.<name>` (a ValidatingAdmissionPolicy variable).
+    pub fn set_variable(&mut self, name: &str, v: ExprValue) {
+        self.variables.insert(name.to_string(), v.0);
+    }
+
     fn context(&self) -> cel::Context<'static, 'static> {
         let mut ctx = cel::Context::with_env(ENV.clone());
         for (k, v) in &self.vars {
@@ -116,6 +121,19 @@ impl Expression {
     }
 }
 
+impl Expression {
+    /// Run an expression that must give a string.
+    pub fn eval_string(&self, act: &Activation) -> Result<String, ExprError> {
+        match self.eval(act)?.0 {
+            cel::Value::String(s) => Ok(s.to_string()),
+            other => Err(ExprError::Type {
+                expected: "string",
+                got: format!("{other:?}"),
+            }),
+        }
+    }
+}
+
 /// A JSON value as CEL sees it.
 fn to_cel(v: &Value) -> cel::Value {
     match v {
@@ -148,5 +166,17 @@ mod tests {
         assert!(e.eval_bool(&act).unwrap());
         assert!(Expression::compile("oldSelf == 1", &["object"]).is_err());
         assert!(Expression::compile("object.x.ip()", &["object"]).is_err());
+    }
+
+    #[test]
+    fn variables_are_bound_under_variables() {
+        let v = Expression::compile("object.spec.replicas * 2", &["object"]).unwrap();
+        let mut act = Activation::new().json("object", &json!({"spec": {"replicas": 3}}));
+        let val = v.eval(&act).unwrap();
+        act.set_variable("double", val);
+        let e = Expression::compile("variables.double == 6", &["object", "variables"]).unwrap();
+        assert!(e.eval_bool(&act).unwrap());
+        let m = Expression::compile("'n=' + string(variables.double)", &["variables"]).unwrap();
+        assert_eq!(m.eval_string(&act).unwrap(), "n=6");
     }
 }
