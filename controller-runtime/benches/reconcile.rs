@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use controller_runtime::manager::{Cache, Manager};
-use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+use controller_runtime::{Cache, Manager};
+use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{Patch, PatchParams, PostParams};
@@ -140,7 +140,7 @@ struct Record {
 
 impl Reconciler for Record {
     type Error = std::convert::Infallible;
-    async fn reconcile(&self, req: Request, _: Context) -> Result<Action, Self::Error> {
+    async fn reconcile(&self, req: Request, _: CallInfo) -> Result<Action, Self::Error> {
         if let Ok(Some(cm)) = self
             .cache
             .get::<ConfigMap>(req.namespace.as_deref(), &req.name)

@@ -48,7 +48,7 @@ use kube_core::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::reconcile::Action;
+use crate::action::Action;
 
 /// Errors of the finalizer helper.
 #[derive(Debug, thiserror::Error)]
@@ -291,7 +291,7 @@ where
     }
 }
 
-impl<E: crate::reconcile::Terminal> crate::reconcile::Terminal for FinalizerError<E> {
+impl<E: crate::terminal::Terminal> crate::terminal::Terminal for FinalizerError<E> {
     fn is_terminal(&self) -> bool {
         match self {
             FinalizerError::Apply(e) | FinalizerError::Cleanup(e) => e.is_terminal(),

@@ -19,7 +19,8 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube_core::Resource;
 
-use crate::reconcile::Request;
+use crate::object::ScopeInfo;
+use crate::request::Request;
 
 /// Maps the events of kind `K` to the requests to enqueue.
 ///
@@ -125,42 +126,6 @@ pub struct EnqueueRequestForOwner {
     kind: String,
     owner_namespaced: bool,
     only_controller: bool,
-}
-
-/// Whether a `Resource` kind is namespaced, from its `Scope`, and how to
-/// reach one of its objects through the API.
-pub trait ScopeInfo: Sized {
-    /// `true` for namespaced kinds.
-    const NAMESPACED: bool;
-
-    /// An `Api` for objects of `K` in `namespace`: namespaced when `K` is
-    /// namespaced and a namespace is given, else across the cluster.
-    fn api<K>(client: kube_client::Client, namespace: Option<&str>) -> kube_client::Api<K>
-    where
-        K: kube_core::Resource<Scope = Self, DynamicType = ()>;
-}
-impl ScopeInfo for k8s_openapi::NamespaceResourceScope {
-    const NAMESPACED: bool = true;
-
-    fn api<K>(client: kube_client::Client, namespace: Option<&str>) -> kube_client::Api<K>
-    where
-        K: kube_core::Resource<Scope = Self, DynamicType = ()>,
-    {
-        match namespace {
-            Some(ns) if !ns.is_empty() => kube_client::Api::namespaced(client, ns),
-            _ => kube_client::Api::all(client),
-        }
-    }
-}
-impl ScopeInfo for k8s_openapi::ClusterResourceScope {
-    const NAMESPACED: bool = false;
-
-    fn api<K>(client: kube_client::Client, _namespace: Option<&str>) -> kube_client::Api<K>
-    where
-        K: kube_core::Resource<Scope = Self, DynamicType = ()>,
-    {
-        kube_client::Api::all(client)
-    }
 }
 
 impl EnqueueRequestForOwner {

@@ -64,25 +64,50 @@ pub use kube_client;
 /// [`manager::Runnable`].
 pub use tokio_util::sync::CancellationToken;
 
+pub use action::Action;
+pub use cache::{Cache, CacheError, ListOptions};
+pub use controller::{Controller, ControllerBuilder};
+pub use error::BoxError;
+pub use manager::{Manager, ManagerError};
+pub use object::Object;
+pub use reconcile::{CallInfo, Cleanup, ObjectContext, ObjectReconciler, Reconciler};
+pub use request::Request;
+pub use terminal::{Terminal, TerminalError};
+
+// The modules in layers, each importing only those below it (see
+// `docs/architecture.md`; `tests/it/module_graph.rs` checks it).
+//
+// 0. Vocabulary.
+pub mod action;
+pub mod error;
+pub mod object;
+pub mod request;
+pub mod terminal;
+// 1. Building blocks.
 pub mod client;
 pub mod conditions;
-pub mod controller;
 pub mod crd;
 pub mod events;
 pub mod finalizer;
 pub mod handler;
 pub mod healthz;
 pub mod leaderelection;
-pub mod manager;
-pub mod metrics;
 pub mod predicate;
-pub mod prelude;
 pub mod rbac;
-pub mod reconcile;
-pub mod reconciler;
-pub mod sharding;
-pub mod webhook;
 pub mod workqueue;
+// 2. Cache and metrics registry.
+pub mod cache;
+pub mod metrics;
+// 3. Typed reconcile.
+pub mod reconcile;
+// 4. Manager and the webhook server it runs.
+pub mod manager;
+pub mod webhook;
+// 5. Controller and its sharding.
+pub mod controller;
+pub mod sharding;
+// 6. Derive support.
+pub mod prelude;
 
 mod macro_support;
 #[doc(hidden)]
@@ -97,6 +122,6 @@ pub use informer_macros::CustomResource;
 pub use informer_macros::api_types;
 
 /// Derives a reconciler's controller registration, finalizer flow and
-/// least-privilege RBAC role from `#[reconciler(...)]`: see [`reconciler`],
+/// least-privilege RBAC role from `#[reconciler(...)]`: see [`Cleanup`],
 /// [`rbac`] and `docs/macros.md`.
 pub use informer_macros::Reconciler;

@@ -22,21 +22,20 @@
 //! [`Metrics::encode`] renders everything in the Prometheus text format that
 //! [`Metrics::router`] serves at `/metrics`.
 //!
+//! The controller layer resolves the `controller_runtime_*` series per
+//! controller; this module only registers the families.
+//!
+//! Layer 2 (cache and metrics registry): imports the [`crate::workqueue`]
+//! metrics provider and nothing above it.
+//!
 //! ```
-//! use std::time::Duration;
 //! use controller_runtime::metrics::Metrics;
-//! use controller_runtime::reconcile::ReconcileOutcome;
 //! let metrics = Metrics::new().unwrap();
-//! let recorder = metrics.controller("configmap-mirror");
-//! recorder.observe(&ReconcileOutcome::Success, Duration::from_millis(3));
 //! let text = metrics.encode().unwrap();
-//! assert!(text.contains(
-//!     r#"controller_runtime_reconcile_total{controller="configmap-mirror",result="success"} 1"#
-//! ));
+//! assert!(text.contains("controller_runtime_reconcile_total"));
 //! ```
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -45,11 +44,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use prometheus::core::Collector;
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::reconcile::ReconcileOutcome;
 use crate::workqueue::PrometheusMetricsProvider;
 use informer_core::metrics::InformerMetrics;
 
@@ -79,18 +76,17 @@ pub const RECONCILE_TIME_BUCKETS: &[f64] = &[
     25.0, 30.0, 40.0, 50.0, 60.0,
 ];
 
-/// The `result` label values of `controller_runtime_reconcile_total`.
-pub const RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_after"];
-
+/// The controller metric families, registered with the registry; the
+/// controller layer resolves them per controller and per result.
 #[derive(Clone)]
-struct ControllerVecs {
-    reconcile_total: IntCounterVec,
-    reconcile_errors: IntCounterVec,
-    terminal_errors: IntCounterVec,
-    panics: IntCounterVec,
-    reconcile_time: HistogramVec,
-    max_concurrent: IntGaugeVec,
-    active_workers: IntGaugeVec,
+pub(crate) struct ControllerVecs {
+    pub(crate) reconcile_total: IntCounterVec,
+    pub(crate) reconcile_errors: IntCounterVec,
+    pub(crate) terminal_errors: IntCounterVec,
+    pub(crate) panics: IntCounterVec,
+    pub(crate) reconcile_time: HistogramVec,
+    pub(crate) max_concurrent: IntGaugeVec,
+    pub(crate) active_workers: IntGaugeVec,
 }
 
 impl ControllerVecs {
@@ -218,24 +214,9 @@ impl Metrics {
         Ok(self.inner.registry.register(collector)?)
     }
 
-    /// The recorder for the controller called `name`. Its `reconcile_total`
-    /// series start at zero for every result, so dashboards see them before
-    /// the first reconcile.
-    pub fn controller(&self, name: &str) -> ControllerRecorder {
-        let v = &self.inner.controllers;
-        let total = |result: &str| v.reconcile_total.with_label_values(&[name, result]);
-        ControllerRecorder {
-            success: total("success"),
-            error: total("error"),
-            requeue: total("requeue"),
-            requeue_after: total("requeue_after"),
-            errors: v.reconcile_errors.with_label_values(&[name]),
-            terminal: v.terminal_errors.with_label_values(&[name]),
-            panics: v.panics.with_label_values(&[name]),
-            time: v.reconcile_time.with_label_values(&[name]),
-            max_concurrent: v.max_concurrent.with_label_values(&[name]),
-            active_workers: v.active_workers.with_label_values(&[name]),
-        }
+    /// The controller metric families (for the controller layer).
+    pub(crate) fn controller_vecs(&self) -> &ControllerVecs {
+        &self.inner.controllers
     }
 
     /// Everything registered, in the Prometheus text exposition format.
@@ -266,75 +247,6 @@ async fn serve_metrics(State(metrics): State<Metrics>) -> Response {
             tracing::warn!(%error, "cannot encode metrics");
             (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response()
         }
-    }
-}
-
-/// The metrics of one controller, with the label values resolved once.
-#[derive(Clone)]
-pub struct ControllerRecorder {
-    success: IntCounter,
-    error: IntCounter,
-    requeue: IntCounter,
-    requeue_after: IntCounter,
-    errors: IntCounter,
-    terminal: IntCounter,
-    panics: IntCounter,
-    time: Histogram,
-    max_concurrent: IntGauge,
-    active_workers: IntGauge,
-}
-
-impl std::fmt::Debug for ControllerRecorder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ControllerRecorder").finish_non_exhaustive()
-    }
-}
-
-impl ControllerRecorder {
-    /// Records one finished reconcile that took `elapsed`.
-    pub fn observe(&self, outcome: &ReconcileOutcome, elapsed: Duration) {
-        self.time.observe(elapsed.as_secs_f64());
-        match outcome.result_label() {
-            "success" => self.success.inc(),
-            "requeue" => self.requeue.inc(),
-            "requeue_after" => self.requeue_after.inc(),
-            _ => self.error.inc(),
-        }
-        if outcome.is_error() {
-            self.errors.inc();
-        }
-        if outcome.is_terminal() {
-            self.terminal.inc();
-        }
-        if outcome.is_panic() {
-            self.panics.inc();
-        }
-    }
-
-    /// Sets `controller_runtime_max_concurrent_reconciles`.
-    pub fn set_max_concurrent_reconciles(&self, n: usize) {
-        self.max_concurrent
-            .set(i64::try_from(n).unwrap_or(i64::MAX));
-    }
-
-    /// Counts one worker as busy until the returned guard is dropped.
-    pub fn worker_active(&self) -> ActiveWorker {
-        self.active_workers.inc();
-        ActiveWorker {
-            gauge: self.active_workers.clone(),
-        }
-    }
-}
-
-/// Keeps `controller_runtime_active_workers` raised by one while alive.
-#[derive(Debug)]
-pub struct ActiveWorker {
-    gauge: IntGauge,
-}
-
-impl Drop for ActiveWorker {
-    fn drop(&mut self) {
-        self.gauge.dec();
     }
 }
 

@@ -18,13 +18,15 @@ pub use kube_client::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchPar
 pub use kube_client::{Api, Client, Resource, ResourceExt};
 
 pub use crate::CancellationToken;
+pub use crate::action::Action;
+pub use crate::cache::{Cache, ListOptions};
 pub use crate::controller::{Controller, ControllerBuilder};
 pub use crate::events::{EventInfo, EventRecorder, EventType};
 pub use crate::finalizer::{FinalizerError, FinalizerEvent};
 pub use crate::handler::{EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler};
-pub use crate::manager::{Cache, ListOptions, Manager, ManagerError, Object};
+pub use crate::manager::{Manager, ManagerError};
+pub use crate::object::Object;
 pub use crate::predicate::{GenerationChanged, Predicate};
-pub use crate::reconcile::{
-    Action, Context, ObjectContext, ObjectReconciler, Reconciler, Request, Terminal, TerminalError,
-};
-pub use crate::reconciler::Cleanup;
+pub use crate::reconcile::{CallInfo, Cleanup, ObjectContext, ObjectReconciler, Reconciler};
+pub use crate::request::Request;
+pub use crate::terminal::{Terminal, TerminalError};

@@ -38,7 +38,7 @@ use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, OwnerReference,
 };
 use controller_runtime::kube_client;
-use controller_runtime::manager::CacheError;
+use controller_runtime::cache::CacheError;
 use controller_runtime::prelude::*;
 use serde::{Deserialize, Serialize};
 

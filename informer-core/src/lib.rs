@@ -10,6 +10,7 @@
 
 pub mod delta_fifo;
 pub mod factory;
+pub mod handler;
 pub mod key;
 pub mod list_watch;
 pub mod lister;

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::key::ObjectOrTombstone;
-use crate::shared_informer::ResourceEventHandler;
+use crate::handler::ResourceEventHandler;
 
 /// How many queued notifications a listener hands to one blocking-pool job.
 const MAX_BATCH: usize = 1024;

@@ -27,16 +27,21 @@
 //! times while waiting is reconciled once, and failures are retried with
 //! per-request exponential backoff.
 //!
+//! Layer 5 (controller): the builder, the watch sources, the workers, the
+//! reconcile outcome and its metrics. It imports the manager (a controller
+//! is a runnable the manager runs) and everything below; nothing but the
+//! derive support imports it.
+//!
 //! ```no_run
 //! use controller_runtime::manager::Manager;
 //! use controller_runtime::predicate::GenerationChanged;
-//! use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+//! use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 //! use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 //!
 //! struct Rollout;
 //! impl Reconciler for Rollout {
 //!     type Error = std::convert::Infallible;
-//!     async fn reconcile(&self, _req: Request, _: Context) -> Result<Action, Self::Error> {
+//!     async fn reconcile(&self, _req: Request, _: CallInfo) -> Result<Action, Self::Error> {
 //!         Ok(Action::done())
 //!     }
 //! }
@@ -51,6 +56,8 @@
 //! # Ok(()) }
 //! ```
 
+mod metrics;
+mod outcome;
 mod source;
 mod worker;
 
@@ -63,17 +70,20 @@ use informer_core::shared_informer::InformerError;
 
 use crate::handler::{
     EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler,
-    ScopeInfo,
 };
-use crate::manager::{Manager, ManagerError, Object};
+use crate::manager::{Manager, ManagerError};
+use crate::object::{Object, ScopeInfo};
 use crate::predicate::Predicate;
-use crate::reconcile::Request;
-use crate::reconcile::object::IntoReconciler;
+use crate::reconcile::IntoReconciler;
+use crate::request::Request;
 use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
-use source::{TypedWatch, Watch};
+use metrics::ControllerMetrics;
+use outcome::DynReconciler;
+use source::{KindSource, Source};
 
-/// Errors of building a controller; [`ControllerBuilder::complete`] returns
-/// them inside [`ManagerError::Controller`], the one setup error type.
+/// Errors of building a controller, returned by
+/// [`ControllerBuilder::complete`]; `?` turns them into
+/// [`ManagerError::Controller`], the manager's setup error.
 #[derive(Debug, thiserror::Error)]
 pub enum BuilderError {
     /// Controller names appear in metrics labels and logs: non-empty, at
@@ -91,6 +101,12 @@ pub enum BuilderError {
     /// `reconcile_timeout(0)` would time out every reconcile.
     #[error("controller {0:?}: reconcile_timeout must be positive")]
     ZeroTimeout(String),
+}
+
+impl From<BuilderError> for ManagerError {
+    fn from(error: BuilderError) -> Self {
+        ManagerError::Controller(Box::new(error))
+    }
 }
 
 /// Errors of a running controller (reported by the manager).
@@ -157,7 +173,7 @@ pub struct ControllerBuilder<K> {
     mgr: Manager,
     name: Option<String>,
     for_predicates: Vec<Box<dyn Predicate<K>>>,
-    watches: Vec<Box<dyn Watch>>,
+    sources: Vec<Box<dyn Source>>,
     max_concurrent: usize,
     rate_limiter: Option<Box<dyn RateLimiter<Request>>>,
     reconcile_timeout: Option<Duration>,
@@ -170,7 +186,7 @@ impl<K: Object> ControllerBuilder<K> {
             mgr: mgr.clone(),
             name: None,
             for_predicates: Vec::new(),
-            watches: Vec::new(),
+            sources: Vec::new(),
             max_concurrent: 1,
             rate_limiter: None,
             reconcile_timeout: None,
@@ -236,7 +252,7 @@ impl<K: Object> ControllerBuilder<K> {
         handler: impl EventHandler<W>,
         predicates: Vec<Box<dyn Predicate<W>>>,
     ) -> Self {
-        self.watches.push(Box::new(TypedWatch {
+        self.sources.push(Box::new(KindSource {
             informer: self.mgr.informer_factory().informer::<W>(),
             handler: Arc::new(handler),
             predicates: Arc::new(predicates),
@@ -293,19 +309,23 @@ impl<K: Object> ControllerBuilder<K> {
     pub fn complete<M>(
         mut self,
         reconciler: impl IntoReconciler<K, M>,
-    ) -> Result<Controller, ManagerError> {
+    ) -> Result<Controller, BuilderError> {
         let name = self.validate()?;
         if !self.mgr.claim_controller_name(&name) {
-            return Err(BuilderError::DuplicateName(name).into());
+            return Err(BuilderError::DuplicateName(name));
         }
-        let reconciler = reconciler.into_reconciler(&self.mgr, &name);
-        let primary: Box<dyn Watch> = Box::new(TypedWatch {
+        let reconciler: Arc<dyn DynReconciler> = Arc::new(reconciler.into_reconciler(
+            self.mgr.cache(),
+            &self.mgr.client(),
+            self.mgr.event_recorder(&name),
+        ));
+        let primary: Box<dyn Source> = Box::new(KindSource {
             informer: self.mgr.informer_factory().informer::<K>(),
             handler: Arc::new(EnqueueRequestForObject) as Arc<dyn EventHandler<K>>,
             predicates: Arc::new(std::mem::take(&mut self.for_predicates)),
         });
-        let mut watches = vec![primary];
-        watches.append(&mut self.watches);
+        let mut sources = vec![primary];
+        sources.append(&mut self.sources);
 
         let limiter: Box<dyn RateLimiter<Request>> = self
             .rate_limiter
@@ -317,18 +337,18 @@ impl<K: Object> ControllerBuilder<K> {
             .metrics(self.mgr.workqueue_metrics())
             .build();
         let name: Arc<str> = name.into();
-        let running = worker::Running {
+        let runnable = worker::ControllerRunnable {
             name: Arc::clone(&name),
             reconciler,
             queue: queue.clone(),
-            watches,
+            sources,
             workers: self.max_concurrent,
             reconcile_timeout: self.reconcile_timeout,
             cache_sync_timeout: self.mgr.cache_sync_timeout(),
-            recorder: self.mgr.metrics().controller(&name),
+            metrics: ControllerMetrics::new(self.mgr.metrics(), &name),
             next_id: AtomicU64::new(1),
         };
-        self.mgr.add_runnable(running);
+        self.mgr.add_runnable(runnable);
         Ok(Controller { name, queue })
     }
 }

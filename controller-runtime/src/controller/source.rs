@@ -1,11 +1,14 @@
-//! Watches of a controller: which informer, which predicates, which handler.
+//! Sources of a controller's requests: which informer, which predicates,
+//! which handler (Go's `source.Kind`).
 //!
-//! A [`Watch`] ties one kind's shared informer to the controller's
+//! A [`Source`] ties one kind's shared informer to the controller's
 //! workqueue. It is created when the controller is built (so the informer is
 //! requested from the factory before the manager starts it) and registers
 //! its informer handler when the controller starts (so a replica that is not
 //! leading queues nothing). Initial-list adds and resyncs are queued at low
 //! priority so that real changes go first.
+//!
+//! Controller layer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,21 +24,22 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::EventHandler;
-use crate::manager::Object;
+use crate::object::Object;
 use crate::predicate::Predicate;
-use crate::reconcile::Request;
+use crate::request::Request;
 use crate::workqueue::{AddOptions, Priority, Queue};
 
-/// A type-erased watch of one kind.
-pub(crate) trait Watch: Send + Sync + 'static {
+/// A type-erased source of requests: the watch of one kind.
+pub(crate) trait Source: Send + Sync + 'static {
     /// `Kind (group/version)`, for logs and sync errors.
     fn describe(&self) -> String;
     /// Registers the informer handler feeding `queue`.
-    fn register(&self, queue: Queue<Request>) -> Result<Registered, InformerError>;
+    fn register(&self, queue: Queue<Request>) -> Result<SourceRegistration, InformerError>;
 }
 
-/// A registered watch: remove it when the controller stops.
-pub(crate) struct Registered {
+/// A registered source: its informer handler is removed when it is
+/// dropped (when the controller stops).
+pub(crate) struct SourceRegistration {
     pub(crate) description: String,
     synced: Box<dyn Fn() -> bool + Send + Sync>,
     /// A future that resolves once `synced` may have turned true.
@@ -43,14 +47,14 @@ pub(crate) struct Registered {
     remove: Box<dyn Fn() + Send + Sync>,
 }
 
-impl Registered {
+impl SourceRegistration {
     /// Whether the informer synced and this handler got the initial list.
     pub(crate) fn has_synced(&self) -> bool {
         (self.synced)()
     }
 }
 
-impl Drop for Registered {
+impl Drop for SourceRegistration {
     fn drop(&mut self) {
         (self.remove)();
     }
@@ -60,12 +64,12 @@ impl Drop for Registered {
 /// names the watches that had not synced. Woken by the watches' own sync
 /// waits, with a look every 20 ms besides.
 pub(crate) async fn wait_for_sync(
-    watches: &[Registered],
+    watches: &[SourceRegistration],
     timeout: Duration,
 ) -> Result<(), Vec<String>> {
     let deadline = Instant::now() + timeout;
     loop {
-        let unsynced: Vec<&Registered> = watches.iter().filter(|w| !w.has_synced()).collect();
+        let unsynced: Vec<&SourceRegistration> = watches.iter().filter(|w| !w.has_synced()).collect();
         if unsynced.is_empty() {
             return Ok(());
         }
@@ -90,20 +94,20 @@ pub(crate) fn describe_kind<K: Resource<DynamicType = ()>>() -> String {
     }
 }
 
-/// A watch of kind `W`.
-pub(crate) struct TypedWatch<W> {
+/// The source of kind `W`: its shared informer, handler and predicates.
+pub(crate) struct KindSource<W> {
     pub(crate) informer: SharedIndexInformer<W>,
     pub(crate) handler: Arc<dyn EventHandler<W>>,
     pub(crate) predicates: Arc<Vec<Box<dyn Predicate<W>>>>,
 }
 
-impl<W: Object> Watch for TypedWatch<W> {
+impl<W: Object> Source for KindSource<W> {
     fn describe(&self) -> String {
         describe_kind::<W>()
     }
 
-    fn register(&self, queue: Queue<Request>) -> Result<Registered, InformerError> {
-        let adapter = Enqueue {
+    fn register(&self, queue: Queue<Request>) -> Result<SourceRegistration, InformerError> {
+        let adapter = InformerHandler {
             queue,
             handler: Arc::clone(&self.handler),
             predicates: Arc::clone(&self.predicates),
@@ -137,7 +141,7 @@ impl<W: Object> Watch for TypedWatch<W> {
                 tracing::debug!(%error, "removing a controller's informer handler");
             }
         });
-        Ok(Registered {
+        Ok(SourceRegistration {
             description: self.describe(),
             synced,
             wait,
@@ -146,14 +150,15 @@ impl<W: Object> Watch for TypedWatch<W> {
     }
 }
 
-/// The informer handler: predicates, then the event handler, then the queue.
-struct Enqueue<W> {
+/// The informer handler of a source: predicates, then the event handler,
+/// then the queue.
+struct InformerHandler<W> {
     queue: Queue<Request>,
     handler: Arc<dyn EventHandler<W>>,
     predicates: Arc<Vec<Box<dyn Predicate<W>>>>,
 }
 
-impl<W: Object> Enqueue<W> {
+impl<W: Object> InformerHandler<W> {
     fn push(&self, requests: Vec<Request>, priority: Priority) {
         for req in requests {
             if priority == Priority::NORMAL {
@@ -166,7 +171,7 @@ impl<W: Object> Enqueue<W> {
     }
 }
 
-impl<W: Object> ResourceEventHandler<W> for Enqueue<W> {
+impl<W: Object> ResourceEventHandler<W> for InformerHandler<W> {
     fn on_add(&self, obj: Arc<W>, is_in_initial_list: bool) {
         if self.predicates.iter().all(|p| p.create(&obj)) {
             self.push(
@@ -209,8 +214,8 @@ mod tests {
     fn enqueue(
         queue: &Queue<Request>,
         predicates: Vec<Box<dyn Predicate<ConfigMap>>>,
-    ) -> Enqueue<ConfigMap> {
-        Enqueue {
+    ) -> InformerHandler<ConfigMap> {
+        InformerHandler {
             queue: queue.clone(),
             handler: Arc::new(EnqueueRequestForObject),
             predicates: Arc::new(predicates),
@@ -265,7 +270,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn sync_wait_ends_the_moment_the_last_watch_synced() {
         let (tx, rx) = tokio::sync::watch::channel(false);
-        let registered = vec![Registered {
+        let registered = vec![SourceRegistration {
             description: "Pod (v1)".into(),
             synced: Box::new({
                 let rx = rx.clone();
@@ -296,13 +301,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn sync_wait_names_the_unsynced_watches() {
         let registered = vec![
-            Registered {
+            SourceRegistration {
                 description: "Pod (v1)".into(),
                 synced: Box::new(|| true),
                 wait: Box::new(|| futures::future::pending().boxed()),
                 remove: Box::new(|| {}),
             },
-            Registered {
+            SourceRegistration {
                 description: "Widget (example.com/v1)".into(),
                 synced: Box::new(|| false),
                 wait: Box::new(|| futures::future::pending().boxed()),

@@ -1,5 +1,5 @@
 use super::*;
-use crate::reconcile::{Action, Context, Reconciler};
+use crate::reconcile::{Action, CallInfo, Reconciler};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 
 struct Noop;
@@ -8,7 +8,7 @@ impl Reconciler for Noop {
     async fn reconcile(
         &self,
         _: Request,
-        _: Context,
+        _: CallInfo,
     ) -> Result<crate::reconcile::Action, Self::Error> {
         Ok(Action::done())
     }
@@ -47,7 +47,7 @@ async fn names_must_be_valid_and_unique() {
         .complete(Noop)
         .unwrap_err();
     assert!(
-        matches!(err, ManagerError::Controller(BuilderError::DuplicateName(ref n)) if n == "a"),
+        matches!(err, BuilderError::DuplicateName(ref n) if n == "a"),
         "{err}"
     );
     for bad in ["", "has space", "slash/name", &"x".repeat(64)] {
@@ -57,7 +57,7 @@ async fn names_must_be_valid_and_unique() {
             .complete(Noop)
             .unwrap_err();
         assert!(
-            matches!(err, ManagerError::Controller(BuilderError::InvalidName(_))),
+            matches!(err, BuilderError::InvalidName(_)),
             "{bad:?}: {err}"
         );
     }
@@ -81,7 +81,7 @@ async fn concurrency_and_timeout_must_be_positive() {
         .complete(Noop)
         .unwrap_err();
     assert!(
-        matches!(err, ManagerError::Controller(BuilderError::ZeroTimeout(_))),
+        matches!(err, BuilderError::ZeroTimeout(_)),
         "{err}"
     );
     // A failed build does not take the name.

@@ -8,6 +8,8 @@
 //! and mark the request done. When the controller is asked to stop, workers
 //! take no new request and finish the one in hand; if the controller's task
 //! is dropped instead (lost leadership), everything stops at once.
+//!
+//! Controller layer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,26 +21,30 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::ControllerError;
-use super::source::{Registered, Watch, wait_for_sync};
+use super::metrics::ControllerMetrics;
+use super::outcome::{DynReconciler, QueueAction, ReconcileOutcome};
+use super::source::{Source, SourceRegistration, wait_for_sync};
+use crate::error::BoxError;
 use crate::manager::Runnable;
-use crate::metrics::ControllerRecorder;
-use crate::reconcile::{BoxError, Context, DynReconciler, QueueAction, ReconcileOutcome, Request};
+use crate::reconcile::CallInfo;
+use crate::request::Request;
 use crate::workqueue::Queue;
 
-/// Everything a started controller needs.
-pub(crate) struct Running {
+/// The controller as the manager runs it: everything a started controller
+/// needs.
+pub(crate) struct ControllerRunnable {
     pub(crate) name: Arc<str>,
     pub(crate) reconciler: Arc<dyn DynReconciler>,
     pub(crate) queue: Queue<Request>,
-    pub(crate) watches: Vec<Box<dyn Watch>>,
+    pub(crate) sources: Vec<Box<dyn Source>>,
     pub(crate) workers: usize,
     pub(crate) reconcile_timeout: Option<Duration>,
     pub(crate) cache_sync_timeout: Duration,
-    pub(crate) recorder: ControllerRecorder,
+    pub(crate) metrics: ControllerMetrics,
     pub(crate) next_id: AtomicU64,
 }
 
-impl Runnable for Running {
+impl Runnable for ControllerRunnable {
     fn name(&self) -> String {
         format!("controller {}", self.name)
     }
@@ -52,7 +58,7 @@ impl Runnable for Running {
 /// controller's task ends (returned or dropped).
 struct StopGuard {
     queue: Queue<Request>,
-    _registered: Vec<Registered>,
+    _registered: Vec<SourceRegistration>,
 }
 
 impl Drop for StopGuard {
@@ -61,16 +67,16 @@ impl Drop for StopGuard {
     }
 }
 
-impl Running {
+impl ControllerRunnable {
     async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), ControllerError> {
-        let mut registered = Vec::with_capacity(self.watches.len());
-        for watch in &self.watches {
+        let mut registered = Vec::with_capacity(self.sources.len());
+        for src in &self.sources {
             let reg =
-                watch
+                src
                     .register(self.queue.clone())
                     .map_err(|source| ControllerError::Watch {
                         controller: self.name.to_string(),
-                        watch: watch.describe(),
+                        watch: src.describe(),
                         source,
                     })?;
             registered.push(reg);
@@ -92,7 +98,7 @@ impl Running {
         };
 
         tracing::info!(controller = %self.name, workers = self.workers, "starting workers");
-        self.recorder.set_max_concurrent_reconciles(self.workers);
+        self.metrics.set_max_concurrent_reconciles(self.workers);
         let mut workers = JoinSet::new();
         for _ in 0..self.workers {
             let this = Arc::clone(&self);
@@ -129,10 +135,10 @@ impl Running {
     }
 
     async fn process(&self, req: Request) {
-        let _active = self.recorder.worker_active();
+        let _active = self.metrics.worker_active();
         let reconcile_id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let retries = usize::try_from(self.queue.num_requeues(&req)).unwrap_or(usize::MAX);
-        let ctx = Context::new(Arc::clone(&self.name), reconcile_id).with_retries(retries);
+        let ctx = CallInfo::new(Arc::clone(&self.name), reconcile_id).with_retries(retries);
         let span = tracing::info_span!(
             "reconcile",
             controller = %self.name,
@@ -146,7 +152,7 @@ impl Running {
             .reconciler
             .run(req.clone(), ctx, self.reconcile_timeout)
             .await;
-        self.recorder.observe(&outcome, started.elapsed());
+        self.metrics.observe(&outcome, started.elapsed());
         span.in_scope(|| log_outcome(&outcome));
         for action in outcome.queue_actions() {
             match action {

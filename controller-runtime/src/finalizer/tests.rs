@@ -97,7 +97,7 @@ fn conflict_classification() {
 
 #[test]
 fn terminal_errors_stay_visible_through_the_wrapper() {
-    let e: FinalizerError<crate::reconcile::TerminalError> =
-        FinalizerError::Apply(crate::reconcile::TerminalError::new("bad spec"));
-    assert!(crate::reconcile::is_terminal(&e));
+    let e: FinalizerError<crate::terminal::TerminalError> =
+        FinalizerError::Apply(crate::terminal::TerminalError::new("bad spec"));
+    assert!(crate::terminal::is_terminal(&e));
 }

@@ -11,9 +11,10 @@ use informer_core::factory::SharedInformerFactory;
 use kube_client::Client;
 use parking_lot::Mutex;
 
-use super::recorder::{default_recorder_config, recorder_and_writer};
+use super::event_writer::{default_recorder_config, recorder_and_writer};
 use super::server::BoundServer;
-use super::{Cache, Inner, Manager, ManagerError, Runnable};
+use super::{Inner, Manager, ManagerError, Runnable};
+use crate::cache::Cache;
 use crate::events::RecorderConfig;
 use crate::healthz::{Checks, HealthCheck, Ping, check_fn};
 use crate::leaderelection::{LeaderElectionConfig, LeaderElector};

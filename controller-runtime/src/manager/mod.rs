@@ -22,16 +22,21 @@
 //!    watched while draining: a lease lost then aborts the in-flight
 //!    reconciles at once and `run` returns [`ManagerError::LeadershipLost`].
 //!
+//! Layer 4 (manager): imports the cache, the metrics registry, events,
+//! health checks, leader election and the vocabulary; never the
+//! [controller](crate::controller), which is one of the runnables it runs
+//! (`Manager::controller` is added by the controller module).
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use controller_runtime::manager::Manager;
-//! use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+//! use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //!
 //! struct Log;
 //! impl Reconciler for Log {
 //!     type Error = std::convert::Infallible;
-//!     async fn reconcile(&self, req: Request, _: Context) -> Result<Action, Self::Error> {
+//!     async fn reconcile(&self, req: Request, _: CallInfo) -> Result<Action, Self::Error> {
 //!         tracing::info!(%req, "reconciling");
 //!         Ok(Action::done())
 //!     }
@@ -50,9 +55,8 @@
 //! ```
 
 mod builder;
-mod cache;
 mod drain;
-mod recorder;
+mod event_writer;
 mod runnable;
 mod server;
 mod tasks;
@@ -71,17 +75,16 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub use builder::ManagerBuilder;
-pub use cache::{Cache, CacheError, ListOptions, Object};
 pub use runnable::{Runnable, RunnableFn, runnable_fn};
 use server::BoundServer;
 use tasks::{Tasks, wait_for_signal};
 
-use crate::controller::BuilderError;
+use crate::cache::Cache;
+use crate::error::BoxError;
 use crate::events::EventRecorder;
 use crate::healthz::{Checks, HealthCheck, HealthzError};
 use crate::leaderelection::{LeaderElectionError, LeaderElector};
 use crate::metrics::{Metrics, MetricsError};
-use crate::reconcile::BoxError;
 use crate::workqueue::PrometheusMetricsProvider;
 
 /// Default time in-flight work gets to finish on shutdown (as controller-runtime).
@@ -94,9 +97,10 @@ pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 /// its controllers, and of running them.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
-    /// A controller's settings are invalid.
+    /// A controller's settings are invalid (the controller's
+    /// `BuilderError`, which converts into this variant with `?`).
     #[error(transparent)]
-    Controller(#[from] BuilderError),
+    Controller(BoxError),
     /// A server address could not be bound.
     #[error("cannot bind the {what} server to {addr}: {source}")]
     Bind {

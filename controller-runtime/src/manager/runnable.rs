@@ -11,7 +11,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::reconcile::BoxError;
+use crate::error::BoxError;
 
 /// Something the manager starts and stops.
 pub trait Runnable: Send + Sync + 'static {

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{ManagerError, Runnable};
-use crate::reconcile::BoxError;
+use crate::error::BoxError;
 
 /// Runnable tasks with their names, so that a timeout can say which did
 /// not finish.

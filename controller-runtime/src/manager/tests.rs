@@ -140,7 +140,10 @@ async fn serves_health_and_metrics_on_bound_ports() {
         "{report}"
     );
 
-    let _recorder = mgr.metrics().controller("probe");
+    mgr.metrics()
+        .controller_vecs()
+        .reconcile_total
+        .with_label_values(&["probe", "success"]);
     let shutdown = CancellationToken::new();
     let run = tokio::spawn({
         let (mgr, shutdown) = (mgr.clone(), shutdown.clone());

@@ -5,13 +5,13 @@
 //! cache holds for the request and an [`ObjectContext<K>`]: an `Api<K>`
 //! already scoped to the object's namespace, the manager's cache and client,
 //! an event recorder reporting as the controller, and the per-call
-//! [`Context`]. When the cache has no such object any more (it was deleted,
+//! [`CallInfo`]. When the cache has no such object any more (it was deleted,
 //! and no finalizer kept it), [`ObjectReconciler::deleted`] is called with
 //! the request instead: the "object is gone" case is a method, not a `None`
 //! to remember to check.
 //!
 //! It runs on the same path as the request form: the controller wraps it in
-//! an adapter that implements [`Reconciler`], reads the cache and builds the
+//! an adapter that implements [`Reconciler`](super::Reconciler), reads the cache and builds the
 //! context, so panics, timeouts, terminal errors, metrics and backoff behave
 //! the same for both.
 //!
@@ -46,11 +46,14 @@ use std::sync::Arc;
 use kube_client::{Api, Client};
 use serde::Serialize;
 
-use super::{Action, Context, Reconciler, Request, Terminal};
+use crate::action::Action;
+use crate::cache::Cache;
 use crate::events::EventRecorder;
 use crate::finalizer::{FinalizerError, FinalizerEvent, finalizer};
-use crate::handler::ScopeInfo;
-use crate::manager::{Cache, CacheError, Manager, Object};
+use crate::object::{Object, ScopeInfo};
+use crate::reconcile::CallInfo;
+use crate::request::Request;
+use crate::terminal::Terminal;
 
 /// Brings the cluster in line with one object of kind `K`, read from the
 /// cache; see the [module documentation](self).
@@ -103,7 +106,7 @@ impl<K: Object, R: ObjectReconciler<K>> ObjectReconciler<K> for Arc<R> {
 pub struct ObjectContext<K> {
     api: Api<K>,
     request: Request,
-    call: Context,
+    call: CallInfo,
     cache: Cache,
     client: Client,
     recorder: EventRecorder,
@@ -126,7 +129,7 @@ where
     /// A context for `request` from the pieces a controller holds.
     pub fn new(
         request: Request,
-        call: Context,
+        call: CallInfo,
         cache: Cache,
         client: Client,
         recorder: EventRecorder,
@@ -170,7 +173,7 @@ impl<K: Object> ObjectContext<K> {
     }
 
     /// The per-call information: controller name, reconcile id, retries.
-    pub fn call(&self) -> &Context {
+    pub fn call(&self) -> &CallInfo {
         &self.call
     }
 
@@ -207,111 +210,5 @@ impl<K: Object> ObjectContext<K> {
         E: std::error::Error + 'static,
     {
         finalizer(&self.api, name, obj, step).await
-    }
-}
-
-/// The error of a typed reconcile as the controller sees it: the
-/// reconciler's own, or a failed cache read before it was called.
-#[derive(Debug, thiserror::Error)]
-pub enum ObjectError<E: std::error::Error + 'static> {
-    /// The reconciler failed.
-    #[error(transparent)]
-    Reconcile(E),
-    /// The object could not be read from the cache.
-    #[error("reading the object from the cache: {0}")]
-    Cache(#[source] CacheError),
-}
-
-impl<E: Terminal> Terminal for ObjectError<E> {
-    fn is_terminal(&self) -> bool {
-        match self {
-            ObjectError::Reconcile(e) => e.is_terminal(),
-            ObjectError::Cache(_) => false,
-        }
-    }
-}
-
-/// Runs an [`ObjectReconciler`] as a [`Reconciler`]: reads the object from
-/// the cache, builds the context and calls `reconcile` or `deleted`.
-pub struct ObjectAdapter<K, R> {
-    inner: R,
-    cache: Cache,
-    client: Client,
-    recorder: EventRecorder,
-    _kind: std::marker::PhantomData<fn() -> K>,
-}
-
-impl<K: Object, R: ObjectReconciler<K>> ObjectAdapter<K, R>
-where
-    K::Scope: ScopeInfo,
-{
-    /// Adapts `inner` to run on `mgr`'s cache and client, reporting events
-    /// as `controller`.
-    pub fn new(inner: R, mgr: &Manager, controller: &str) -> Self {
-        ObjectAdapter {
-            inner,
-            cache: mgr.cache().clone(),
-            client: mgr.client(),
-            recorder: mgr.event_recorder(controller),
-            _kind: std::marker::PhantomData,
-        }
-    }
-}
-
-impl<K: Object, R: ObjectReconciler<K>> Reconciler for ObjectAdapter<K, R>
-where
-    K::Scope: ScopeInfo,
-{
-    type Error = ObjectError<R::Error>;
-
-    async fn reconcile(&self, req: Request, call: Context) -> Result<Action, Self::Error> {
-        let cached = self
-            .cache
-            .get::<K>(req.namespace.as_deref(), &req.name)
-            .await
-            .map_err(ObjectError::Cache)?;
-        let ctx = ObjectContext::<K>::new(
-            req,
-            call,
-            self.cache.clone(),
-            self.client.clone(),
-            self.recorder.clone(),
-        );
-        let result = match cached {
-            Some(obj) => self.inner.reconcile(obj, &ctx).await,
-            None => self.inner.deleted(&ctx.request, &ctx).await,
-        };
-        result.map_err(ObjectError::Reconcile)
-    }
-}
-
-/// Says which form of reconcile a controller is completed with; the marker
-/// `M` is inferred ([`ByRequest`] or [`ByObject`]), so
-/// [`complete`](crate::controller::ControllerBuilder::complete) takes both.
-pub trait IntoReconciler<K, M>: Send + Sync + 'static {
-    /// The reconciler the controller runs, type-erased.
-    fn into_reconciler(self, mgr: &Manager, controller: &str) -> Arc<dyn super::DynReconciler>;
-}
-
-/// Marks a [`Reconciler`] (the request form) for [`IntoReconciler`].
-#[derive(Debug)]
-pub enum ByRequest {}
-
-/// Marks an [`ObjectReconciler`] (the typed form) for [`IntoReconciler`].
-#[derive(Debug)]
-pub enum ByObject {}
-
-impl<K, R: Reconciler> IntoReconciler<K, ByRequest> for R {
-    fn into_reconciler(self, _mgr: &Manager, _controller: &str) -> Arc<dyn super::DynReconciler> {
-        Arc::new(self)
-    }
-}
-
-impl<K: Object, R: ObjectReconciler<K>> IntoReconciler<K, ByObject> for R
-where
-    K::Scope: ScopeInfo,
-{
-    fn into_reconciler(self, mgr: &Manager, controller: &str) -> Arc<dyn super::DynReconciler> {
-        Arc::new(ObjectAdapter::new(self, mgr, controller))
     }
 }

@@ -1,7 +1,8 @@
 //! Priorities: ready items are served highest priority first, FIFO within a
 //! priority.
 //!
-//! Every [`Queue`] is a priority queue; plain [`Queue::add`] uses
+//! Every [`Queue`](super::Queue) is a priority queue; plain
+//! [`Queue::add`](super::Queue::add) uses
 //! [`Priority::NORMAL`], so a queue that never sees another priority is a
 //! plain FIFO. The convention controllers follow (as controller-runtime's
 //! priority queue does): adds caused by an informer's initial list and by
@@ -13,10 +14,7 @@
 //! time of all its adds; an item whose priority rises moves to the tail of
 //! its new priority's line.
 
-use std::hash::Hash;
 use std::time::Duration;
-
-use super::queue::Queue;
 
 /// How urgently an item should be processed; higher is served first.
 ///
@@ -33,7 +31,7 @@ impl Priority {
     /// For adds from initial lists and resyncs (controller-runtime's
     /// `LowPriority`, -100).
     pub const LOW: Priority = Priority(-100);
-    /// The priority of [`Queue::add`].
+    /// The priority of [`Queue::add`](super::Queue::add).
     pub const NORMAL: Priority = Priority(0);
     /// For items that should jump ahead of normal work.
     pub const HIGH: Priority = Priority(100);
@@ -57,7 +55,8 @@ impl Priority {
     }
 }
 
-/// Options for [`Queue::add_with`]: priority, delay, rate limiting.
+/// Options for [`Queue::add_with`](super::Queue::add_with): priority,
+/// delay, rate limiting.
 ///
 /// ```
 /// use std::time::Duration;
@@ -68,13 +67,14 @@ impl Priority {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[must_use]
 pub struct AddOptions {
-    priority: Priority,
-    after: Duration,
-    rate_limited: bool,
+    pub(super) priority: Priority,
+    pub(super) after: Duration,
+    pub(super) rate_limited: bool,
 }
 
 impl AddOptions {
-    /// Normal priority, no delay, not rate limited: the same as [`Queue::add`].
+    /// Normal priority, no delay, not rate limited: the same as
+    /// [`Queue::add`](super::Queue::add).
     pub fn new() -> Self {
         Self::default()
     }
@@ -102,34 +102,5 @@ impl AddOptions {
     #[must_use]
     pub fn get_priority(&self) -> Priority {
         self.priority
-    }
-}
-
-impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
-    /// Adds `item` with a priority, an optional delay and optional rate
-    /// limiting. The pending item keeps the highest priority and the earliest
-    /// ready time of all its adds.
-    ///
-    /// ```
-    /// use controller_runtime::workqueue::{AddOptions, Priority, Queue};
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue = Queue::new();
-    /// queue.add_with("resync", AddOptions::new().priority(Priority::LOW));
-    /// queue.add("changed");
-    /// assert_eq!(queue.get().await, Some("changed"));
-    /// assert_eq!(queue.get().await, Some("resync"));
-    /// # }
-    /// ```
-    pub fn add_with(&self, item: T, opts: AddOptions) {
-        let mut delay = opts.after;
-        if opts.rate_limited {
-            delay = delay.max(self.rate_limited_delay(&item));
-        }
-        if opts.rate_limited || !opts.after.is_zero() {
-            // A delayed or rate-limited add is a retry, as `add_after` is.
-            self.count_retry();
-        }
-        self.insert(item, opts.priority, delay);
     }
 }

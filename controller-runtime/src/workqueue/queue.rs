@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::metrics::{MetricsProvider, QueueMetrics};
-use super::priority::Priority;
+use super::priority::{AddOptions, Priority};
 use super::rate_limiter::{RateLimiter, default_controller_rate_limiter};
 use super::state::{Pop, State, Wake};
 
@@ -532,5 +532,34 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
         for _ in 0..promoted {
             self.shared.available.notify_one();
         }
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + Sync + 'static> Queue<T> {
+    /// Adds `item` with a priority, an optional delay and optional rate
+    /// limiting. The pending item keeps the highest priority and the earliest
+    /// ready time of all its adds.
+    ///
+    /// ```
+    /// use controller_runtime::workqueue::{AddOptions, Priority, Queue};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = Queue::new();
+    /// queue.add_with("resync", AddOptions::new().priority(Priority::LOW));
+    /// queue.add("changed");
+    /// assert_eq!(queue.get().await, Some("changed"));
+    /// assert_eq!(queue.get().await, Some("resync"));
+    /// # }
+    /// ```
+    pub fn add_with(&self, item: T, opts: AddOptions) {
+        let mut delay = opts.after;
+        if opts.rate_limited {
+            delay = delay.max(self.rate_limited_delay(&item));
+        }
+        if opts.rate_limited || !opts.after.is_zero() {
+            // A delayed or rate-limited add is a retry, as `add_after` is.
+            self.count_retry();
+        }
+        self.insert(item, opts.priority, delay);
     }
 }

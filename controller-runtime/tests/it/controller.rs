@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use controller_runtime::manager::Manager;
-use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 use controller_runtime::workqueue::ItemExponentialFailureRateLimiter;
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -277,7 +277,7 @@ async fn two_controllers_share_one_watch_per_kind() {
     struct CountCms(Arc<AtomicUsize>);
     impl Reconciler for CountCms {
         type Error = std::convert::Infallible;
-        async fn reconcile(&self, _: Request, _: Context) -> Result<Action, Self::Error> {
+        async fn reconcile(&self, _: Request, _: CallInfo) -> Result<Action, Self::Error> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Ok(Action::done())
         }

@@ -13,6 +13,7 @@ mod events;
 mod finalizer;
 mod leaderelection;
 mod manager;
+mod module_graph;
 mod reconciler;
 mod sharding;
 mod sharding_controller;

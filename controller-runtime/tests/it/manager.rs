@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use controller_runtime::leaderelection::LeaderElectionConfig;
-use controller_runtime::manager::{CacheError, ListOptions, Manager, ManagerError};
-use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+use controller_runtime::cache::{CacheError, ListOptions};
+use controller_runtime::manager::{Manager, ManagerError};
+use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 use envtest::{FailureRule, TestEnv};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -91,7 +92,7 @@ impl Drop for Active<'_> {
 
 impl Reconciler for Replica {
     type Error = WidgetError;
-    async fn reconcile(&self, req: Request, ctx: Context) -> Result<Action, WidgetError> {
+    async fn reconcile(&self, req: Request, ctx: CallInfo) -> Result<Action, WidgetError> {
         let _active = {
             let mut active = self.cluster.active.lock();
             *active.entry(self.id).or_default() += 1;

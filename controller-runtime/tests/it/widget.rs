@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use controller_runtime::manager::{Cache, Manager, ManagerBuilder, ManagerError};
-use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+use controller_runtime::cache::Cache;
+use controller_runtime::manager::{Manager, ManagerBuilder, ManagerError};
+use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 use envtest::TestEnv;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -155,7 +156,7 @@ pub enum WidgetError {
     #[error("injected failure {0}")]
     Injected(usize),
     #[error("cache: {0}")]
-    Cache(#[from] controller_runtime::manager::CacheError),
+    Cache(#[from] controller_runtime::cache::CacheError),
     #[error("api: {0}")]
     Api(#[from] kube_client::Error),
 }
@@ -219,7 +220,7 @@ impl Drop for InFlight<'_> {
 impl Reconciler for WidgetReconciler {
     type Error = WidgetError;
 
-    async fn reconcile(&self, req: Request, _ctx: Context) -> Result<Action, WidgetError> {
+    async fn reconcile(&self, req: Request, _ctx: CallInfo) -> Result<Action, WidgetError> {
         let key = req.to_string();
         let attempt = {
             let mut attempts = self.journal.attempts.lock();

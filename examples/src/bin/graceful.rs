@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::manager::Manager;
-use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio_util::sync::CancellationToken;
 
@@ -25,7 +25,7 @@ struct Slow {
 
 impl Reconciler for Slow {
     type Error = std::convert::Infallible;
-    async fn reconcile(&self, req: Request, _ctx: Context) -> Result<Action, Self::Error> {
+    async fn reconcile(&self, req: Request, _ctx: CallInfo) -> Result<Action, Self::Error> {
         println!("start {req}");
         tokio::time::sleep(self.work).await;
         println!("end {req}");

@@ -25,7 +25,7 @@ use anyhow::{Context as _, bail};
 use controller_runtime::leaderelection::{LeaderElectionConfig, default_identity};
 use controller_runtime::manager::{Manager, ManagerError};
 use controller_runtime::predicate::from_fn;
-use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -64,7 +64,7 @@ struct Stamp {
 impl Reconciler for Stamp {
     type Error = kube_client::Error;
 
-    async fn reconcile(&self, req: Request, _ctx: Context) -> Result<Action, Self::Error> {
+    async fn reconcile(&self, req: Request, _ctx: CallInfo) -> Result<Action, Self::Error> {
         let ns = req.namespace.as_deref().unwrap_or("default");
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
         let Some(cm) = api.get_opt(&req.name).await? else {

@@ -27,9 +27,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use controller_runtime::handler::EnqueueRequestsFromMapFunc;
-use controller_runtime::manager::{Cache, CacheError, ListOptions, Manager};
+use controller_runtime::cache::{Cache, CacheError, ListOptions};
+use controller_runtime::manager::Manager;
 use controller_runtime::predicate::{Funcs, LabelsChanged, Predicate};
-use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 use informer_core::selector::LabelSelector;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -118,7 +119,7 @@ impl Syncer {
 impl Reconciler for Syncer {
     type Error = SyncError;
 
-    async fn reconcile(&self, req: Request, _ctx: Context) -> Result<Action, SyncError> {
+    async fn reconcile(&self, req: Request, _ctx: CallInfo) -> Result<Action, SyncError> {
         let ns = req.namespace.as_deref().unwrap_or("default");
         let source_id = copy_of(ns, &req.name);
         let source = self.cache.get::<Secret>(Some(ns), &req.name).await?;

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use super::*;
 use crate::key::ObjectOrTombstone;
-use crate::shared_informer::{ResourceEventHandler, handler_fn};
+use crate::handler::{ResourceEventHandler, handler_fn};
 
 fn cm(name: &str, rv: &str) -> Arc<ConfigMap> {
     Arc::new(ConfigMap {

@@ -2,7 +2,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::str::FromStr;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 
@@ -214,14 +213,6 @@ impl fmt::Display for LabelSelector {
             write!(f, "{r}")?;
         }
         Ok(())
-    }
-}
-
-impl FromStr for LabelSelector {
-    type Err = SelectorError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        super::parse::parse_label_selector(s).map(LabelSelector::from_requirements)
     }
 }
 

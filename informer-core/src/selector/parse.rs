@@ -12,9 +12,10 @@
 //! character indexes.
 
 use std::collections::BTreeSet;
+use std::str::FromStr;
 
 use super::SelectorError;
-use super::label::{Operator, Requirement};
+use super::label::{LabelSelector, Operator, Requirement};
 use super::validate::{check_key, check_value};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -308,3 +309,12 @@ pub(super) fn parse_label_selector(input: &str) -> Result<Vec<Requirement>, Sele
     }
     .selector()
 }
+
+impl FromStr for LabelSelector {
+    type Err = SelectorError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_label_selector(s).map(LabelSelector::from_requirements)
+    }
+}
+

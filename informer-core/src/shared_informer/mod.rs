@@ -17,7 +17,6 @@
 //! once the informer synced and that replay was delivered.
 
 mod builder;
-mod handler;
 mod informer;
 mod registration;
 #[cfg(test)]
@@ -25,8 +24,8 @@ mod tests;
 
 use std::time::Duration;
 
+pub use crate::handler::{HandlerFns, ResourceEventHandler, handler_fn};
 pub use builder::SharedIndexInformerBuilder;
-pub use handler::{HandlerFns, ResourceEventHandler, handler_fn};
 pub use informer::{SharedIndexInformer, WatchErrorHandler};
 pub use registration::ResourceEventHandlerRegistration;
 

@@ -10,6 +10,7 @@ mod factory;
 mod list_watch;
 mod lister;
 mod malformed;
+mod module_graph;
 mod reflector;
 mod reflector_faults;
 mod shared_informer;

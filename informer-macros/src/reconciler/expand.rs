@@ -103,6 +103,7 @@ fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
                 .named(Self::CONTROLLER_NAME)
                 #(#calls)*
                 .complete(#reconciler)
+                .map_err(::core::convert::Into::into)
         }
     }
 }
@@ -119,7 +120,7 @@ fn finalizer_flow(input: &DeriveInput, wrapper: &syn::Ident, args: &ReconcilerAr
     };
     let vis_doc = format!("Runs [`{ident}`] inside its finalizer flow (generated).");
     let cleanup_check = quote_spanned! {fin.span()=>
-        #cr::reconciler::assert_cleanup::<#for_, #ident>();
+        #cr::__private::assert_cleanup::<#for_, #ident>();
     };
     quote! {
         #[doc = #vis_doc]
@@ -144,7 +145,7 @@ fn finalizer_flow(input: &DeriveInput, wrapper: &syn::Ident, args: &ReconcilerAr
                             #cr::reconcile::ObjectReconciler::<#for_>::reconcile(inner, obj, ctx).await
                         }
                         #cr::finalizer::FinalizerEvent::Cleanup(obj) => {
-                            #cr::reconciler::Cleanup::<#for_>::cleanup(inner, obj, ctx).await
+                            #cr::reconcile::Cleanup::<#for_>::cleanup(inner, obj, ctx).await
                         }
                     }
                 })
@@ -195,7 +196,7 @@ pub fn expand(input: &DeriveInput, args: &ReconcilerArgs) -> TokenStream {
         }
     });
     let reconciler_check = quote_spanned! {ident.span()=>
-        #cr::reconciler::assert_reconciler::<#for_, #ident>();
+        #cr::__private::assert_reconciler::<#for_, #ident>();
     };
     let setup = setup(&wrapper, args);
     let flow = finalizer_flow(input, &wrapper, args);

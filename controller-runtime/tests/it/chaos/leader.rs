@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::manager::{Manager, ManagerError};
-use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 use envtest::TestEnv;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -58,7 +58,7 @@ impl Drop for Ends {
 
 impl Reconciler for Tagged {
     type Error = WidgetError;
-    async fn reconcile(&self, req: Request, ctx: Context) -> Result<Action, WidgetError> {
+    async fn reconcile(&self, req: Request, ctx: CallInfo) -> Result<Action, WidgetError> {
         let index = {
             let mut r = self.timeline.reconciles.lock();
             r.push((self.id.clone(), Instant::now(), None));

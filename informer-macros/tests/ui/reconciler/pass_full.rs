@@ -2,7 +2,7 @@
 use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
 use controller_runtime::k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use controller_runtime::prelude::*;
-use controller_runtime::reconciler::Cleanup;
+use controller_runtime::reconcile::Cleanup;
 
 #[derive(controller_runtime::Reconciler)]
 #[reconciler(

@@ -1,6 +1,9 @@
 //! What an informer calls when the cache changes: the [`ResourceEventHandler`]
 //! trait (client-go's `ResourceEventHandler`) and [`HandlerFns`], a handler
 //! built from closures (client-go's `ResourceEventHandlerFuncs`).
+//!
+//! Layer 1: imports only [`crate::key`]. The [processor](crate::processor)
+//! delivers to handlers; [`crate::shared_informer`] re-exports them.
 
 use std::sync::Arc;
 

@@ -1,55 +1,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube_core::ObjectMeta;
-
 use super::*;
-
-#[test]
-fn request_from_namespaced_and_cluster_objects() {
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some("a".into()),
-            namespace: Some("ns".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    assert_eq!(
-        Request::from_object(&cm).unwrap(),
-        Request::new(Some("ns"), "a")
-    );
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some("ns".into()),
-            namespace: Some(String::new()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let req = Request::from_object(&ns).unwrap();
-    assert_eq!(req.namespace, None);
-    assert_eq!(req.key(), "ns");
-    assert!(matches!(
-        Request::from_object(&ConfigMap::default()),
-        Err(ReconcileError::MissingName)
-    ));
-}
-
-#[test]
-fn request_key_round_trip_and_rejects_bad_keys() {
-    for key in ["a", "ns/a"] {
-        assert_eq!(key.parse::<Request>().unwrap().to_string(), key);
-    }
-    for bad in ["", "ns/", "/a", "a/b/c"] {
-        let err = bad.parse::<Request>().unwrap_err();
-        assert!(
-            err.to_string().contains("invalid request key"),
-            "{bad}: {err}"
-        );
-    }
-}
+use crate::terminal::{TerminalError, is_terminal};
 
 #[derive(Debug, thiserror::Error)]
 enum MyError {
@@ -97,7 +51,7 @@ struct Fails<E>(fn() -> E);
 
 impl<E: Terminal> Reconciler for Fails<E> {
     type Error = E;
-    async fn reconcile(&self, _: Request, _: Context) -> Result<Action, E> {
+    async fn reconcile(&self, _: Request, _: CallInfo) -> Result<Action, E> {
         Err((self.0)())
     }
 }
@@ -106,7 +60,7 @@ async fn outcome_of<E: Terminal>(make: fn() -> E) -> ReconcileOutcome {
     run_reconcile(
         &Fails(make),
         Request::new(Some("ns"), "x"),
-        Context::new("c", 1),
+        CallInfo::new("c", 1),
         None,
     )
     .await
@@ -146,7 +100,7 @@ struct Scripted {
 
 impl Reconciler for Scripted {
     type Error = MyError;
-    async fn reconcile(&self, _req: Request, ctx: Context) -> Result<Action, MyError> {
+    async fn reconcile(&self, _req: Request, ctx: CallInfo) -> Result<Action, MyError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         assert_eq!(&*ctx.controller, "test");
         match self.mode {
@@ -178,7 +132,7 @@ async fn outcome(mode: &'static str, timeout: Option<Duration>) -> ReconcileOutc
     let out = run_reconcile(
         &r,
         Request::new(Some("ns"), "a"),
-        Context::new("test", 1),
+        CallInfo::new("test", 1),
         timeout,
     )
     .await;
@@ -258,7 +212,7 @@ async fn arc_reconciler_delegates() {
     let out = run_reconcile(
         &r,
         Request::new(None::<String>, "a"),
-        Context::new("test", 2).with_retries(3),
+        CallInfo::new("test", 2).with_retries(3),
         None,
     )
     .await;
@@ -274,7 +228,7 @@ async fn erased_reconciler_keeps_terminal_and_timeout_classification() {
     let out = terminal
         .run(
             Request::new(None::<String>, "a"),
-            Context::new("test", 1),
+            CallInfo::new("test", 1),
             None,
         )
         .await;
@@ -286,25 +240,11 @@ async fn erased_reconciler_keeps_terminal_and_timeout_classification() {
     let out = slow
         .run(
             Request::new(None::<String>, "a"),
-            Context::new("test", 1),
+            CallInfo::new("test", 1),
             Some(Duration::from_secs(1)),
         )
         .await;
     assert!(matches!(out, ReconcileOutcome::Timeout(_)));
-}
-
-mod props {
-    use proptest::prelude::*;
-
-    use super::*;
-
-    proptest! {
-        #[test]
-        fn request_key_round_trips(ns in proptest::option::of("[a-z0-9][a-z0-9.-]{0,20}"), name in "[a-z0-9][a-z0-9.-]{0,30}") {
-            let req = Request::new(ns, name);
-            prop_assert_eq!(req.to_string().parse::<Request>().unwrap(), req);
-        }
-    }
 }
 
 mod classification;

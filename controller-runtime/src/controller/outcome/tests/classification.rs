@@ -4,12 +4,14 @@
 //! the terminal decision of the typed form's error, and what a typed
 //! reconciler's context is scoped to.
 
-use k8s_openapi::api::core::v1::Secret;
+use std::error::Error as StdError;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 
 use super::*;
+use crate::cache::{Cache, CacheError};
 use crate::events::{ApiEventSink, EventRecorder, RecorderConfig};
-use crate::manager::{Cache, CacheError};
-use crate::reconcile::object::ObjectError;
+use crate::reconcile::{ObjectContext, ObjectError};
 
 /// Only failures count in `controller_runtime_reconcile_errors_total`, and
 /// only a panic in `controller_runtime_reconcile_panics_total`.
@@ -59,11 +61,11 @@ fn a_terminal_error_keeps_the_wrapped_errors_source_chain() {
 
 #[test]
 fn a_context_carries_its_retry_count() {
-    let ctx = Context::new("c", 4).with_retries(3);
+    let ctx = CallInfo::new("c", 4).with_retries(3);
     assert_eq!(ctx.retries, 3);
     assert_eq!(ctx.reconcile_id, 4);
     assert_eq!(&*ctx.controller, "c");
-    assert_eq!(Context::new("c", 4).retries, 0);
+    assert_eq!(CallInfo::new("c", 4).retries, 0);
 }
 
 /// A typed reconciler's error decides for itself; a failed cache read
@@ -88,8 +90,8 @@ fn offline_client() -> kube_client::Client {
 
 fn context_for<K>(req: Request) -> ObjectContext<K>
 where
-    K: crate::manager::Object,
-    K::Scope: crate::handler::ScopeInfo,
+    K: crate::object::Object,
+    K::Scope: crate::object::ScopeInfo,
 {
     let client = offline_client();
     let factory =
@@ -99,7 +101,7 @@ where
         ApiEventSink::new(client.clone()),
         RecorderConfig::new("test", "test-1"),
     );
-    ObjectContext::new(req, Context::new("test", 7), cache, client, recorder)
+    ObjectContext::new(req, CallInfo::new("test", 7), cache, client, recorder)
 }
 
 /// The context of a typed reconcile is scoped to the requested object: its

@@ -9,6 +9,10 @@
 //! [`Cache::index_field`] is controller-runtime's `IndexField`: it names a
 //! value extracted from each object, after which [`ListOptions::matching_field`]
 //! lists the objects with that value, optionally within one namespace.
+//!
+//! Layer 2 (cache and metrics registry): imports the vocabulary
+//! ([`crate::object`], [`crate::terminal`]) and nothing above it; the
+//! [manager](crate::manager) creates the cache and starts its informers.
 
 use std::fmt;
 use std::sync::Arc;
@@ -20,21 +24,8 @@ use informer_core::lister::Lister;
 use informer_core::selector::LabelSelector;
 use informer_core::shared_informer::{InformerError, SharedIndexInformer};
 use informer_core::store::IndexFn;
-use kube_core::Resource;
-use serde::de::DeserializeOwned;
-
-/// The bounds of a kind the manager can cache and reconcile: a typed
-/// Kubernetes resource (static type information) that can be decoded and
-/// shared between tasks.
-pub trait Object:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
-{
-}
-
-impl<T> Object for T where
-    T: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
-{
-}
+use crate::object::Object;
+use crate::terminal::Terminal;
 
 /// Errors of the cache reader.
 #[derive(Debug, thiserror::Error)]
@@ -76,10 +67,13 @@ pub enum CacheError {
     },
 }
 
+/// A failed cache read is retried: the informer may sync or start later.
+impl Terminal for CacheError {}
+
 /// What to list: a namespace, a label selector, a field index value.
 ///
 /// ```
-/// use controller_runtime::manager::ListOptions;
+/// use controller_runtime::cache::ListOptions;
 /// let opts = ListOptions::new()
 ///     .namespace("default")
 ///     .labels("app=web".parse().unwrap())
@@ -252,7 +246,7 @@ impl Cache {
     ///
     /// ```no_run
     /// # async fn demo(mgr: controller_runtime::manager::Manager) -> Result<(), Box<dyn std::error::Error>> {
-    /// use controller_runtime::manager::ListOptions;
+    /// use controller_runtime::cache::ListOptions;
     /// use k8s_openapi::api::core::v1::Pod;
     /// mgr.cache().index_field::<Pod>("spec.nodeName", |pod| {
     ///     pod.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()

@@ -1,4 +1,5 @@
-//! What `#[derive(Reconciler)]` builds on.
+//! [`Cleanup`]: the step a reconciler with a finalizer runs before the
+//! finalizer is removed, and what `#[derive(Reconciler)]` builds on.
 //!
 //! The derive reads a reconciler's wiring from `#[reconciler(...)]` and
 //! generates its controller registration (`setup`), its RBAC (`rbac()`, see
@@ -8,9 +9,10 @@
 //! [`Cleanup::cleanup`] runs and the finalizer is removed when it succeeds
 //! (conflict-safe, through [`crate::finalizer`]).
 //!
+//! Layer 3 (typed reconcile).
+//!
 //! ```no_run
 //! use controller_runtime::prelude::*;
-//! use controller_runtime::reconciler::Cleanup;
 //! use k8s_openapi::api::apps::v1::Deployment;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //!
@@ -41,8 +43,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::manager::Object;
-use crate::reconcile::{Action, ObjectContext, ObjectReconciler};
+use super::{ObjectContext, ObjectReconciler};
+use crate::action::Action;
+use crate::object::Object;
 
 /// The cleanup step of a reconciler that declares a `finalizer`: runs once
 /// the object is being deleted, before the finalizer is removed. It must be
@@ -60,24 +63,3 @@ pub trait Cleanup<K: Object>: ObjectReconciler<K> {
         ctx: &ObjectContext<K>,
     ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
 }
-
-/// Asserts that `R` reconciles `K` (generated code calls it, so a missing or
-/// mistyped `ObjectReconciler<K>` impl is reported on the derive).
-#[doc(hidden)]
-pub fn assert_reconciler<K: Object, R: IsReconcilerFor<K>>() {}
-
-/// Asserts that `R` has a cleanup step for `K` (generated when a finalizer
-/// is declared).
-#[doc(hidden)]
-pub fn assert_cleanup<K: Object, R: Cleanup<K>>() {}
-
-/// Implemented by every `ObjectReconciler<K>`; exists for its error message.
-#[doc(hidden)]
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` derives `Reconciler` for `{K}` but does not implement `ObjectReconciler<{K}>`",
-    label = "needs `impl ObjectReconciler<{K}> for {Self}`",
-    note = "add `impl ObjectReconciler<{K}> for {Self} {{ type Error = ..; async fn reconcile(&self, obj: Arc<{K}>, ctx: &ObjectContext<{K}>) -> Result<Action, Self::Error> {{ .. }} }}`"
-)]
-pub trait IsReconcilerFor<K> {}
-
-impl<K: Object, R: ObjectReconciler<K>> IsReconcilerFor<K> for R {}

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Runnable;
 use crate::events::{ApiEventSink, EventRecorder, EventWriter, RecorderConfig};
-use crate::reconcile::BoxError;
+use crate::error::BoxError;
 
 /// The `reportingInstance` of a manager's events when none is configured:
 /// `POD_NAME`, else `HOSTNAME`, else `controller-runtime`.
