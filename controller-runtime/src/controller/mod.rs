@@ -81,9 +81,9 @@ use metrics::ControllerMetrics;
 use outcome::DynReconciler;
 use source::{KindSource, Source};
 
-/// Errors of building a controller, returned by
-/// [`ControllerBuilder::complete`]; `?` turns them into
-/// [`ManagerError::Controller`], the manager's setup error.
+/// Errors of building a controller; [`ControllerBuilder::complete`] returns
+/// them inside [`ManagerError::Controller`], the one setup error type
+/// (`err.downcast_ref::<BuilderError>()` on the variant's error).
 #[derive(Debug, thiserror::Error)]
 pub enum BuilderError {
     /// Controller names appear in metrics labels and logs: non-empty, at
@@ -309,10 +309,10 @@ impl<K: Object> ControllerBuilder<K> {
     pub fn complete<M>(
         mut self,
         reconciler: impl IntoReconciler<K, M>,
-    ) -> Result<Controller, BuilderError> {
+    ) -> Result<Controller, ManagerError> {
         let name = self.validate()?;
         if !self.mgr.claim_controller_name(&name) {
-            return Err(BuilderError::DuplicateName(name));
+            return Err(BuilderError::DuplicateName(name).into());
         }
         let reconciler: Arc<dyn DynReconciler> = Arc::new(reconciler.into_reconciler(
             self.mgr.cache(),

@@ -47,7 +47,7 @@ async fn names_must_be_valid_and_unique() {
         .complete(Noop)
         .unwrap_err();
     assert!(
-        matches!(err, BuilderError::DuplicateName(ref n) if n == "a"),
+        matches!(builder_error(&err), Some(BuilderError::DuplicateName(n)) if n == "a"),
         "{err}"
     );
     for bad in ["", "has space", "slash/name", &"x".repeat(64)] {
@@ -57,7 +57,7 @@ async fn names_must_be_valid_and_unique() {
             .complete(Noop)
             .unwrap_err();
         assert!(
-            matches!(err, BuilderError::InvalidName(_)),
+            matches!(builder_error(&err), Some(BuilderError::InvalidName(_))),
             "{bad:?}: {err}"
         );
     }
@@ -81,7 +81,7 @@ async fn concurrency_and_timeout_must_be_positive() {
         .complete(Noop)
         .unwrap_err();
     assert!(
-        matches!(err, BuilderError::ZeroTimeout(_)),
+        matches!(builder_error(&err), Some(BuilderError::ZeroTimeout(_))),
         "{err}"
     );
     // A failed build does not take the name.
@@ -115,4 +115,12 @@ async fn registered_controllers_export_metrics_before_reconciling() {
         ),
         "{text}"
     );
+}
+
+/// The controller's own error inside a manager setup error.
+fn builder_error(err: &ManagerError) -> Option<&BuilderError> {
+    match err {
+        ManagerError::Controller(e) => e.downcast_ref::<BuilderError>(),
+        _ => None,
+    }
 }

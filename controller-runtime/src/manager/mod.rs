@@ -97,8 +97,8 @@ pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 /// its controllers, and of running them.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
-    /// A controller's settings are invalid (the controller's
-    /// `BuilderError`, which converts into this variant with `?`).
+    /// A controller's settings are invalid: the controller's
+    /// `BuilderError` (the manager does not know the controller's types).
     #[error(transparent)]
     Controller(BoxError),
     /// A server address could not be bound.

@@ -103,7 +103,6 @@ fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
                 .named(Self::CONTROLLER_NAME)
                 #(#calls)*
                 .complete(#reconciler)
-                .map_err(::core::convert::Into::into)
         }
     }
 }
