@@ -19,13 +19,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::object::Object;
+use crate::terminal::Terminal;
 use informer_core::factory::SharedInformerFactory;
 use informer_core::lister::Lister;
 use informer_core::selector::LabelSelector;
 use informer_core::shared_informer::{InformerError, SharedIndexInformer};
 use informer_core::store::IndexFn;
-use crate::object::Object;
-use crate::terminal::Terminal;
 
 /// Errors of the cache reader.
 #[derive(Debug, thiserror::Error)]

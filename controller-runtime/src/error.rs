@@ -11,4 +11,3 @@
 /// assert_eq!(e.to_string(), "no such thing");
 /// ```
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
-

@@ -121,7 +121,8 @@ pub use informer_macros::CustomResource;
 /// `docs/macros.md`.
 pub use informer_macros::api_types;
 
-/// Derives a reconciler's controller registration, finalizer flow and
-/// least-privilege RBAC role from `#[reconciler(...)]`: see [`Cleanup`],
+/// Derives the controller of a reconciler from `#[controller(...)]`: its
+/// registration with a manager (`setup`, which returns the [`Controller`]),
+/// its finalizer flow and its least-privilege RBAC role; see [`Cleanup`],
 /// [`rbac`] and `docs/macros.md`.
-pub use informer_macros::Reconciler;
+pub use informer_macros::Controller;

@@ -29,7 +29,7 @@ pub mod __private {
 
     /// Implemented by every `ObjectReconciler<K>`; exists for its error message.
     #[diagnostic::on_unimplemented(
-        message = "`{Self}` derives `Reconciler` for `{K}` but does not implement `ObjectReconciler<{K}>`",
+        message = "`{Self}` derives `Controller` for `{K}` but does not implement `ObjectReconciler<{K}>`",
         label = "needs `impl ObjectReconciler<{K}> for {Self}`",
         note = "add `impl ObjectReconciler<{K}> for {Self} {{ type Error = ..; async fn reconcile(&self, obj: Arc<{K}>, ctx: &ObjectContext<{K}>) -> Result<Action, Self::Error> {{ .. }} }}`"
     )]

@@ -67,4 +67,3 @@ impl ScopeInfo for k8s_openapi::ClusterResourceScope {
         kube_client::Api::all(client)
     }
 }
-

@@ -6,7 +6,7 @@
 //! extra rules its reconcile body needs — and merges them into one sorted,
 //! deterministic list of `PolicyRule`s, ready to become a `ClusterRole` (a
 //! manager watching every namespace) or a `Role` (a manager confined to one
-//! namespace). `#[derive(Reconciler)]` builds one from its attributes, so
+//! namespace). `#[derive(Controller)]` builds one from its attributes, so
 //! the role and the code that needs it come from the same declaration.
 //!
 //! Verbs per resource are merged (a kind both owned and watched gets the

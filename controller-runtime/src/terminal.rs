@@ -120,4 +120,3 @@ impl Terminal for std::io::Error {}
 impl Terminal for std::fmt::Error {}
 impl Terminal for kube_client::Error {}
 impl Terminal for serde_json::Error {}
-

@@ -12,7 +12,7 @@
 //! it, before the Foo goes.
 //!
 //! Everything it watches, writes and records is declared once, in
-//! `#[reconciler(...)]`; [`FooReconciler::rbac`] is the least-privilege
+//! `#[controller(...)]`; [`FooReconciler::rbac`] is the least-privilege
 //! ClusterRole derived from that declaration.
 //!
 //! ```no_run
@@ -31,12 +31,12 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use controller_runtime::Controller;
 use controller_runtime::CustomResource;
-use controller_runtime::Reconciler;
-use controller_runtime::events::EventInfo;
 use controller_runtime::cache::{CacheError, ListOptions};
-use controller_runtime::reconcile::{Action, ObjectContext, ObjectReconciler, Request, Terminal};
+use controller_runtime::events::EventInfo;
 use controller_runtime::reconcile::Cleanup;
+use controller_runtime::reconcile::{Action, ObjectContext, ObjectReconciler, Request, Terminal};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -147,8 +147,8 @@ impl Ledger {
 }
 
 /// The sample-controller's reconciler.
-#[derive(Reconciler)]
-#[reconciler(
+#[derive(Controller)]
+#[controller(
     for = Foo,
     owns(Deployment),
     watches(Secret, map = Self::secret_to_foos),

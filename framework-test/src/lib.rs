@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use controller_runtime::CustomResource;
+use controller_runtime::cache::CacheError;
 use controller_runtime::finalizer::FinalizerError;
 use controller_runtime::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use controller_runtime::k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
@@ -38,7 +39,6 @@ use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, OwnerReference,
 };
 use controller_runtime::kube_client;
-use controller_runtime::cache::CacheError;
 use controller_runtime::prelude::*;
 use serde::{Deserialize, Serialize};
 

@@ -26,8 +26,8 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::key::ObjectOrTombstone;
 use crate::handler::ResourceEventHandler;
+use crate::key::ObjectOrTombstone;
 
 /// How many queued notifications a listener hands to one blocking-pool job.
 const MAX_BATCH: usize = 1024;

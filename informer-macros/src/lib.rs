@@ -1,5 +1,5 @@
 //! Derive macros for informer-rs, used through `controller-runtime`
-//! (`controller_runtime::CustomResource`, `controller_runtime::Reconciler`),
+//! (`controller_runtime::CustomResource`, `controller_runtime::Controller`),
 //! which re-exports them and every path the generated code names.
 //!
 //! - [`CustomResource`]: a custom resource kind from its spec struct — the
@@ -7,7 +7,7 @@
 //!   structural schema.
 //! - [`api_types`]: on an inline module of API types, checks every
 //!   JSONPath of its `#[resource(...)]`s through nested and status types.
-//! - [`Reconciler`]: a reconciler's controller registration, finalizer flow
+//! - [`Controller`]: the controller of a reconciler: its registration, finalizer flow
 //!   and least-privilege RBAC role.
 //!
 //! See `docs/macros.md` for every attribute.
@@ -40,10 +40,10 @@ pub fn derive_custom_resource(input: TokenStream) -> TokenStream {
     custom_resource::derive(&input).into()
 }
 
-/// Derives a reconciler's wiring and its RBAC from `#[reconciler(...)]`
-/// and `#[rbac(...)]`; see `docs/macros.md`.
-#[proc_macro_derive(Reconciler, attributes(reconciler, rbac))]
-pub fn derive_reconciler(input: TokenStream) -> TokenStream {
+/// Derives the controller of a reconciler (its wiring) and its RBAC from
+/// `#[controller(...)]` and `#[rbac(...)]`; see `docs/macros.md`.
+#[proc_macro_derive(Controller, attributes(controller, rbac))]
+pub fn derive_controller(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
     reconciler::derive(input)
         .unwrap_or_else(syn::Error::into_compile_error)

@@ -69,7 +69,8 @@ pub(crate) async fn wait_for_sync(
 ) -> Result<(), Vec<String>> {
     let deadline = Instant::now() + timeout;
     loop {
-        let unsynced: Vec<&SourceRegistration> = watches.iter().filter(|w| !w.has_synced()).collect();
+        let unsynced: Vec<&SourceRegistration> =
+            watches.iter().filter(|w| !w.has_synced()).collect();
         if unsynced.is_empty() {
             return Ok(());
         }

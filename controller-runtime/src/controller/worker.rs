@@ -72,8 +72,7 @@ impl ControllerRunnable {
         let mut registered = Vec::with_capacity(self.sources.len());
         for src in &self.sources {
             let reg =
-                src
-                    .register(self.queue.clone())
+                src.register(self.queue.clone())
                     .map_err(|source| ControllerError::Watch {
                         controller: self.name.to_string(),
                         watch: src.describe(),

@@ -9,8 +9,8 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::Runnable;
-use crate::events::{ApiEventSink, EventRecorder, EventWriter, RecorderConfig};
 use crate::error::BoxError;
+use crate::events::{ApiEventSink, EventRecorder, EventWriter, RecorderConfig};
 
 /// The `reportingInstance` of a manager's events when none is configured:
 /// `POD_NAME`, else `HOSTNAME`, else `controller-runtime`.

@@ -1,7 +1,7 @@
 //! [`Cleanup`]: the step a reconciler with a finalizer runs before the
-//! finalizer is removed, and what `#[derive(Reconciler)]` builds on.
+//! finalizer is removed, and what `#[derive(Controller)]` builds on.
 //!
-//! The derive reads a reconciler's wiring from `#[reconciler(...)]` and
+//! The derive reads a reconciler's wiring from `#[controller(...)]` and
 //! generates its controller registration (`setup`), its RBAC (`rbac()`, see
 //! [`crate::rbac`]) and, when a `finalizer` is declared, the finalizer flow:
 //! on a live object the finalizer is added and
@@ -16,8 +16,8 @@
 //! use k8s_openapi::api::apps::v1::Deployment;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //!
-//! #[derive(controller_runtime::Reconciler)]
-//! #[reconciler(for = ConfigMap, owns(Deployment), finalizer = "example.com/cleanup")]
+//! #[derive(controller_runtime::Controller)]
+//! #[controller(for = ConfigMap, owns(Deployment), finalizer = "example.com/cleanup")]
 //! struct Web;
 //!
 //! impl ObjectReconciler<ConfigMap> for Web {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::cache::{CacheError, ListOptions};
+use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::manager::{Manager, ManagerError};
 use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 use envtest::{FailureRule, TestEnv};

@@ -1,4 +1,4 @@
-//! `#[derive(Reconciler)]` end to end: the generated setup, finalizer flow
+//! `#[derive(Controller)]` end to end: the generated setup, finalizer flow
 //! and RBAC role, with the controller running as a service account bound to
 //! exactly that role (RBAC enforced by envtest).
 
@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use controller_runtime::Reconciler;
+use controller_runtime::Controller;
 use controller_runtime::prelude::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
@@ -15,8 +15,8 @@ use crate::{config_map, eventually};
 const FINALIZER: &str = "test.example.com/cleanup";
 
 /// Keeps a Secret `<name>-copy` with each ConfigMap's data, owned by it.
-#[derive(Reconciler)]
-#[reconciler(for = ConfigMap, owns(Secret), finalizer = "test.example.com/cleanup", max_concurrent = 2, name = "cm-to-secret")]
+#[derive(Controller)]
+#[controller(for = ConfigMap, owns(Secret), finalizer = "test.example.com/cleanup", max_concurrent = 2, name = "cm-to-secret")]
 struct Copier {
     cleanups: Arc<AtomicUsize>,
 }

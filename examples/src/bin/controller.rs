@@ -20,10 +20,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use controller_runtime::cache::CacheError;
 use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
 use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use controller_runtime::kube_client;
-use controller_runtime::cache::CacheError;
 use controller_runtime::predicate::from_fn;
 use controller_runtime::prelude::*;
 

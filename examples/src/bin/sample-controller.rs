@@ -1,5 +1,5 @@
 //! The Kubernetes sample-controller with `#[derive(CustomResource)]` and
-//! `#[derive(Reconciler)]` (see `informer_examples::sample`): Foos owning
+//! `#[derive(Controller)]` (see `informer_examples::sample`): Foos owning
 //! Deployments, a finalizer, events, metrics, health and leader election.
 //!
 //! With no cluster configured (no `KUBECONFIG`, no `~/.kube/config`), or with

@@ -26,8 +26,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use controller_runtime::handler::EnqueueRequestsFromMapFunc;
 use controller_runtime::cache::{Cache, CacheError, ListOptions};
+use controller_runtime::handler::EnqueueRequestsFromMapFunc;
 use controller_runtime::manager::Manager;
 use controller_runtime::predicate::{Funcs, LabelsChanged, Predicate};
 use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};

@@ -10,8 +10,8 @@ use kube_core::ObjectMeta;
 use parking_lot::Mutex;
 
 use super::*;
-use crate::key::ObjectOrTombstone;
 use crate::handler::{ResourceEventHandler, handler_fn};
+use crate::key::ObjectOrTombstone;
 
 fn cm(name: &str, rv: &str) -> Arc<ConfigMap> {
     Arc::new(ConfigMap {

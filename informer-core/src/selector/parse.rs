@@ -317,4 +317,3 @@ impl FromStr for LabelSelector {
         parse_label_selector(s).map(LabelSelector::from_requirements)
     }
 }
-

@@ -456,7 +456,10 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("informer-core-modgraph-{tag}-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "informer-core-modgraph-{tag}-{}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         Scratch(dir)
     }

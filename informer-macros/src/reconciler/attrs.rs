@@ -1,4 +1,4 @@
-//! Parsing `#[reconciler(...)]` and `#[rbac(...)]` into [`ReconcilerArgs`],
+//! Parsing `#[controller(...)]` and `#[rbac(...)]` into [`ReconcilerArgs`],
 //! with every mistake reported as a spanned error on the offending token.
 
 use super::suggest;
@@ -7,7 +7,7 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Attribute, DeriveInput, Expr, ExprPath, LitInt, LitStr, Token, Type};
 
-/// Options `#[reconciler(...)]` accepts.
+/// Options `#[controller(...)]` accepts.
 pub const OPTIONS: &[&str] = &[
     "for",
     "owns",
@@ -228,7 +228,7 @@ fn check_finalizer(lit: &LitStr) -> syn::Result<()> {
 }
 
 impl ReconcilerArgs {
-    /// Read the `#[reconciler]` and `#[rbac]` attributes of `input`.
+    /// Read the `#[controller]` and `#[rbac]` attributes of `input`.
     pub fn from_input(input: &DeriveInput) -> syn::Result<Self> {
         let mut for_: Option<Type> = None;
         let mut owns: Vec<Type> = Vec::new();
@@ -245,7 +245,7 @@ impl ReconcilerArgs {
                 rbac.push(parse_rbac(attr)?);
                 continue;
             }
-            if !attr.path().is_ident("reconciler") {
+            if !attr.path().is_ident("controller") {
                 continue;
             }
             first_attr.get_or_insert(attr);
@@ -305,14 +305,14 @@ impl ReconcilerArgs {
                     "leader_election" => set_once(&mut leader_election, (), &meta.path),
                     other => Err(syn::Error::new(
                         meta.path.span(),
-                        suggest::unknown("reconciler option", other, OPTIONS),
+                        suggest::unknown("controller option", other, OPTIONS),
                     )),
                 }
             })?;
         }
         let for_ = for_.ok_or_else(|| {
             let msg = "missing `for = Kind`: name the kind this reconciler reconciles, \
-                       e.g. `#[reconciler(for = Foo)]`";
+                       e.g. `#[controller(for = Foo)]`";
             match first_attr {
                 Some(attr) => syn::Error::new(attr.span(), msg),
                 None => syn::Error::new(input.ident.span(), msg),

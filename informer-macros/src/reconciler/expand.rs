@@ -1,4 +1,4 @@
-//! Code generation for `#[derive(Reconciler)]` from parsed
+//! Code generation for `#[derive(Controller)]` from parsed
 //! [`ReconcilerArgs`](super::attrs::ReconcilerArgs).
 
 use super::attrs::{PredicateArg, ReconcilerArgs};
@@ -93,7 +93,7 @@ fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
     quote! {
         /// Registers this reconciler's controller with `mgr`: the kinds
         /// it is for, owns and watches, its event filter and workers, as
-        /// declared in `#[reconciler(...)]`. The manager starts it when it
+        /// declared in `#[controller(...)]`. The manager starts it when it
         /// runs (and leads).
         pub fn setup(
             self,

@@ -1,5 +1,5 @@
-//! `#[derive(Reconciler)]`: a reconciler's wiring declared once, in
-//! `#[reconciler(...)]`, and everything derived from it — the controller
+//! `#[derive(Controller)]`: a reconciler's wiring declared once, in
+//! `#[controller(...)]`, and everything derived from it — the controller
 //! registration with the manager, the finalizer flow, and the least-privilege
 //! RBAC role that covers exactly what the wiring uses, plus the extra rules
 //! declared with `#[rbac(...)]`.
@@ -14,18 +14,18 @@ mod suggest;
 use proc_macro2::TokenStream;
 use syn::DeriveInput;
 
-/// Expand `#[derive(Reconciler)]` on `input`.
+/// Expand `#[derive(Controller)]` on `input`.
 pub fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
     if !matches!(input.data, syn::Data::Struct(_)) {
         return Err(syn::Error::new(
             input.ident.span(),
-            "`#[derive(Reconciler)]` goes on a struct (the reconciler's state)",
+            "`#[derive(Controller)]` goes on a struct (the reconciler's state)",
         ));
     }
     if let Some(param) = input.generics.params.first() {
         return Err(syn::Error::new_spanned(
             param,
-            "`#[derive(Reconciler)]` does not support generic reconcilers",
+            "`#[derive(Controller)]` does not support generic reconcilers",
         ));
     }
     let args = attrs::ReconcilerArgs::from_input(&input)?;

@@ -48,7 +48,7 @@ fn names_reach_the_files() {
     assert!(resource.contains(r#"group = "demo.example.com""#));
     assert!(resource.contains(r#"kind = "Widget", namespaced,"#));
     assert!(resource.contains("pub struct WidgetSpec"));
-    assert!(file(files, "src/controller.rs").contains(r#"#[reconciler(for = Widget, finalizer = "demo.example.com/cleanup", name = "demo-controller")]"#));
+    assert!(file(files, "src/controller.rs").contains(r#"#[controller(for = Widget, finalizer = "demo.example.com/cleanup", name = "demo-controller")]"#));
     assert!(file(files, "src/bin/manifests.rs").contains("demo::manifests::render()"));
     let cargo = file(files, "Cargo.toml");
     assert!(cargo.contains(r#"name = "demo""#));

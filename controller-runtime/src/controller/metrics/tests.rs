@@ -129,8 +129,6 @@ fn gauges_track_workers() {
 fn registries_are_per_manager() {
     let a = Metrics::new().unwrap();
     let b = Metrics::new().unwrap();
-    ControllerMetrics::new(&a, "x")
-        .observe(&ReconcileOutcome::Success, Duration::ZERO);
+    ControllerMetrics::new(&a, "x").observe(&ReconcileOutcome::Success, Duration::ZERO);
     assert!(!b.encode().unwrap().contains(r#"controller="x""#));
 }
-

@@ -15,7 +15,7 @@ fn error(input: DeriveInput) -> String {
 #[test]
 fn the_full_option_set_parses() {
     let args = parse(parse_quote! {
-        #[reconciler(for = Foo, owns(Deployment, ConfigMap), watches(Secret, map = Self::secret_to_foos),
+        #[controller(for = Foo, owns(Deployment, ConfigMap), watches(Secret, map = Self::secret_to_foos),
                      max_concurrent = 4, finalizer = "samplecontroller.k8s.io/cleanup",
                      predicate = generation_changed, name = "foo-controller", leader_election)]
         #[rbac(group = "", resources(pods, "pods/log"), verbs(get, list))]
@@ -47,9 +47,9 @@ fn the_full_option_set_parses() {
 #[test]
 fn options_may_be_split_over_attributes() {
     let args = parse(parse_quote! {
-        #[reconciler(for = Foo)]
-        #[reconciler(owns(Deployment))]
-        #[reconciler(owns(Service), predicate = my_filter())]
+        #[controller(for = Foo)]
+        #[controller(owns(Deployment))]
+        #[controller(owns(Service), predicate = my_filter())]
         struct R;
     })
     .unwrap();
@@ -61,7 +61,7 @@ fn options_may_be_split_over_attributes() {
 #[test]
 fn missing_for_is_an_error() {
     assert!(
-        error(parse_quote! { #[reconciler(owns(Deployment))] struct R; })
+        error(parse_quote! { #[controller(owns(Deployment))] struct R; })
             .contains("missing `for = Kind`")
     );
     assert!(error(parse_quote! { struct R; }).contains("missing `for = Kind`"));
@@ -70,33 +70,33 @@ fn missing_for_is_an_error() {
 #[test]
 fn unknown_options_suggest_the_closest() {
     assert_eq!(
-        error(parse_quote! { #[reconciler(for = Foo, onws(Deployment))] struct R; }),
-        "unknown reconciler option `onws`; did you mean `owns`?"
+        error(parse_quote! { #[controller(for = Foo, onws(Deployment))] struct R; }),
+        "unknown controller option `onws`; did you mean `owns`?"
     );
     assert_eq!(
-        error(parse_quote! { #[reconciler(for = Foo, max_concurrency = 2)] struct R; }),
-        "unknown reconciler option `max_concurrency`; did you mean `max_concurrent`?"
+        error(parse_quote! { #[controller(for = Foo, max_concurrency = 2)] struct R; }),
+        "unknown controller option `max_concurrency`; did you mean `max_concurrent`?"
     );
     assert!(
-        error(parse_quote! { #[reconciler(for = Foo, predicate = generaton_changed)] struct R; })
+        error(parse_quote! { #[controller(for = Foo, predicate = generaton_changed)] struct R; })
             .starts_with(
                 "unknown predicate `generaton_changed`; did you mean `generation_changed`?"
             )
     );
     assert_eq!(
         error(
-            parse_quote! { #[reconciler(for = Foo)] #[rbac(group = "", resource(pods), verbs(get))] struct R; }
+            parse_quote! { #[controller(for = Foo)] #[rbac(group = "", resource(pods), verbs(get))] struct R; }
         ),
         "unknown rbac option `resource`; did you mean `resources`?"
     );
     assert_eq!(
         error(
-            parse_quote! { #[reconciler(for = Foo)] #[rbac(group = "", resources(pods), verbs(gte))] struct R; }
+            parse_quote! { #[controller(for = Foo)] #[rbac(group = "", resources(pods), verbs(gte))] struct R; }
         ),
         "unknown verb `gte`; did you mean `get`?"
     );
     assert_eq!(
-        error(parse_quote! { #[reconciler(for = Foo, watches(Secret, mpa = f))] struct R; }),
+        error(parse_quote! { #[controller(for = Foo, watches(Secret, mpa = f))] struct R; }),
         "unknown `watches` option `mpa`; did you mean `map`?"
     );
 }
@@ -105,35 +105,35 @@ fn unknown_options_suggest_the_closest() {
 fn duplicates_are_errors() {
     assert_eq!(
         error(
-            parse_quote! { #[reconciler(for = Foo, owns(Deployment), owns(Deployment))] struct R; }
+            parse_quote! { #[controller(for = Foo, owns(Deployment), owns(Deployment))] struct R; }
         ),
         "duplicate `owns` kind `Deployment`"
     );
     assert_eq!(
-        error(parse_quote! { #[reconciler(for = Foo, name = "a", name = "b")] struct R; }),
+        error(parse_quote! { #[controller(for = Foo, name = "a", name = "b")] struct R; }),
         "duplicate option `name`"
     );
     // A kind may own objects of its own kind (a ConfigMap mirrored into
     // another), as in controller-runtime.
-    assert!(parse(parse_quote! { #[reconciler(for = Foo, owns(Foo))] struct R; }).is_ok());
+    assert!(parse(parse_quote! { #[controller(for = Foo, owns(Foo))] struct R; }).is_ok());
 }
 
 #[test]
 fn values_are_checked() {
     assert!(
-        error(parse_quote! { #[reconciler(for = Foo, watches(Secret))] struct R; })
+        error(parse_quote! { #[controller(for = Foo, watches(Secret))] struct R; })
             .starts_with("`watches` needs a map function")
     );
     assert_eq!(
-        error(parse_quote! { #[reconciler(for = Foo, max_concurrent = 0)] struct R; }),
+        error(parse_quote! { #[controller(for = Foo, max_concurrent = 0)] struct R; }),
         "`max_concurrent` must be at least 1"
     );
     assert!(
-        error(parse_quote! { #[reconciler(for = Foo, finalizer = "cleanup")] struct R; })
+        error(parse_quote! { #[controller(for = Foo, finalizer = "cleanup")] struct R; })
             .contains("must be a domain-qualified name")
     );
     assert!(
-        error(parse_quote! { #[reconciler(for = Foo)] #[rbac(group = "")] struct R; })
+        error(parse_quote! { #[controller(for = Foo)] #[rbac(group = "")] struct R; })
             .starts_with("`#[rbac]` needs `resources`")
     );
 }

@@ -1,8 +1,8 @@
 use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
 use controller_runtime::prelude::*;
 
-#[derive(controller_runtime::Reconciler)]
-#[reconciler(for = ConfigMap, finalizer = "example.com/cleanup")]
+#[derive(controller_runtime::Controller)]
+#[controller(for = ConfigMap, finalizer = "example.com/cleanup")]
 struct NoCleanup;
 
 impl ObjectReconciler<ConfigMap> for NoCleanup {

@@ -1,8 +1,8 @@
 use controller_runtime::k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use controller_runtime::prelude::*;
 
-#[derive(controller_runtime::Reconciler)]
-#[reconciler(for = ConfigMap, watches(Secret, map = Self::by_value))]
+#[derive(controller_runtime::Controller)]
+#[controller(for = ConfigMap, watches(Secret, map = Self::by_value))]
 struct WrongMap;
 
 impl WrongMap {

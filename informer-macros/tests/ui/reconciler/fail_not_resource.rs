@@ -3,8 +3,8 @@ use controller_runtime::prelude::*;
 
 struct NotAKind;
 
-#[derive(controller_runtime::Reconciler)]
-#[reconciler(for = ConfigMap, owns(NotAKind))]
+#[derive(controller_runtime::Controller)]
+#[controller(for = ConfigMap, owns(NotAKind))]
 struct OwnsNotAKind;
 
 impl ObjectReconciler<ConfigMap> for OwnsNotAKind {

@@ -2,13 +2,13 @@ use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
 use controller_runtime::prelude::*;
 
 /// No typed reconcile at all.
-#[derive(controller_runtime::Reconciler)]
-#[reconciler(for = ConfigMap)]
+#[derive(controller_runtime::Controller)]
+#[controller(for = ConfigMap)]
 struct Missing;
 
 /// A reconcile taking the object by value instead of `Arc<ConfigMap>`.
-#[derive(controller_runtime::Reconciler)]
-#[reconciler(for = ConfigMap)]
+#[derive(controller_runtime::Controller)]
+#[controller(for = ConfigMap)]
 struct ByValue;
 
 impl ObjectReconciler<ConfigMap> for ByValue {

@@ -1,11 +1,11 @@
-//! Every `#[reconciler]` option at once, with `#[rbac]` rules.
+//! Every `#[controller]` option at once, with `#[rbac]` rules.
 use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
 use controller_runtime::k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use controller_runtime::prelude::*;
 use controller_runtime::reconcile::Cleanup;
 
-#[derive(controller_runtime::Reconciler)]
-#[reconciler(
+#[derive(controller_runtime::Controller)]
+#[controller(
     for = ConfigMap,
     owns(Deployment),
     watches(Secret, map = Self::secret_to_configmaps),
@@ -39,9 +39,9 @@ impl Cleanup<ConfigMap> for Web {
 }
 
 /// No finalizer, an expression predicate, split attributes, default name.
-#[derive(controller_runtime::Reconciler)]
-#[reconciler(for = ConfigMap)]
-#[reconciler(predicate = controller_runtime::predicate::LabelsChanged)]
+#[derive(controller_runtime::Controller)]
+#[controller(for = ConfigMap)]
+#[controller(predicate = controller_runtime::predicate::LabelsChanged)]
 struct PlainWatcher;
 
 impl ObjectReconciler<ConfigMap> for PlainWatcher {
