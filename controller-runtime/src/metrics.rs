@@ -31,8 +31,10 @@
 //! ```
 //! use controller_runtime::metrics::Metrics;
 //! let metrics = Metrics::new().unwrap();
-//! let text = metrics.encode().unwrap();
-//! assert!(text.contains("controller_runtime_reconcile_total"));
+//! let copies = prometheus::IntCounter::new("copies_total", "Copies written").unwrap();
+//! metrics.register(Box::new(copies.clone())).unwrap();
+//! copies.inc();
+//! assert!(metrics.encode().unwrap().contains("copies_total 1"));
 //! ```
 
 use std::sync::Arc;

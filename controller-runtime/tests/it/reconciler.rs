@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use controller_runtime::Controller;
 use controller_runtime::prelude::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 

@@ -50,6 +50,8 @@ const RESERVED_KINDS: &[&str] = &[
     "Status",
     "Spec",
     "Context",
+    "CallInfo",
+    "Controller",
     "Action",
     "Manager",
     "Object",
