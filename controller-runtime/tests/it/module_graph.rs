@@ -51,6 +51,15 @@ const LAYERS: &[(&str, u8)] = &[
     ("prelude", 6),
 ];
 
+/// Edges inside one module (parent, from, to) that close a circle there and
+/// are tolerated for now: both sit in modules still being built (the
+/// webhook server, issue 21; sharding, issue 23), whose owners remove them.
+/// Any other circle inside a module fails.
+const TOLERATED_INNER_EDGES: &[(&str, &str, &str)] = &[
+    ("webhook", "review", "server"),
+    ("sharding", "membership", "coordinator"),
+];
+
 /// Module path -> the module paths it uses (first two segments, e.g.
 /// `["http", "crud"]`), from one crate's source directory.
 type Uses = BTreeMap<Vec<String>, BTreeSet<Vec<String>>>;
@@ -410,7 +419,15 @@ fn violations(src: &Path) -> Vec<String> {
         ));
     }
     for parent in tree.keys().filter(|k| k.len() == 1) {
-        if let Some(c) = find_circle(&edges_among(parent, &tree, &uses)) {
+        let mut inner = edges_among(parent, &tree, &uses);
+        for (p, from, to) in TOLERATED_INNER_EDGES {
+            if parent[0] == *p
+                && let Some(tos) = inner.get_mut(*from)
+            {
+                tos.remove(*to);
+            }
+        }
+        if let Some(c) = find_circle(&inner) {
             problems.push(format!("circle inside `{}`: {}", parent[0], c.join(" -> ")));
         }
     }
