@@ -1,7 +1,7 @@
 //! The sample controller's manifests, generated from its code: the Foo
 //! CustomResourceDefinition (`crd.yaml`, from `#[derive(CustomResource)]`)
 //! and the least-privilege ClusterRole of its reconciler (`rbac.yaml`, from
-//! `#[derive(Reconciler)]`). It is the `manifests` binary that
+//! `#[derive(Controller)]`). It is the `manifests` binary that
 //! `cargo xtask crd` and `cargo xtask rbac` run, with the same flags as a
 //! scaffolded project's `manifests` binary.
 //!
