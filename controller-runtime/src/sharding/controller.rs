@@ -18,7 +18,6 @@
 //! membership deletes the shard Lease only after the controllers drained.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use informer_core::shared_informer::SharedIndexInformer;
@@ -26,46 +25,44 @@ use tokio_util::sync::CancellationToken;
 
 use super::assignment::{Admission, ShardGate};
 use super::membership::Membership;
+use crate::action::Action;
+use crate::cache::Cache;
 use crate::controller::{Controller, ControllerBuilder};
+use crate::error::BoxError;
+use crate::events::EventRecorder;
 use crate::healthz::check_fn;
-use crate::manager::{Manager, ManagerError, Object, Runnable};
-use crate::reconcile::object::IntoReconciler;
-use crate::reconcile::{BoxError, Context, DynReconciler, ReconcileOutcome, Request};
+use crate::manager::{Manager, ManagerError, Runnable};
+use crate::object::Object;
+use crate::reconcile::{CallInfo, IntoReconciler, Reconciler};
+use crate::request::Request;
 use crate::workqueue::{AddOptions, Priority};
 
 /// A reconciler behind a shard gate.
-struct Gated {
-    inner: Arc<dyn DynReconciler>,
+struct Gated<R> {
+    inner: R,
     gate: ShardGate,
 }
 
-impl DynReconciler for Gated {
-    fn run(
-        &self,
-        req: Request,
-        ctx: Context,
-        timeout: Option<Duration>,
-    ) -> BoxFuture<'_, ReconcileOutcome> {
-        Box::pin(async move {
-            match self.gate.begin(&req) {
-                Admission::Reconcile(in_flight) => {
-                    let fence = self.gate.fence().clone();
-                    let outcome = tokio::select! {
-                        outcome = self.inner.run(req, ctx, timeout) => outcome,
-                        // Fenced mid-reconcile: stop now (the reconcile
-                        // future is dropped), before the lease expires.
-                        () = fence.cancelled() => ReconcileOutcome::Requeue,
-                    };
-                    drop(in_flight);
-                    outcome
-                }
-                // Another replica's, parked until a handover ends, or
-                // fenced: nothing to do here; forget the request.
-                Admission::NotMine | Admission::Wait | Admission::Fenced => {
-                    ReconcileOutcome::Success
-                }
+impl<R: Reconciler> Reconciler for Gated<R> {
+    type Error = R::Error;
+
+    async fn reconcile(&self, req: Request, ctx: CallInfo) -> Result<Action, Self::Error> {
+        match self.gate.begin(&req) {
+            Admission::Reconcile(in_flight) => {
+                let fence = self.gate.fence().clone();
+                let result = tokio::select! {
+                    result = self.inner.reconcile(req, ctx) => result,
+                    // Fenced mid-reconcile: stop now (the reconcile
+                    // future is dropped), before the lease expires.
+                    () = fence.cancelled() => Ok(Action::requeue()),
+                };
+                drop(in_flight);
+                result
             }
-        })
+            // Another replica's, parked until a handover ends, or
+            // fenced: nothing to do here; forget the request.
+            Admission::NotMine | Admission::Wait | Admission::Fenced => Ok(Action::done()),
+        }
     }
 }
 
@@ -82,11 +79,18 @@ struct Sharded<R> {
 }
 
 impl<K, M: 'static, R: IntoReconciler<K, M>> IntoReconciler<K, ByShard<M>> for Sharded<R> {
-    fn into_reconciler(self, mgr: &Manager, controller: &str) -> Arc<dyn DynReconciler> {
-        Arc::new(Gated {
-            inner: self.reconciler.into_reconciler(mgr, controller),
+    type Reconciler = Gated<R::Reconciler>;
+
+    fn into_reconciler(
+        self,
+        cache: &Cache,
+        client: &kube_client::Client,
+        recorder: EventRecorder,
+    ) -> Self::Reconciler {
+        Gated {
+            inner: self.reconciler.into_reconciler(cache, client, recorder),
             gate: self.gate,
-        })
+        }
     }
 }
 
@@ -151,7 +155,7 @@ pub fn install(mgr: &Manager, membership: &Membership) {
 /// # struct R;
 /// # impl Reconciler for R {
 /// #     type Error = std::convert::Infallible;
-/// #     async fn reconcile(&self, _: Request, _: Context) -> Result<Action, Self::Error> { Ok(Action::done()) }
+/// #     async fn reconcile(&self, _: Request, _: CallInfo) -> Result<Action, Self::Error> { Ok(Action::done()) }
 /// # }
 /// # async fn demo(mgr: Manager) -> Result<(), Box<dyn std::error::Error>> {
 /// use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;

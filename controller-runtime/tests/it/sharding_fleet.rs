@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use controller_runtime::manager::{Manager, ManagerError};
-use controller_runtime::reconcile::{Action, Context, Reconciler, Request};
+use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 use controller_runtime::sharding::controller::complete_sharded;
 use controller_runtime::sharding::membership::Membership;
 use controller_runtime::sharding::ring::Ring;
@@ -68,7 +68,7 @@ impl controller_runtime::reconcile::Terminal for ReadFailed {}
 
 impl Reconciler for Recorder {
     type Error = ReadFailed;
-    async fn reconcile(&self, req: Request, _: Context) -> Result<Action, ReadFailed> {
+    async fn reconcile(&self, req: Request, _: CallInfo) -> Result<Action, ReadFailed> {
         let index = {
             let mut spans = self.timeline.spans.lock();
             spans.push(Span {
