@@ -103,10 +103,11 @@ pub mod reconcile;
 // 4. Manager and the webhook server it runs.
 pub mod manager;
 pub mod webhook;
-// 5. Controller and its sharding.
+// 5. Controller.
 pub mod controller;
+// 6. Sharded controllers.
 pub mod sharding;
-// 6. Derive support.
+// 7. Derive support.
 pub mod prelude;
 
 mod macro_support;

@@ -381,9 +381,12 @@ fn violations(src: &Path) -> Vec<String> {
         for to in tos {
             match (layer(from), layer(to)) {
                 (Some(a), Some(b)) if b < a || (a == 0 && b == 0) => {}
-                (Some(a), Some(b)) => problems.push(format!(
-                    "upward import: `{from}` (layer {a}) uses `crate::{to}` (layer {b})"
-                )),
+                (Some(a), Some(b)) => {
+                    let kind = if a == b { "same-layer" } else { "upward" };
+                    problems.push(format!(
+                        "{kind} import: `{from}` (layer {a}) uses `crate::{to}` (layer {b})"
+                    ))
+                }
                 _ => {}
             }
         }
