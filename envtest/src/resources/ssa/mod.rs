@@ -1,6 +1,7 @@
 //! Server-side apply and field ownership, as kube-apiserver's field manager
 //! keeps them in `metadata.managedFields`. Each manager (a name, an
-//! operation `Apply` or `Update`, and the subresource written through) owns
+//! operation `Apply` or `Update`, the subresource written through, and for
+//! `Update` the API version) owns
 //! a set of field paths (see `fieldset`), per list item for map-lists (by
 //! their key fields) and sets (by value), per field for granular objects
 //! (see `shape` for which nodes are which). Applying a configuration:
@@ -76,6 +77,12 @@ struct Entry {
 impl Entry {
     fn is(&self, manager: &str, operation: &str, subresource: &str) -> bool {
         self.manager == manager && self.operation == operation && self.subresource == subresource
+    }
+
+    /// The same `Update` manager: as on a cluster, one writing through
+    /// another API version is another manager.
+    fn is_update(&self, manager: &str, subresource: &str, api_version: &str) -> bool {
+        self.is(manager, "Update", subresource) && self.raw["apiVersion"] == api_version
     }
 
     /// How the API server names this manager in a conflict.
@@ -234,7 +241,12 @@ pub fn apply(
         // everything but the status through `/status`.
         match subresource {
             "status" => {
-                m.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status"))
+                m.retain(|k, _| {
+                    matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")
+                });
+                if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.retain(|k, _| k == "name" || k == "namespace");
+                }
             }
             "" if info.status => {
                 m.remove("status");
@@ -341,7 +353,7 @@ pub fn record_update(
     for mut e in entries(new) {
         e.paths
             .retain(|p| !changed.contains(p) && !removed.contains(p));
-        if e.is(manager, "Update", subresource) {
+        if e.is_update(manager, subresource, &api_version) {
             placed = true;
             e.paths.extend(changed.iter().cloned());
             out.push(new_entry(

@@ -347,3 +347,91 @@ fn conflicts_with_several_managers_list_them_as_the_api_server_does() {
         "Apply failed with 2 conflicts: conflicts with \"m1\":\n- .data.a\nconflicts with \"m2\":\n- .data.b"
     );
 }
+
+#[test]
+fn status_applies_own_only_status_and_updates_are_per_api_version() {
+    let info = gadgets();
+    let mut info = info;
+    info.status = true;
+    let live = apply(
+        &info,
+        None,
+        &json!({"metadata": {"name": "g"}, "spec": {"tags": ["a"]}}),
+        "owner",
+        "",
+        false,
+    )
+    .unwrap();
+    let cfg = json!({"metadata": {"name": "g", "labels": {"x": "y"}}, "spec": {"tags": ["b"]},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    let o = apply(&info, Some(&live), &cfg, "ctl", "status", false).unwrap();
+    assert_eq!(
+        o["spec"]["tags"],
+        json!(["a"]),
+        "spec is not applied through /status"
+    );
+    assert!(o["metadata"].get("labels").is_none());
+    let ctl = o["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "ctl")
+        .unwrap();
+    assert_eq!(ctl["subresource"], "status");
+    assert_eq!(
+        ctl["fieldsV1"],
+        json!({"f:status": {"f:conditions": {"k:{\"type\":\"Ready\"}": {".": {}, "f:status": {}, "f:type": {}}}}})
+    );
+    // Through the object, status is neither applied nor owned.
+    let o2 = apply(
+        &info,
+        Some(&o),
+        &json!({"metadata": {"name": "g"},
+        "status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+        "other",
+        "",
+        false,
+    )
+    .unwrap();
+    assert_eq!(o2["status"]["conditions"][0]["status"], "True");
+
+    // An Update manager writing through another version is another manager.
+    let mut v2 = info.clone();
+    v2.version = "v2".into();
+    let mut a = o2.clone();
+    a["spec"]["tags"] = json!(["a", "c"]);
+    record_update(&info, Some(&o2), &mut a, "editor", "");
+    let mut b = a.clone();
+    b["spec"]["tags"] = json!(["a", "c", "d"]);
+    record_update(&v2, Some(&a), &mut b, "editor", "");
+    let editors = b["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["manager"] == "editor")
+        .count();
+    assert_eq!(editors, 2);
+}
+
+mod props {
+    use super::super::fieldset::{FieldSet, from_fields_v1, to_fields_v1};
+    use proptest::prelude::*;
+
+    fn element() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-c]{1,2}".prop_map(|s| format!("f:{s}")),
+            "[a-c]".prop_map(|s| format!("k:{{\"name\":\"{s}\"}}")),
+            "[a-c]".prop_map(|s| format!("v:\"{s}\"")),
+        ]
+    }
+
+    proptest! {
+        /// Any set of paths survives the FieldsV1 form and back.
+        #[test]
+        fn fields_v1_round_trips(paths in proptest::collection::vec(
+            proptest::collection::vec(element(), 1..5), 0..12)) {
+            let set: FieldSet = paths.into_iter().collect();
+            prop_assert_eq!(from_fields_v1(&to_fields_v1(&set)), set);
+        }
+    }
+}
