@@ -14,6 +14,7 @@ mod heap;
 mod indexer;
 mod record;
 mod relist;
+mod scope;
 mod sync;
 mod watch;
 mod workqueue;
@@ -38,7 +39,7 @@ struct Args {
     #[arg(long)]
     runs: Option<usize>,
     /// Only these scenarios (comma-separated: workqueue, indexer,
-    /// controller, watch, fanout, sync, relist).
+    /// controller, watch, fanout, sync, scope, relist).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Initial-sync sizes instead of the default ones (comma-separated).
@@ -100,6 +101,8 @@ pub struct Plan {
     pub queue_items: usize,
     /// Objects in the controller scenario.
     pub controller_objects: usize,
+    /// Secrets (4 KiB of data each) in the cache-scope scenario.
+    pub scope_objects: usize,
 }
 
 impl Plan {
@@ -115,6 +118,7 @@ impl Plan {
                 indexer_objects: 5_000,
                 queue_items: 20_000,
                 controller_objects: 200,
+                scope_objects: 2_000,
             }
         } else {
             Plan {
@@ -127,6 +131,7 @@ impl Plan {
                 indexer_objects: 100_000,
                 queue_items: 200_000,
                 controller_objects: 10_000,
+                scope_objects: 10_000,
             }
         }
     }
@@ -174,6 +179,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if wanted("sync") {
             sync::run(&client, &plan, &mut out).await?;
+        }
+        if wanted("scope") {
+            scope::run(&client, &plan, &mut out).await?;
         }
         // Last: it compacts the server's watch history.
         if wanted("relist") {

@@ -134,6 +134,8 @@ pub async fn ours(client: &Client, namespace: &str, objects: usize) -> Result<Sa
     let informer =
         SharedIndexInformer::builder(ApiListerWatcher::new(api, ListWatchOptions::default()))
             .metrics(lists.clone())
+            // The scenario measures a paged LIST relist.
+            .streaming_list(false)
             .build()
             .map_err(BenchError::msg)?;
     let stop = CancellationToken::new();

@@ -12,7 +12,7 @@ use serde::Deserialize;
 pub const SIDES: [&str; 3] = ["informer-rs", "kube-runtime", "floor"];
 
 /// Scenario ids, titles and their prose, in report order.
-const SCENARIOS: [(&str, &str, &str); 7] = [
+const SCENARIOS: [(&str, &str, &str); 8] = [
     (
         "sync",
         "1. Initial sync",
@@ -47,6 +47,11 @@ const SCENARIOS: [(&str, &str, &str); 7] = [
         "controller",
         "7. Controller end to end",
         include_str!("../../templates/performance/controller.md"),
+    ),
+    (
+        "scope",
+        "8. Cache scope: metadata only, streaming list",
+        include_str!("../../templates/performance/scope.md"),
     ),
 ];
 const INTRO: &str = include_str!("../../templates/performance/intro.md");
@@ -319,6 +324,7 @@ fn targets(session: &Session) -> String {
             );
         }
     }
+    scope_targets(session, &mut line);
     let relist = session
         .records
         .iter()
@@ -346,6 +352,42 @@ fn targets(session: &Session) -> String {
         ),
     }
     out
+}
+
+/// The cache-scope targets: a metadata-only cache of Secrets retains at
+/// most a fifth of the full one, and no more than kube-runtime's
+/// `metadata_watcher` store.
+fn scope_targets(session: &Session, line: &mut impl FnMut(&str, &str, String, Option<bool>)) {
+    let case_of = |suffix: &str| {
+        session
+            .records
+            .iter()
+            .find(|r| r.scenario == "scope" && r.case.ends_with(suffix))
+            .map(|r| r.case.clone())
+    };
+    let (Some(full), Some(meta)) = (
+        case_of("full objects (LIST)"),
+        case_of("metadata only (LIST)"),
+    ) else {
+        return;
+    };
+    let heap = |case: &str, side| find(session, "scope", case, "retained heap once synced", side);
+    if let (Some(f), Some(m), Some(k)) = (heap(&full, 0), heap(&meta, 0), heap(&meta, 1)) {
+        line(
+            "metadata-heap",
+            &format!(
+                "metadata-only heap ≤ 1/5 of full and ≤ kube-runtime's metadata_watcher ({meta})"
+            ),
+            format!(
+                "{} B vs full {} B ({:.2} ×); kube-runtime metadata_watcher {} B",
+                number(m),
+                number(f),
+                m / f,
+                number(k)
+            ),
+            Some(m <= f / 5.0 && m <= k),
+        );
+    }
 }
 
 /// The relist scenario's headline quantity (as the bench names it).
@@ -424,6 +466,7 @@ mod tests {
         }
         assert_ne!(why("update-reconciles"), "-");
         assert_ne!(why("relist-peak"), "-");
+        assert_ne!(why("metadata-heap"), "-");
         assert_eq!(why("no-such-target"), "-");
     }
 
