@@ -125,7 +125,7 @@ pub fn has_finalizer<K: Resource>(obj: &K, finalizer: &str) -> bool {
 
 /// What [`finalizer`] will do with `obj`, decided from its metadata alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+enum Step {
     /// Live, finalizer missing: add it, then apply.
     AddThenApply,
     /// Live, finalizer present: apply.
@@ -137,7 +137,7 @@ pub enum Step {
 }
 
 /// Decides the [`Step`] for `obj`.
-pub fn plan<K: Resource>(obj: &K, finalizer: &str) -> Step {
+fn plan<K: Resource>(obj: &K, finalizer: &str) -> Step {
     let meta = obj.meta();
     let position = meta
         .finalizers
@@ -154,7 +154,7 @@ pub fn plan<K: Resource>(obj: &K, finalizer: &str) -> Step {
 
 /// The JSON patch adding `finalizer` to `obj`, guarded by its
 /// `resourceVersion` when it has one.
-pub fn add_patch<K: Resource>(obj: &K, finalizer: &str) -> json_patch::Patch {
+fn add_patch<K: Resource>(obj: &K, finalizer: &str) -> json_patch::Patch {
     let meta = obj.meta();
     let mut ops = Vec::new();
     if let Some(rv) = &meta.resource_version {
@@ -175,7 +175,7 @@ pub fn add_patch<K: Resource>(obj: &K, finalizer: &str) -> json_patch::Patch {
 
 /// The JSON patch removing `finalizer` at `index`, guarded by a `test` that
 /// the entry there is still `finalizer`.
-pub fn remove_patch(index: usize, finalizer: &str) -> json_patch::Patch {
+fn remove_patch(index: usize, finalizer: &str) -> json_patch::Patch {
     let path = format!("/metadata/finalizers/{index}");
     to_patch(vec![
         serde_json::json!({"op": "test", "path": path, "value": finalizer}),

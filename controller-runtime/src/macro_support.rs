@@ -16,6 +16,8 @@ pub mod __private {
 
     pub use crate::crd;
 
+    use serde_json::Value;
+
     use crate::object::Object;
     use crate::reconcile::{Cleanup, ObjectReconciler};
 
@@ -36,4 +38,51 @@ pub mod __private {
     pub trait IsReconcilerFor<K> {}
 
     impl<K: Object, R: ObjectReconciler<K>> IsReconcilerFor<K> for R {}
+
+    /// The index values at `path` (JSON field names) inside `value`: strings as
+    /// they are, numbers and booleans as text, every element of the arrays met on
+    /// the way; nothing for a missing field, `null` or an object. What
+    /// `#[index(path = "...")]` indexes by.
+    pub fn index_values(value: &Value, path: &[&str]) -> Vec<String> {
+        let mut out = Vec::new();
+        collect_index_values(value, path, &mut out);
+        out
+    }
+
+    fn collect_index_values(value: &Value, path: &[&str], out: &mut Vec<String>) {
+        match (value, path.split_first()) {
+            (Value::Array(items), _) => {
+                for item in items {
+                    collect_index_values(item, path, out);
+                }
+            }
+            (Value::Object(fields), Some((head, rest))) => {
+                if let Some(v) = fields.get(*head) {
+                    collect_index_values(v, rest, out);
+                }
+            }
+            (Value::String(s), None) => out.push(s.clone()),
+            (Value::Number(n), None) => out.push(n.to_string()),
+            (Value::Bool(b), None) => out.push(b.to_string()),
+            _ => {}
+        }
+    }
+
+    /// The status of a kind declared without one: an empty object that accepts
+    /// (and drops) whatever the server holds.
+    #[derive(
+        Debug,
+        Clone,
+        Copy,
+        Default,
+        PartialEq,
+        Eq,
+        serde::Serialize,
+        serde::Deserialize,
+        schemars::JsonSchema,
+    )]
+    pub struct NoStatus {}
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,9 +5,11 @@ pub mod sample;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use controller_runtime::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use controller_runtime::k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta,
+};
 
 /// Whether a cluster is configured: `KUBECONFIG` is set, or `~/.kube/config`
 /// exists. Without one the examples run on the embedded API server.

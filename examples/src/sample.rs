@@ -31,17 +31,15 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use controller_runtime::Controller;
 use controller_runtime::CustomResource;
-use controller_runtime::cache::{CacheError, ListOptions};
-use controller_runtime::events::EventInfo;
-use controller_runtime::reconcile::Cleanup;
-use controller_runtime::reconcile::{Action, ObjectContext, ObjectReconciler, Request, Terminal};
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
-use kube_client::Resource;
-use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
+use controller_runtime::cache::CacheError;
+use controller_runtime::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use controller_runtime::k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, Secret};
+use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, OwnerReference,
+};
+use controller_runtime::kube_client;
+use controller_runtime::prelude::*;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

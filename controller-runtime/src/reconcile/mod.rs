@@ -100,11 +100,10 @@ impl<R: Reconciler> Reconciler for Arc<R> {
     }
 }
 
-mod adapter;
+pub(crate) mod adapter;
 mod cleanup;
 mod object;
 
-#[doc(hidden)]
-pub use adapter::{ByObject, ByRequest, IntoReconciler, ObjectAdapter, ObjectError};
+pub(crate) use adapter::IntoReconciler;
 pub use cleanup::Cleanup;
 pub use object::{ObjectContext, ObjectReconciler};

@@ -21,15 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use informer_core::factory::SharedInformerFactory;
-use informer_core::key::object_key;
-use informer_core::lister::Lister;
-use informer_core::shared_informer::handler_fn;
-use informer_core::store::IndexFn;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube_client::{Api, Client};
+use controller_runtime::informer_core::factory::SharedInformerFactory;
+use controller_runtime::informer_core::key::object_key;
+use controller_runtime::informer_core::lister::Lister;
+use controller_runtime::informer_core::shared_informer::handler_fn;
+use controller_runtime::informer_core::store::IndexFn;
+use controller_runtime::k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use controller_runtime::prelude::*;
 
 /// The label the index is built from.
 const TEAM_LABEL: &str = "example.com/team";

@@ -12,11 +12,10 @@
 
 use std::time::Duration;
 
+use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
+use controller_runtime::kube_client;
 use controller_runtime::leaderelection::LeaderElectionConfig;
-use controller_runtime::manager::Manager;
-use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
-use k8s_openapi::api::core::v1::ConfigMap;
-use tokio_util::sync::CancellationToken;
+use controller_runtime::prelude::*;
 
 /// Takes a while and says so.
 struct Slow {

@@ -13,15 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use informer_core::factory::SharedInformerFactory;
-use informer_core::key::object_key;
-use informer_core::lister::Lister;
-use informer_core::selector::LabelSelector;
-use informer_core::shared_informer::handler_fn;
+use controller_runtime::informer_core::factory::SharedInformerFactory;
+use controller_runtime::informer_core::key::object_key;
+use controller_runtime::informer_core::lister::Lister;
+use controller_runtime::informer_core::selector::LabelSelector;
+use controller_runtime::informer_core::shared_informer::handler_fn;
+use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
+use controller_runtime::prelude::*;
 use informer_examples::{demo_deployment, kubeconfig_present};
-use k8s_openapi::api::apps::v1::Deployment;
-use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube_client::{Api, Client};
 
 /// How long the self-driving demo may take before it gives up.
 const DEMO_LIMIT: Duration = Duration::from_secs(60);

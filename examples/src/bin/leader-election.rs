@@ -22,17 +22,13 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use controller_runtime::k8s_openapi::api::coordination::v1::Lease;
+use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
+use controller_runtime::kube_client;
 use controller_runtime::leaderelection::{LeaderElectionConfig, default_identity};
-use controller_runtime::manager::{Manager, ManagerError};
 use controller_runtime::predicate::from_fn;
-use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube_client::api::{Patch, PatchParams, PostParams};
-use kube_client::{Api, Client};
+use controller_runtime::prelude::*;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 const JOB_LABEL: &str = "demo.example.com/job";
 const HANDLED_BY: &str = "demo.example.com/handled-by";

@@ -17,15 +17,14 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use controller_runtime::k8s_openapi;
+use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
+use controller_runtime::k8s_openapi::api::core::v1::Secret;
+use controller_runtime::k8s_openapi::api::events::v1::Event;
 use controller_runtime::leaderelection::LeaderElectionConfig;
-use controller_runtime::manager::Manager;
+use controller_runtime::prelude::*;
 use controller_runtime::rbac::to_yaml;
 use informer_examples::sample::{Foo, FooReconciler, FooSpec, Ledger, SECRET_LABEL};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::events::v1::Event;
-use kube_client::Client;
-use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 const NS: &str = "default";
 

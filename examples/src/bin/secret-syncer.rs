@@ -26,18 +26,13 @@ use std::future::Future;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use controller_runtime::cache::{Cache, CacheError, ListOptions};
-use controller_runtime::handler::EnqueueRequestsFromMapFunc;
-use controller_runtime::manager::Manager;
-use controller_runtime::predicate::{Funcs, LabelsChanged, Predicate};
-use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
-use informer_core::selector::LabelSelector;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube_client::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube_client::{Api, Client};
-use tokio_util::sync::CancellationToken;
+use controller_runtime::cache::CacheError;
+use controller_runtime::informer_core::selector::LabelSelector;
+use controller_runtime::k8s_openapi::ByteString;
+use controller_runtime::k8s_openapi::api::core::v1::{Namespace, Secret};
+use controller_runtime::predicate::{Funcs, LabelsChanged};
+use controller_runtime::prelude::*;
+use controller_runtime::{informer_core, kube_client};
 
 const SOURCE_LABEL: &str = "syncer.example.com/source";
 const SYNC_LABEL: &str = "syncer.example.com/sync";

@@ -6,10 +6,10 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube_client::Api;
-use kube_client::api::PostParams;
+use controller_runtime::k8s_openapi::api::coordination::v1::Lease;
+use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
+use controller_runtime::kube_client::Api;
+use controller_runtime::kube_client::api::PostParams;
 
 fn next_line(
     rx: &mpsc::Receiver<String>,

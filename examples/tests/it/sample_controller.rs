@@ -10,15 +10,17 @@
 use std::future::Future;
 use std::time::Duration;
 
+use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
+use controller_runtime::k8s_openapi::api::core::v1::Secret;
+use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use controller_runtime::kube_client::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams,
+};
 use controller_runtime::manager::{Manager, ManagerError};
 use controller_runtime::rbac::{ClusterRole, to_yaml};
 use informer_examples::sample::{
     FINALIZER, Foo, FooReconciler, FooSpec, Ledger, SECRET_LABEL, SECRETS_ANNOTATION,
 };
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube_client::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use tokio::task::JoinHandle;
 
 const NS: &str = "default";

@@ -49,8 +49,8 @@ pub fn expand(r: &Resource) -> TokenStream {
             (quote!(#ty), quote!(::core::option::Option<#ty>), check)
         }
         None => (
-            quote!(#p::crd::NoStatus),
-            quote!(::core::option::Option<#p::crd::NoStatus>),
+            quote!(#p::NoStatus),
+            quote!(::core::option::Option<#p::NoStatus>),
             quote!(),
         ),
     };

@@ -39,7 +39,7 @@ pub fn expand(r: &Resource) -> TokenStream {
                 let field = format_ident!("{}", head);
                 quote!({
                     let value = #p::serde_json::to_value(&obj.#field).map_err(|e| ::std::string::ToString::to_string(&e))?;
-                    ::core::result::Result::Ok(#p::crd::index_values(&value, &[#(#rest),*]))
+                    ::core::result::Result::Ok(#p::index_values(&value, &[#(#rest),*]))
                 })
             }
             IndexSource::Function(f) => quote_spanned! {ix.span=>

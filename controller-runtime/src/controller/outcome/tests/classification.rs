@@ -11,7 +11,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use super::*;
 use crate::cache::{Cache, CacheError};
 use crate::events::{ApiEventSink, EventRecorder, RecorderConfig};
-use crate::reconcile::{ObjectContext, ObjectError};
+use crate::reconcile::ObjectContext;
+use crate::reconcile::adapter::ObjectError;
 
 /// Only failures count in `controller_runtime_reconcile_errors_total`, and
 /// only a panic in `controller_runtime_reconcile_panics_total`.
