@@ -1,6 +1,8 @@
 //! Small helpers for the writes controllers make most: owner references,
 //! status updates and server-side apply.
 //!
+//! Layer 1 (building blocks): imports only the vocabulary.
+//!
 //! - [`set_controller_reference`] marks an object as controlled by an owner
 //!   (garbage-collected with it, and mapped back to it by
 //!   [`EnqueueRequestForOwner`](crate::handler::EnqueueRequestForOwner)); it

@@ -1,6 +1,8 @@
 //! Recording Kubernetes Events (`events.k8s.io/v1`) about the objects a
 //! controller manages.
 //!
+//! Layer 1 (building blocks): imports only the vocabulary; the [manager](crate::manager) runs the writer.
+//!
 //! An [`EventRecorder`] is cheap to clone and never blocks its caller:
 //! [`EventRecorder::publish`] puts the event on a bounded queue and returns
 //! at once; when the queue is full the event is dropped and counted

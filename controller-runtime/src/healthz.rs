@@ -1,5 +1,7 @@
 //! Liveness and readiness endpoints: `/healthz` and `/readyz`.
 //!
+//! Layer 1 (building blocks): imports nothing else of this crate.
+//!
 //! A [`Checks`] set holds named [`HealthCheck`]s; [`router`] serves two sets
 //! the way controller-runtime's `healthz` package does, so probes and
 //! runbooks carry over:

@@ -1,6 +1,8 @@
 //! Lease-based leader election, so that one replica of a controller works at
 //! a time.
 //!
+//! Layer 1 (building blocks): imports nothing else of this crate.
+//!
 //! Candidates compete for one `coordination.k8s.io/v1` Lease. The holder
 //! renews it every retry period; a candidate takes the lease over when it is
 //! free (released, empty holder) or when it has not changed for the lease

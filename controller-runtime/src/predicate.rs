@@ -1,5 +1,7 @@
 //! Filters deciding which informer events reach a controller's handlers.
 //!
+//! Layer 1 (building blocks): imports nothing else of this crate.
+//!
 //! A [`Predicate`] answers yes or no for each create, update, delete and
 //! generic event; an event is enqueued only when every predicate of the
 //! controller says yes. Ready-made predicates compare what changed in an

@@ -1,6 +1,8 @@
 //! What a controller program uses, in one import:
 //! `use controller_runtime::prelude::*;`.
 //!
+//! Layer 7 (derive support, the top): re-exports from every layer.
+//!
 //! The manager and its controllers, the typed and request-based reconcile,
 //! actions and terminal errors, events, finalizers, handlers and predicates,
 //! the common client types (`Api`, `Client`, patch and list parameters), the

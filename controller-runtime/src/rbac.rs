@@ -1,5 +1,7 @@
 //! The least-privilege RBAC role a controller needs, derived from its wiring.
 //!
+//! Layer 1 (building blocks): imports nothing else of this crate; the `Controller` derive builds on it.
+//!
 //! [`Permissions`] collects what a controller does with each resource — the
 //! primary kind it reconciles, the kinds it owns, the kinds it only watches,
 //! the Events it records, the Lease it holds for leader election, and any

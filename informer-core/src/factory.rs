@@ -6,6 +6,8 @@
 //! [`SharedInformerFactory::start`] (later requests need another `start`),
 //! waited on together and shut down together.
 //!
+//! Layer 5 (the top): imports the shared informer and what it is built from.
+//!
 //! Every informer starts from a streaming list (`sendInitialEvents`) with a
 //! fallback to LIST unless [`SharedInformerFactoryBuilder::streaming_list`]
 //! turns that off; [`SharedInformerFactory::metadata_informer`] and its

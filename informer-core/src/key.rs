@@ -1,5 +1,7 @@
 //! Object keys and tombstones.
 //!
+//! Layer 0: imports nothing else of this crate.
+//!
 //! Every cache in this crate (the [`DeltaFifo`](crate::delta_fifo::DeltaFifo),
 //! the [`Indexer`](crate::store::Indexer)) identifies an object by its *key*:
 //! `namespace/name` for namespaced objects and plain `name` for cluster-scoped

@@ -2,6 +2,8 @@
 //! the API server: LIST (one page of a collection) and WATCH (a stream of
 //! changes from a resource version on).
 //!
+//! Layer 1: imports only layer 0.
+//!
 //! [`ListerWatcher`] is the small trait the reflector is written against, so
 //! that tests can script the server and other sources can feed an informer.
 //! [`ApiListerWatcher`] implements it over a [`kube_client::Api`] for any

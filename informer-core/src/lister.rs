@@ -2,6 +2,8 @@
 //! over the resource type. A [`Lister`] answers from the indexer without any
 //! request to the API server; results are the cached `Arc<K>`s themselves
 //! (no copies), in no particular order.
+//!
+//! Layer 2: imports the store and selectors.
 
 mod typed;
 

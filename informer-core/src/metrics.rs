@@ -1,5 +1,7 @@
 //! Observability hooks: the counters and gauges an informer reports.
 //!
+//! Layer 0: imports nothing else of this crate.
+//!
 //! `informer-core` does not depend on a metrics library. It calls an
 //! [`InformerMetrics`] sink, whose methods all default to doing nothing, so
 //! a user implements only what they publish. `controller-runtime` implements

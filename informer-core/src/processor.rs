@@ -2,6 +2,8 @@
 //! (the set of listeners of one informer) and `processorListener` (one
 //! handler with its own unbounded buffer and its own task).
 //!
+//! Layer 2: imports the handler trait and keys, never the informer.
+//!
 //! The informer calls [`SharedProcessor::distribute`] while it holds its
 //! delta lock; that only pushes onto each listener's unbounded channel, so it
 //! never waits for a handler. Each listener's task drains its channel in

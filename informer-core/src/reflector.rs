@@ -1,6 +1,8 @@
 //! The Reflector: keeps a store in step with the API server by LIST, then
 //! WATCH from the list's resource version, for as long as it runs.
 //!
+//! Layer 3: imports the list-watch, the delta FIFO, the store, keys and metrics.
+//!
 //! This is client-go's `Reflector.ListAndWatch`, rule for rule:
 //!
 //! - The first LIST asks for `resourceVersion=0` (any version, cheap for the

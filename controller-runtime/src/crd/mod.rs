@@ -1,5 +1,7 @@
 //! CustomResourceDefinitions from Rust types.
 //!
+//! Layer 1 (building blocks): imports nothing else of this crate; the `CustomResource` derive builds on it.
+//!
 //! `#[derive(CustomResource)]` (see the crate root) describes one version of
 //! a kind as a [`CrdVersionInfo`] and implements [`CustomResourceExt`] for
 //! the generated root type; [`CustomResourceExt::crd`] then produces the

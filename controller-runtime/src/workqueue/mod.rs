@@ -1,5 +1,7 @@
 //! The workqueue between event handlers and reconcile workers.
 //!
+//! Layer 1 (building blocks): imports nothing else of this crate.
+//!
 //! Handlers [`add`](Queue::add) keys of objects that changed; workers
 //! [`get`](Queue::get) a key, reconcile it and call [`done`](Queue::done).
 //! The queue keeps client-go's guarantees:

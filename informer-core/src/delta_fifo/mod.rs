@@ -1,5 +1,7 @@
 //! The queue between the reflector and the informer (client-go's `DeltaFIFO`).
 //!
+//! Layer 2: imports the store and keys.
+//!
 //! The reflector pushes what it sees (adds, updates, deletes, whole relists
 //! and periodic resyncs); the informer pops one *key* at a time together with
 //! every change queued for it ([`Deltas`]), so a burst of changes to one

@@ -1,5 +1,7 @@
 //! Label and field selectors, parsed from the API server's string syntax.
 //!
+//! Layer 0: imports nothing else of this crate.
+//!
 //! A [`LabelSelector`] (`app=web,tier!=db,env in (prod,staging),!canary,team`)
 //! is used in two places: client-side, to filter the cache
 //! ([`LabelSelector::matches`], used by listers), and server-side, by passing

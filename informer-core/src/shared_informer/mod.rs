@@ -5,6 +5,8 @@
 //! [`ResourceEventHandler`]s, each with its own unbounded buffer and task
 //! (see [`crate::processor`]).
 //!
+//! Layer 4: imports every layer below.
+//!
 //! Processing one popped key, delta by delta: `Sync`, `Replaced`, `Added` and
 //! `Updated` update the cached object and notify `on_update(old, new)` when the
 //! key was cached, else add it and notify `on_add(obj, is_in_initial_list)`;

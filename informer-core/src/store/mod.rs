@@ -1,6 +1,8 @@
 //! The informer's local cache: a thread-safe store of objects by key with
 //! named secondary indexes (client-go's `Indexer` / `threadSafeMap`).
 //!
+//! Layer 1: imports only [`crate::key`].
+//!
 //! An [`Indexer`] holds each object once, as an `Arc<K>` that listers,
 //! handlers and reconcilers all share. Named index functions ([`IndexFn`])
 //! map an object to zero or more string values; the indexer keeps, for each
