@@ -321,5 +321,4 @@ pub(crate) fn merge_patch(before: &Value, after: &Value) -> Value {
 }
 
 #[cfg(test)]
-#[path = "create_or_update_tests.rs"]
 mod tests;

@@ -49,7 +49,7 @@ mod tests {
     use tokio::time::{Instant, advance};
 
     use crate::workqueue::Queue;
-    use crate::workqueue::test_support::soon;
+    use crate::workqueue::tests::support::soon;
 
     const SEC: Duration = Duration::from_secs(1);
 

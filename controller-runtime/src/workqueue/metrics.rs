@@ -277,5 +277,4 @@ impl QueueMetrics for PrometheusQueueMetrics {
 }
 
 #[cfg(test)]
-#[path = "metrics_tests.rs"]
 mod tests;

@@ -79,13 +79,7 @@ mod rate_limiting;
 mod state;
 
 #[cfg(test)]
-mod proptests;
-#[cfg(test)]
-mod queue_tests;
-#[cfg(test)]
-mod state_tests;
-#[cfg(test)]
-mod test_support;
+mod tests;
 
 pub use metrics::{
     ADDS_TOTAL, DEPTH, LABELS, LONGEST_RUNNING_PROCESSOR_SECONDS, MetricsProvider,

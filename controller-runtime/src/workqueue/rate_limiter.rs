@@ -407,5 +407,4 @@ impl<T> RateLimiter<T> for WithMaxWaitRateLimiter<T> {
 }
 
 #[cfg(test)]
-#[path = "rate_limiter_tests.rs"]
 mod tests;

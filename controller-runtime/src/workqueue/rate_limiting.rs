@@ -80,7 +80,7 @@ mod tests {
 
     use tokio::time::{Instant, advance};
 
-    use crate::workqueue::test_support::soon;
+    use crate::workqueue::tests::support::soon;
     use crate::workqueue::{
         BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, Queue,
     };

@@ -580,6 +580,4 @@ fn page_locked<K>(state: &mut State<K>, objs: Vec<(Arc<str>, Arc<K>)>) {
 }
 
 #[cfg(test)]
-mod proptests;
-#[cfg(test)]
 mod tests;

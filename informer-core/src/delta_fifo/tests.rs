@@ -1,6 +1,7 @@
 //! Unit tests: one per DeltaFIFO rule.
 
 mod paged;
+mod props;
 mod shrink;
 mod synced;
 

@@ -481,5 +481,4 @@ where
 }
 
 #[cfg(test)]
-#[path = "api_tests.rs"]
 mod tests;

@@ -283,5 +283,4 @@ pub(super) fn decode_event<K: DeserializeOwned>(
 }
 
 #[cfg(test)]
-#[path = "decode_tests.rs"]
 mod tests;

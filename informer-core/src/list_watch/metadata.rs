@@ -118,5 +118,4 @@ impl MetadataMode {
 }
 
 #[cfg(test)]
-#[path = "metadata_tests.rs"]
 mod tests;

@@ -386,8 +386,4 @@ impl<K: Send + Sync> KnownObjects<K> for Indexer<K> {
 }
 
 #[cfg(test)]
-mod bookkeeping_tests;
-#[cfg(test)]
-mod proptests;
-#[cfg(test)]
 mod tests;

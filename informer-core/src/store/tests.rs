@@ -8,6 +8,9 @@ use kube_core::ObjectMeta;
 
 use super::*;
 
+mod bookkeeping;
+mod props;
+
 fn cm(ns: &str, name: &str, labels: &[(&str, &str)]) -> Arc<ConfigMap> {
     Arc::new(ConfigMap {
         metadata: ObjectMeta {

@@ -18,9 +18,9 @@ use parking_lot::Mutex;
 use proptest::prelude::*;
 use tokio::time::Instant;
 
-use super::priority::Priority;
-use super::state::{Pop, State};
-use super::{AddOptions, Queue};
+use crate::workqueue::priority::Priority;
+use crate::workqueue::state::{Pop, State};
+use crate::workqueue::{AddOptions, Queue};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -221,7 +221,7 @@ proptest! {
         max_ms in 1u64..100_000,
         failures in 1usize..80,
     ) {
-        use super::{ItemExponentialFailureRateLimiter, RateLimiter};
+        use crate::workqueue::{ItemExponentialFailureRateLimiter, RateLimiter};
         let base = Duration::from_millis(base_ms);
         let max = Duration::from_millis(max_ms);
         let limiter = ItemExponentialFailureRateLimiter::new(base, max);

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::priority::Priority;
-use super::state::{Pop, State, Wake};
+use crate::workqueue::priority::Priority;
+use crate::workqueue::state::{Pop, State, Wake};
 
 const SEC: Duration = Duration::from_secs(1);
 

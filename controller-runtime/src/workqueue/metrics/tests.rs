@@ -8,7 +8,7 @@ use prometheus::{Encoder, Registry, TextEncoder};
 use tokio::time::advance;
 
 use super::*;
-use crate::workqueue::test_support::soon;
+use crate::workqueue::tests::support::soon;
 use crate::workqueue::{AddOptions, Queue};
 
 const SEC: Duration = Duration::from_secs(1);

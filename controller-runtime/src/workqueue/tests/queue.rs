@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tokio::time::timeout;
 
-use super::test_support::soon;
-use super::{AddOptions, Priority, Queue};
+use super::support::soon;
+use crate::workqueue::{AddOptions, Priority, Queue};
 
 const SEC: Duration = Duration::from_secs(1);
 
