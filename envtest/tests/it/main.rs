@@ -6,6 +6,7 @@
 
 mod admin;
 mod admission_policies;
+mod admission_webhook_failures;
 mod admission_webhooks;
 mod apply;
 mod apply_granular;

@@ -233,12 +233,15 @@ async fn exchange(
         }
     };
     tokio::pin!(conn);
+    tokio::pin!(call);
     tokio::select! {
-        r = call => r,
-        c = &mut conn => Err(transport(match c {
-            Ok(()) => "connection closed before the answer".to_string(),
-            Err(e) => e.to_string(),
-        })),
+        r = &mut call => r,
+        c = &mut conn => match c {
+            // The server closed the connection after answering (HTTP/1.0,
+            // `Connection: close`): the answer is in, or the call fails.
+            Ok(()) => call.await,
+            Err(e) => Err(transport(e.to_string())),
+        },
     }
 }
 

@@ -11,7 +11,7 @@
 //! again, webhooks included, as kube-apiserver's retried updates do).
 //! Nothing is stored for a refused write.
 
-use super::write::{UpdateMode, apply_update, insert_new, prepare_new};
+use super::write::{UpdateMode, apply_update, insert_new, prepare_new, watch_owners};
 use crate::error::ApiError;
 use crate::http::admission::Admission;
 use crate::http::admission::review::Attributes;
@@ -19,10 +19,11 @@ use crate::http::authz::UserInfo;
 use crate::http::conversion;
 use crate::http::state::{Server, Target};
 use crate::request::Req;
-use crate::resources::objects::obj_key;
+use crate::resources::objects::{json_response, obj_key, render};
 use crate::resources::registry::ResourceInfo;
 use crate::resources::validation::{FieldCheck, FieldValidation};
 use crate::storage::{ObjKey, StoredObject, Txn};
+use axum::response::Response;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -101,6 +102,42 @@ pub(super) struct New<'a> {
     pub raw: Value,
     /// The field manager to record when a mutated object is prepared again.
     pub manager: Option<&'a str>,
+}
+
+/// Run an update (`compute`: the old object, the result and the status
+/// code, under the store's lock; from a given old object when the stored
+/// one is in another version) through admission when any is configured
+/// (or conversion when the request's version is not the storage version),
+/// and answer it.
+pub(super) async fn finish<F>(
+    srv: &Arc<Server>,
+    t: &Target,
+    r: &Req,
+    fields: &FieldCheck,
+    compute: F,
+) -> Result<Response, ApiError>
+where
+    F: Fn(&mut Txn<'_>, Option<&Arc<StoredObject>>) -> Result<Computed, ApiError>,
+{
+    let info = &t.info;
+    let dry = r.query.dry_run()?;
+    let (stored, code) = match admission_of(srv, info) {
+        None => {
+            let (_, stored, code) = srv.store.txn_mode(dry, |txn| compute(txn, None))?;
+            (stored, code)
+        }
+        Some(adm) => update(srv, t, r, &adm, fields, compute, dry).await?,
+    };
+    watch_owners(srv, info, &stored, dry);
+    let stored = conversion::present_one(srv, info, stored).await?;
+    Ok(fields.add_warnings(json_response(code, render(&stored, info))))
+}
+
+/// The admission writes to `info` go through: the configured one, or none
+/// but conversion when the request's version is not the storage version.
+pub(super) fn admission_of(srv: &Server, info: &ResourceInfo) -> Option<Admission> {
+    Admission::load(srv, info)
+        .or_else(|| conversion::converts_writes(srv, info).then(Admission::default))
 }
 
 /// The object a mutating webhook sees on create: no identity yet.

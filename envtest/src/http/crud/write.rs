@@ -11,7 +11,6 @@
 
 use super::delete::{after_removal, can_remove};
 use crate::error::ApiError;
-use crate::http::admission::Admission;
 use crate::http::conversion;
 use crate::http::state::{Server, Target};
 use crate::request::Req;
@@ -205,7 +204,7 @@ pub async fn create(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, 
     let dry = r.query.dry_run()?;
     let manager = manager_of(r);
     let ns = t.namespace.as_deref();
-    let stored = match admission_of(srv, info) {
+    let stored = match super::admit::admission_of(srv, info) {
         None => {
             let (mut obj, generate) = prepare_new(info, obj, ns, &fields, &duplicate)?;
             ssa::record_update(info, None, &mut obj, &manager, "");
@@ -483,43 +482,7 @@ pub async fn update(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, 
         };
         apply_update(srv, txn, info, &key, &old, obj.clone(), mode).map(|s| (Some(old), s, 200))
     };
-    finish(srv, t, r, &fields, compute).await
-}
-
-/// Run an update (`compute`: the old object, the result and the status
-/// code, under the store's lock; from a given old object when the stored
-/// one is in another version) through admission when any is configured
-/// (or conversion when the request's version is not the storage version),
-/// and answer it.
-async fn finish<F>(
-    srv: &Arc<Server>,
-    t: &Target,
-    r: &Req,
-    fields: &FieldCheck,
-    compute: F,
-) -> Result<Response, ApiError>
-where
-    F: Fn(&mut Txn<'_>, Option<&Arc<StoredObject>>) -> Result<super::admit::Computed, ApiError>,
-{
-    let info = &t.info;
-    let dry = r.query.dry_run()?;
-    let (stored, code) = match admission_of(srv, info) {
-        None => {
-            let (_, stored, code) = srv.store.txn_mode(dry, |txn| compute(txn, None))?;
-            (stored, code)
-        }
-        Some(adm) => super::admit::update(srv, t, r, &adm, fields, compute, dry).await?,
-    };
-    watch_owners(srv, info, &stored, dry);
-    let stored = conversion::present_one(srv, info, stored).await?;
-    Ok(fields.add_warnings(json_response(code, render(&stored, info))))
-}
-
-/// The admission writes to `info` go through: the configured one, or none
-/// but conversion when the request's version is not the storage version.
-fn admission_of(srv: &Server, info: &ResourceInfo) -> Option<Admission> {
-    Admission::load(srv, info)
-        .or_else(|| conversion::converts_writes(srv, info).then(Admission::default))
+    super::admit::finish(srv, t, r, &fields, compute).await
 }
 
 /// The patch request, decoded.
@@ -639,5 +602,5 @@ pub async fn patch(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, A
         };
         apply_update(srv, txn, info, &key, &old, doc, mode).map(|s| (Some(old), s, 200))
     };
-    finish(srv, t, r, &fields, compute).await
+    super::admit::finish(srv, t, r, &fields, compute).await
 }
