@@ -9,6 +9,7 @@
 //! | [`WebhookServer`] | HTTPS on port 9443 at controller-runtime's paths, with metrics, a span per review and graceful shutdown |
 //! | [`CertResolver`] | the serving certificate, swapped atomically on rotation or reload |
 //! | [`SelfSigned`] | a CA and a serving certificate made without cert-manager |
+//! | [`CertDir`] | a pair mounted from a directory (cert-manager), reloaded when the files change |
 //! | [`SecretCerts`] | those kept in a Secret shared by the replicas, their CA in every `caBundle`, renewed before expiry |
 //!
 //! This module sits in the manager layer: the manager runs the server as a
@@ -36,6 +37,7 @@
 //! ```
 
 mod admission;
+mod certdir;
 mod certsecret;
 mod conversion;
 mod metrics;
@@ -45,6 +47,7 @@ mod server;
 mod tls;
 
 pub use admission::{AdmissionContext, Defaulter, Denial, Validator, Warnings};
+pub use certdir::{CertDir, CertDirError};
 pub use certsecret::{CertSecretError, Clock, NOT_AFTER_ANNOTATION, SecretCerts, SystemClock};
 pub use conversion::{Conversion, ConversionError, Convertible, Hub};
 /// The admission operation (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
