@@ -98,11 +98,11 @@ pub mod workqueue;
 // 2. Cache and metrics registry.
 pub mod cache;
 pub mod metrics;
-// 3. Typed reconcile.
+// 3. Typed reconcile; the webhook server the manager runs.
 pub mod reconcile;
-// 4. Manager and the webhook server it runs.
-pub mod manager;
 pub mod webhook;
+// 4. Manager.
+pub mod manager;
 // 5. Controller.
 pub mod controller;
 // 6. Sharded controllers.

@@ -33,6 +33,7 @@ pub struct ManagerBuilder {
     pub(super) registry: Option<prometheus::Registry>,
     pub(super) events: Option<RecorderConfig>,
     pub(super) keep_managed_fields: bool,
+    pub(super) webhook: Option<crate::webhook::WebhookOptions>,
 }
 
 impl ManagerBuilder {
@@ -149,6 +150,18 @@ impl ManagerBuilder {
             )?;
         }
 
+        let mut runnables = Vec::new();
+        let webhook = match self.webhook {
+            Some(options) => {
+                let built =
+                    super::webhook::build(options, self.client.clone(), metrics.registry())?;
+                readyz.add("webhook", check_fn(built.readiness))?;
+                runnables.push(built.runnable);
+                Some((built.pending, built.addr))
+            }
+            None => None,
+        };
+
         let (recorder, writer) = recorder_and_writer(
             self.client.clone(),
             self.events.unwrap_or_else(default_recorder_config),
@@ -165,8 +178,13 @@ impl ManagerBuilder {
                 health_addr: health.as_ref().map(|s| s.addr),
                 metrics_addr: metrics_server.as_ref().map(|s| s.addr),
                 servers: Mutex::new((health, metrics_server)),
+                webhook,
                 elector,
-                runnables: Mutex::new(vec![Arc::new(writer) as Arc<dyn Runnable>]),
+                runnables: Mutex::new(
+                    std::iter::once(Arc::new(writer) as Arc<dyn Runnable>)
+                        .chain(runnables)
+                        .collect(),
+                ),
                 controller_names: Mutex::new(HashSet::new()),
                 started: AtomicBool::new(false),
                 graceful_shutdown_timeout: self.graceful_shutdown_timeout,

@@ -22,8 +22,11 @@
 //!    watched while draining: a lease lost then aborts the in-flight
 //!    reconciles at once and `run` returns [`ManagerError::LeadershipLost`].
 //!
+//! With [`ManagerBuilder::webhook_server`] it also serves admission and
+//! conversion webhooks ([`Manager::webhook`]) on every replica.
+//!
 //! Layer 4 (manager): imports the cache, the metrics registry, events,
-//! health checks, leader election and the vocabulary; never the
+//! health checks, leader election, the webhook server and the vocabulary; never the
 //! [controller](crate::controller), which is one of the runnables it runs
 //! (`Manager::controller` is added by the controller module).
 //!
@@ -60,6 +63,7 @@ mod event_writer;
 mod runnable;
 mod server;
 mod tasks;
+mod webhook;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -78,6 +82,7 @@ pub use builder::ManagerBuilder;
 pub use runnable::{Runnable, RunnableFn, runnable_fn};
 use server::BoundServer;
 use tasks::{Tasks, wait_for_signal};
+pub use webhook::WebhookRegistration;
 
 use crate::cache::Cache;
 use crate::error::BoxError;
@@ -121,6 +126,10 @@ pub enum ManagerError {
     /// A health check could not be added.
     #[error("health checks: {0}")]
     Healthz(#[from] HealthzError),
+    /// The webhook server is not configured, or a webhook could not be
+    /// registered (a path registered twice).
+    #[error("webhooks: {0}")]
+    Webhook(String),
     /// [`Manager::run`] was called a second time.
     #[error("the manager was already started; a manager runs once")]
     AlreadyStarted,
@@ -158,6 +167,7 @@ struct Inner {
     health_addr: Option<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
     servers: Mutex<(Option<BoundServer>, Option<BoundServer>)>,
+    webhook: Option<(webhook::Pending, SocketAddr)>,
     elector: Option<LeaderElector>,
     runnables: Mutex<Vec<Arc<dyn Runnable>>>,
     controller_names: Mutex<HashSet<String>>,
@@ -198,6 +208,7 @@ impl Manager {
             registry: None,
             events: None,
             keep_managed_fields: false,
+            webhook: None,
         }
     }
 

@@ -7,14 +7,16 @@
 //! | [`Validator`], [`Defaulter`], [`AdmissionContext`], [`Denial`] | typed admission for a kind `K` |
 //! | [`Hub`], [`Convertible`], [`Conversion`] | conversion between a kind's versions through one hub version |
 //! | [`WebhookServer`] | HTTPS on port 9443 at controller-runtime's paths, with metrics, a span per review and graceful shutdown |
+//! | [`WebhookOptions`] | how a manager serves them: address, certificates self-managed or from a directory |
 //! | [`CertResolver`] | the serving certificate, swapped atomically on rotation or reload |
 //! | [`SelfSigned`] | a CA and a serving certificate made without cert-manager |
 //! | [`CertDir`] | a pair mounted from a directory (cert-manager), reloaded when the files change |
 //! | [`SecretCerts`] | those kept in a Secret shared by the replicas, their CA in every `caBundle`, renewed before expiry |
 //!
-//! This module sits in the manager layer: the manager runs the server as a
-//! runnable; it uses the client, the metrics registry and healthz below it
-//! and never the controller.
+//! This module sits in layer 3, right under the manager, which runs the
+//! server as a runnable (as it runs its health and metrics servers); it
+//! uses the client, healthz and a metrics registry, never the manager or
+//! the controller.
 //!
 //! ```
 //! use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
@@ -41,6 +43,7 @@ mod certdir;
 mod certsecret;
 mod conversion;
 mod metrics;
+mod options;
 mod review;
 mod selfsigned;
 mod server;
@@ -53,6 +56,7 @@ pub use conversion::{Conversion, ConversionError, Convertible, Hub};
 /// The admission operation (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
 pub use kube_client::core::admission::Operation;
 pub use metrics::{InFlight, WebhookMetrics};
+pub use options::{CertKeeper, CertSourceError, WebhookOptions};
 pub use selfsigned::{CA_VALIDITY, CertError, SelfSigned, service_dns_names};
 pub use server::{
     CONVERT_PATH, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, ListeningServer, WebhookError,

@@ -25,7 +25,9 @@ use tracing::Instrument;
 use super::admission::AdmissionHandler;
 use super::conversion::ConversionHandler;
 use super::metrics::WebhookMetrics;
-use super::server::CONVERT_PATH;
+
+/// Where conversion reviews are served.
+pub const CONVERT_PATH: &str = "/convert";
 
 pub(crate) struct Routes {
     pub(crate) max_body: usize,

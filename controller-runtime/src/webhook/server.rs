@@ -93,8 +93,7 @@ pub fn mutate_path<K: Resource<DynamicType = ()>>() -> String {
     format!("/mutate-{}", path_part::<K>())
 }
 
-/// Where conversion reviews are served.
-pub const CONVERT_PATH: &str = "/convert";
+pub use super::review::CONVERT_PATH;
 
 /// The webhook server, before it listens: where, with which certificate,
 /// and the handlers.
@@ -121,6 +120,7 @@ pub struct WebhookServer {
     conversions: Vec<Arc<dyn ConversionHandler>>,
     metrics: Option<WebhookMetrics>,
     ready: Arc<AtomicBool>,
+    bound: Option<std::net::TcpListener>,
 }
 
 impl std::fmt::Debug for WebhookServer {
@@ -146,7 +146,18 @@ impl WebhookServer {
             conversions: Vec::new(),
             metrics: None,
             ready: Arc::new(AtomicBool::new(false)),
+            bound: None,
         }
+    }
+
+    /// Serves on `listener`, a socket bound already (by a manager at
+    /// build time, or handed over by a test that needs the port first).
+    pub fn listener(mut self, listener: std::net::TcpListener) -> Self {
+        if let Ok(addr) = listener.local_addr() {
+            self.addr = addr;
+        }
+        self.bound = Some(listener);
+        self
     }
 
     /// Listens on `addr` instead (port 0: any free port).
@@ -168,37 +179,57 @@ impl WebhookServer {
         self
     }
 
-    fn add(
-        mut self,
+    fn insert(
+        &mut self,
         path: String,
         handler: Arc<dyn AdmissionHandler>,
-    ) -> Result<Self, WebhookError> {
+    ) -> Result<(), WebhookError> {
         if self.admission.contains_key(&path) {
             return Err(WebhookError::Duplicate(path));
         }
         self.admission.insert(path, handler);
-        Ok(self)
+        Ok(())
     }
 
     /// Serves `validator` for `K` at [`validate_path`]`::<K>()`.
-    pub fn validator<K, V>(self, validator: V) -> Result<Self, WebhookError>
+    pub fn validator<K, V>(mut self, validator: V) -> Result<Self, WebhookError>
     where
         K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
         V: Validator<K>,
     {
-        self.add(
+        self.add_validator::<K, V>(validator)?;
+        Ok(self)
+    }
+
+    /// [`WebhookServer::validator`] in place (the server is kept on an error).
+    pub fn add_validator<K, V>(&mut self, validator: V) -> Result<(), WebhookError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        V: Validator<K>,
+    {
+        self.insert(
             validate_path::<K>(),
             Arc::new(ValidatingHandler::<K, V>::new(validator)),
         )
     }
 
     /// Serves `defaulter` for `K` at [`mutate_path`]`::<K>()`.
-    pub fn defaulter<K, D>(self, defaulter: D) -> Result<Self, WebhookError>
+    pub fn defaulter<K, D>(mut self, defaulter: D) -> Result<Self, WebhookError>
     where
         K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
         D: Defaulter<K>,
     {
-        self.add(
+        self.add_defaulter::<K, D>(defaulter)?;
+        Ok(self)
+    }
+
+    /// [`WebhookServer::defaulter`] in place (the server is kept on an error).
+    pub fn add_defaulter<K, D>(&mut self, defaulter: D) -> Result<(), WebhookError>
+    where
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
+        D: Defaulter<K>,
+    {
+        self.insert(
             mutate_path::<K>(),
             Arc::new(DefaultingHandler::<K, D>::new(defaulter)),
         )
@@ -207,6 +238,15 @@ impl WebhookServer {
     /// Serves `conversion` at [`CONVERT_PATH`] (one path for every kind:
     /// a review is routed by its objects' group and kind).
     pub fn conversion<H: Hub>(mut self, conversion: Conversion<H>) -> Result<Self, WebhookError> {
+        self.add_conversion(conversion)?;
+        Ok(self)
+    }
+
+    /// [`WebhookServer::conversion`] in place (the server is kept on an error).
+    pub fn add_conversion<H: Hub>(
+        &mut self,
+        conversion: Conversion<H>,
+    ) -> Result<(), WebhookError> {
         let key = super::conversion::ConversionHandler::group_kind(&conversion);
         if self.conversions.iter().any(|c| c.group_kind() == key) {
             return Err(WebhookError::Duplicate(format!(
@@ -215,7 +255,7 @@ impl WebhookServer {
             )));
         }
         self.conversions.push(Arc::new(conversion));
-        Ok(self)
+        Ok(())
     }
 
     /// The paths served (admission paths, then `/convert` if any
@@ -250,12 +290,17 @@ impl WebhookServer {
     /// Binds the port.
     pub async fn listen(self) -> Result<ListeningServer, WebhookError> {
         let config = self.resolver.server_config()?;
-        let tcp = TcpListener::bind(self.addr)
-            .await
-            .map_err(|source| WebhookError::Bind {
-                addr: self.addr,
-                source,
-            })?;
+        let bind_err = |source| WebhookError::Bind {
+            addr: self.addr,
+            source,
+        };
+        let tcp = match self.bound {
+            Some(std) => {
+                std.set_nonblocking(true).map_err(bind_err)?;
+                TcpListener::from_std(std).map_err(bind_err)?
+            }
+            None => TcpListener::bind(self.addr).await.map_err(bind_err)?,
+        };
         let listener = TlsListener::new(tcp, config).map_err(WebhookError::Serve)?;
         let local = axum::serve::Listener::local_addr(&listener).map_err(WebhookError::Serve)?;
         self.ready.store(true, Ordering::Release);

@@ -25,6 +25,7 @@ mod webhook_certs;
 mod webhook_client;
 mod webhook_conversion;
 mod webhook_envtest;
+mod webhook_manager;
 mod widget;
 
 use std::time::Duration;

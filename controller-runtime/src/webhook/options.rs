@@ -1,0 +1,225 @@
+//! How a manager serves webhooks: where it listens and where its
+//! certificates come from (self-managed in a Secret, the default, or a
+//! directory kept by cert-manager). [`WebhookOptions`] is given to the
+//! manager's builder; the manager binds the port when it is built and runs
+//! the server, and the certificate keeper, on every replica.
+//!
+//! Part of layer 3 (the manager, one layer up, consumes it).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube_client::Client;
+use tokio_util::sync::CancellationToken;
+
+use super::certdir::{CertDir, CertDirError};
+use super::certsecret::{CertSecretError, SecretCerts};
+use super::server::DEFAULT_PORT;
+use super::tls::CertResolver;
+
+/// Why the certificates could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum CertSourceError {
+    /// Self-managed certificates failed.
+    #[error(transparent)]
+    Secret(#[from] CertSecretError),
+    /// The certificate directory failed.
+    #[error(transparent)]
+    Dir(#[from] CertDirError),
+}
+
+#[derive(Debug, Clone)]
+enum Source {
+    SelfManaged {
+        namespace: String,
+        service: String,
+        extra_names: Vec<String>,
+        validity: Option<Duration>,
+        validating: Vec<String>,
+        mutating: Vec<String>,
+        crds: Vec<String>,
+    },
+    Dir(PathBuf),
+}
+
+/// Where a manager's webhook server listens and how it gets certificates.
+///
+/// ```
+/// use controller_runtime::webhook::WebhookOptions;
+/// let options = WebhookOptions::self_managed("system", "demo-webhook-service")
+///     .validating_webhook("demo-validating-webhook-configuration")
+///     .mutating_webhook("demo-mutating-webhook-configuration")
+///     .crd("widgets.demo.example.com");
+/// assert_eq!(options.addr().port(), 9443);
+/// ```
+#[must_use]
+#[derive(Debug)]
+pub struct WebhookOptions {
+    addr: SocketAddr,
+    listener: Option<std::net::TcpListener>,
+    source: Source,
+}
+
+impl WebhookOptions {
+    /// Certificates made by the manager for the Service `service` in
+    /// `namespace` and kept in the Secret `<service>-cert` (see
+    /// [`SecretCerts`]); listening on `0.0.0.0:9443`.
+    pub fn self_managed(namespace: impl Into<String>, service: impl Into<String>) -> Self {
+        WebhookOptions {
+            addr: SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
+            listener: None,
+            source: Source::SelfManaged {
+                namespace: namespace.into(),
+                service: service.into(),
+                extra_names: Vec::new(),
+                validity: None,
+                validating: Vec::new(),
+                mutating: Vec::new(),
+                crds: Vec::new(),
+            },
+        }
+    }
+
+    /// Certificates mounted in `dir` (`tls.crt`, `tls.key`; cert-manager's
+    /// mode, see [`CertDir`]); listening on `0.0.0.0:9443`.
+    pub fn cert_dir(dir: impl Into<PathBuf>) -> Self {
+        WebhookOptions {
+            addr: SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
+            listener: None,
+            source: Source::Dir(dir.into()),
+        }
+    }
+
+    /// Listens on `addr` (port 0: any free port).
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.addr = addr;
+        self
+    }
+
+    /// Serves on a socket bound already.
+    pub fn listener(mut self, listener: std::net::TcpListener) -> Self {
+        if let Ok(addr) = listener.local_addr() {
+            self.addr = addr;
+        }
+        self.listener = Some(listener);
+        self
+    }
+
+    /// The address to listen on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn self_managed_mut(&mut self) -> Option<&mut Source> {
+        matches!(self.source, Source::SelfManaged { .. }).then_some(&mut self.source)
+    }
+
+    /// Self-managed mode: writes the CA into this ValidatingWebhookConfiguration.
+    pub fn validating_webhook(mut self, name: impl Into<String>) -> Self {
+        if let Some(Source::SelfManaged { validating, .. }) = self.self_managed_mut() {
+            validating.push(name.into());
+        }
+        self
+    }
+
+    /// Self-managed mode: writes the CA into this MutatingWebhookConfiguration.
+    pub fn mutating_webhook(mut self, name: impl Into<String>) -> Self {
+        if let Some(Source::SelfManaged { mutating, .. }) = self.self_managed_mut() {
+            mutating.push(name.into());
+        }
+        self
+    }
+
+    /// Self-managed mode: writes the CA into this CRD's conversion webhook.
+    pub fn crd(mut self, name: impl Into<String>) -> Self {
+        if let Some(Source::SelfManaged { crds, .. }) = self.self_managed_mut() {
+            crds.push(name.into());
+        }
+        self
+    }
+
+    /// Self-managed mode: the certificate is also valid for `name`.
+    pub fn extra_name(mut self, name: impl Into<String>) -> Self {
+        if let Some(Source::SelfManaged { extra_names, .. }) = self.self_managed_mut() {
+            extra_names.push(name.into());
+        }
+        self
+    }
+
+    /// Self-managed mode: how long a serving certificate is valid.
+    pub fn validity(mut self, d: Duration) -> Self {
+        if let Some(Source::SelfManaged { validity, .. }) = self.self_managed_mut() {
+            *validity = Some(d);
+        }
+        self
+    }
+
+    /// Splits into the socket (if bound already) and the certificate
+    /// keeper feeding `resolver`.
+    pub fn into_parts(
+        self,
+        client: Client,
+        resolver: CertResolver,
+    ) -> (SocketAddr, Option<std::net::TcpListener>, CertKeeper) {
+        let keeper = match self.source {
+            Source::SelfManaged {
+                namespace,
+                service,
+                extra_names,
+                validity,
+                validating,
+                mutating,
+                crds,
+            } => {
+                let mut certs = SecretCerts::new(client, namespace, service, resolver);
+                for n in extra_names {
+                    certs = certs.extra_name(n);
+                }
+                if let Some(v) = validity {
+                    certs = certs.validity(v);
+                }
+                for n in validating {
+                    certs = certs.validating_webhook(n);
+                }
+                for n in mutating {
+                    certs = certs.mutating_webhook(n);
+                }
+                for n in crds {
+                    certs = certs.crd(n);
+                }
+                CertKeeper::Secret(certs)
+            }
+            Source::Dir(dir) => CertKeeper::Dir(CertDir::new(dir, resolver)),
+        };
+        (self.addr, self.listener, keeper)
+    }
+}
+
+/// What keeps the serving certificate current: a [`SecretCerts`] or a
+/// [`CertDir`].
+#[derive(Debug, Clone)]
+pub enum CertKeeper {
+    /// Self-managed, in a Secret.
+    Secret(SecretCerts),
+    /// From a directory.
+    Dir(CertDir),
+}
+
+impl CertKeeper {
+    /// Loads the first pair (and, self-managed, writes the `caBundle`s).
+    pub async fn prepare(&self) -> Result<(), CertSourceError> {
+        match self {
+            CertKeeper::Secret(s) => s.ensure().await.map(drop).map_err(Into::into),
+            CertKeeper::Dir(d) => d.load().map_err(Into::into),
+        }
+    }
+
+    /// Keeps the pair current until `stop` fires.
+    pub async fn run(self, stop: CancellationToken) {
+        match self {
+            CertKeeper::Secret(s) => s.run(stop).await,
+            CertKeeper::Dir(d) => d.run(stop).await,
+        }
+    }
+}
