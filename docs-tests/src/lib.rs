@@ -31,6 +31,11 @@ pub struct Operations;
 #[doc = include_str!("../../docs/comparison.md")]
 pub struct Comparison;
 
+/// `docs/webhooks.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/webhooks.md")]
+pub struct Webhooks;
+
 /// `docs/testing.md`.
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/testing.md")]
