@@ -28,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderValue, Method, header};
-use partial::{Conversion, Partial};
+use partial::{Conversion, Partial, Shaped};
 use serde_json::Value;
 
 /// The protobuf media type.
@@ -222,6 +222,39 @@ pub(crate) fn negotiate(info: &ResourceInfo, accept: &str) -> Result<Negotiated,
     ))
 }
 
+/// A LIST answer in the `PartialObjectMetadataList` shape, when that is
+/// what the request negotiates: built from the objects' metadata alone, so
+/// a metadata-only list costs less than a full one. `meta` is the list's
+/// metadata (`resourceVersion`, `continue`, `remainingItemCount`).
+pub(crate) fn metadata_list(
+    info: &ResourceInfo,
+    accept: &str,
+    objects: &[&serde_json::Value],
+    meta: &Value,
+) -> Option<Response> {
+    let n = negotiate(info, accept).ok()?;
+    let want = n.metadata.filter(|p| p.list)?;
+    let av = want.api_version;
+    let (body, media_type) = match n.encoding {
+        Answer::Protobuf => {
+            let meta = partial::list_meta(meta, av);
+            match proto::encode_partial_list(objects, &meta, av) {
+                Ok(pb) => (pb, PROTOBUF),
+                Err(e) => {
+                    tracing::warn!("metadata list not built as protobuf: {e}");
+                    return None;
+                }
+            }
+        }
+        Answer::Json => (partial::list_of(objects, meta, av), "application/json"),
+    };
+    let mut resp = Response::new(Body::from(body));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(media_type));
+    resp.extensions_mut().insert(Shaped);
+    Some(resp)
+}
+
 /// Which encoding answers a discovery request (`/api`, `/apis`, a group or
 /// a group version): protobuf when the client prefers it, JSON otherwise
 /// (discovery documents are built-in kinds, so nothing is refused).
@@ -293,7 +326,9 @@ pub(crate) async fn encode_response(
 ) -> Response {
     let answer: Negotiated = answer.into();
     let resp = result.unwrap_or_else(IntoResponse::into_response);
-    let reshape = answer.metadata.filter(|_| resp.status().is_success());
+    let reshape = answer
+        .metadata
+        .filter(|_| resp.status().is_success() && resp.extensions().get::<Shaped>().is_none());
     if (answer.encoding == Answer::Json && reshape.is_none()) || !is_json(&resp) {
         return resp;
     }

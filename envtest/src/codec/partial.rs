@@ -98,6 +98,22 @@ pub(crate) fn object(v: &Value, api_version: &str) -> Value {
     json!({"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": metadata})
 }
 
+/// The list metadata a `PartialObjectMetadataList` of `api_version` keeps.
+pub(crate) fn list_meta(meta: &Value, api_version: &str) -> Value {
+    let keep: &[&str] = if api_version == "meta.k8s.io/v1" {
+        &["resourceVersion", "continue", "remainingItemCount"]
+    } else {
+        &["resourceVersion", "continue"]
+    };
+    let mut out = Map::new();
+    for k in keep {
+        if let Some(x) = meta.get(*k) {
+            out.insert((*k).to_string(), x.clone());
+        }
+    }
+    Value::Object(out)
+}
+
 /// A list as `PartialObjectMetadataList` of `api_version`.
 pub(crate) fn list(v: &Value, api_version: &str) -> Value {
     let items: Vec<Value> = v["items"]
@@ -106,19 +122,48 @@ pub(crate) fn list(v: &Value, api_version: &str) -> Value {
         .flatten()
         .map(|it| object(it, api_version))
         .collect();
-    let mut meta = Map::new();
-    let keep: &[&str] = if api_version == "meta.k8s.io/v1" {
-        &["resourceVersion", "continue", "remainingItemCount"]
-    } else {
-        &["resourceVersion", "continue"]
-    };
-    for k in keep {
-        if let Some(x) = v["metadata"].get(*k) {
-            meta.insert((*k).to_string(), x.clone());
-        }
-    }
     json!({"kind": "PartialObjectMetadataList", "apiVersion": api_version,
-        "metadata": meta, "items": items})
+        "metadata": list_meta(&v["metadata"], api_version), "items": items})
+}
+
+/// Marks an answer a handler already gave in its metadata-only shape (a
+/// list built from the stored objects' metadata, without rendering them
+/// whole), so it is not reshaped again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shaped;
+
+/// A list page as `PartialObjectMetadataList` JSON, straight from the
+/// stored objects: `meta` is the list's metadata as the full list has it.
+pub(crate) fn list_of(objects: &[&Value], meta: &Value, api_version: &str) -> Vec<u8> {
+    let mut out = format!(
+        "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":{},\"metadata\":{},\"items\":[",
+        json!(api_version),
+        list_meta(meta, api_version)
+    )
+    .into_bytes();
+    /// One item, borrowing the object's metadata.
+    #[derive(serde::Serialize)]
+    struct Item<'a> {
+        kind: &'static str,
+        #[serde(rename = "apiVersion")]
+        api_version: &'a str,
+        metadata: &'a Value,
+    }
+    let empty = Value::Object(Map::new());
+    for (i, o) in objects.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let item = Item {
+            kind: "PartialObjectMetadata",
+            api_version,
+            metadata: o.get("metadata").unwrap_or(&empty),
+        };
+        // Serializing borrowed JSON values cannot fail.
+        let _ = serde_json::to_writer(&mut out, &item);
+    }
+    out.extend_from_slice(b"]}");
+    out
 }
 
 /// A successful answer's JSON in the shape asked for: `Status` objects stay
@@ -229,6 +274,12 @@ mod tests {
         assert_eq!(reshape(&status, beta, false).unwrap(), status);
         let ev = event(json!({"type": "ERROR", "object": status}), "meta.k8s.io/v1");
         assert_eq!(ev["object"]["kind"], "Status");
+        // A list built from the stored objects equals the reshaped full list.
+        for av in ["meta.k8s.io/v1", "meta.k8s.io/v1beta1"] {
+            let built: Value =
+                serde_json::from_slice(&list_of(&[&cm], &l["metadata"], av)).unwrap();
+            assert_eq!(built, list(&l, av), "{av}");
+        }
         let ev = event(json!({"type": "ADDED", "object": cm}), "meta.k8s.io/v1");
         assert_eq!(ev["object"]["kind"], "PartialObjectMetadata");
         assert_eq!(ev["type"], "ADDED");

@@ -124,6 +124,26 @@ fn encode_partial(v: &Value) -> Result<Vec<u8>, CodecError> {
     Ok(p.encode_to_vec())
 }
 
+/// A `PartialObjectMetadataList` of `api_version` straight from objects
+/// (each read for its `metadata` only) and the list's metadata.
+pub(crate) fn encode_partial_list(
+    objects: &[&Value],
+    list_meta: &Value,
+    api_version: &str,
+) -> Result<Vec<u8>, CodecError> {
+    use serde::Deserialize;
+    let kind = "PartialObjectMetadataList";
+    let meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta::deserialize(list_meta)
+        .map_err(|e| CodecError::Json(e.to_string()))?;
+    let (meta_tag, items_tag) = list_tags(api_version, kind);
+    let mut raw = Vec::new();
+    put_bytes(meta_tag, &meta.to_pb().encode_to_vec(), &mut raw);
+    for o in objects {
+        put_bytes(items_tag, &encode_partial(o)?, &mut raw);
+    }
+    Ok(envelope(api_version, kind, raw))
+}
+
 fn decode_partial(b: &[u8]) -> Result<Value, CodecError> {
     let p = pb_meta::PartialObjectMetadata::decode(b)
         .map_err(|e| CodecError::Protobuf(e.to_string()))?;

@@ -377,3 +377,16 @@ fn metadata_only_kinds_round_trip_in_protobuf() {
         );
     }
 }
+
+#[test]
+fn metadata_lists_built_from_objects_match_the_reshaped_lists() {
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "a", "resourceVersion": "3", "labels": {"x": "y"}}, "data": {"k": "v"}});
+    let meta = json!({"resourceVersion": "9", "continue": "t", "remainingItemCount": 4});
+    for av in ["meta.k8s.io/v1", "meta.k8s.io/v1beta1"] {
+        let want = partial::list(&json!({"metadata": meta, "items": [cm]}), av);
+        let pb = proto::encode_partial_list(&[&cm], &partial::list_meta(&meta, av), av).unwrap();
+        assert_eq!(pb, to_protobuf(&want).unwrap(), "{av}");
+        assert_eq!(from_protobuf(&pb).unwrap(), want, "{av}");
+    }
+}

@@ -171,8 +171,6 @@ pub async fn list(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, Ap
             continue_token.as_deref(),
         ));
     }
-    let items: Vec<Bytes> = matched.iter().map(|o| render(o, info)).collect();
-
     let mut meta = serde_json::json!({"resourceVersion": snap_rev.to_string()});
     if let Some(tok) = &continue_token {
         meta["continue"] = serde_json::Value::String(tok.clone());
@@ -180,6 +178,11 @@ pub async fn list(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, Ap
             meta["remainingItemCount"] = serde_json::json!(remaining);
         }
     }
+    let values: Vec<&serde_json::Value> = matched.iter().map(|o| &o.value).collect();
+    if let Some(resp) = crate::codec::metadata_list(info, r.accept(), &values, &meta) {
+        return Ok(resp);
+    }
+    let items: Vec<Bytes> = matched.iter().map(|o| render(o, info)).collect();
     let head = format!(
         "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
         info.kind,
