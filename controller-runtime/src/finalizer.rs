@@ -1,6 +1,6 @@
 //! Running cleanup before an object is deleted, with a finalizer.
 //!
-//! Layer 1 (building blocks): imports only the vocabulary ([`Action`](crate::action::Action), [`Terminal`](crate::terminal::Terminal)).
+//! Layer 1 (building blocks): imports only the vocabulary ([`Action`], [`Terminal`](crate::terminal::Terminal)).
 //!
 //! [`finalizer`] wraps a reconcile: on the first reconcile of a live object
 //! it adds the finalizer (so the API server keeps the object when it is

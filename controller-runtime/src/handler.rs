@@ -1,6 +1,6 @@
 //! Turning informer events into reconcile requests.
 //!
-//! Layer 1 (building blocks): imports only the vocabulary ([`Request`], [`ScopeInfo`](crate::object::ScopeInfo)).
+//! Layer 1 (building blocks): imports only the vocabulary ([`Request`], [`ScopeInfo`]).
 //!
 //! An [`EventHandler`] answers, for each create, update, delete or generic
 //! event of a watched kind `K`, which [`Request`]s a controller should

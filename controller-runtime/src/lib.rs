@@ -114,16 +114,11 @@ mod macro_support;
 #[doc(hidden)]
 pub use macro_support::__private;
 
-/// Derives a custom resource from its spec struct: see [`crd`] and `docs/macros.md`.
+#[doc = include_str!("../docs/derive-custom-resource.md")]
 pub use informer_macros::CustomResource;
 
-/// Checks every JSONPath of the `#[resource(...)]`s in an inline module of
-/// API types through nested and status types at compile time: see
-/// `docs/macros.md`.
+#[doc = include_str!("../docs/attr-api-types.md")]
 pub use informer_macros::api_types;
 
-/// Derives the controller of a reconciler from `#[controller(...)]`: its
-/// registration with a manager (`setup`, which returns the [`Controller`]),
-/// its finalizer flow and its least-privilege RBAC role; see [`Cleanup`],
-/// [`rbac`] and `docs/macros.md`.
+#[doc = include_str!("../docs/derive-controller.md")]
 pub use informer_macros::Controller;

@@ -60,3 +60,4 @@ pub struct Macros;
 #[cfg(doctest)]
 #[doc = include_str!("../../envtest/README.md")]
 pub struct EnvtestReadme;
+

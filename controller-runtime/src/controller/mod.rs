@@ -18,7 +18,7 @@
 //! [`complete`](ControllerBuilder::complete) registers it with the manager;
 //! it takes either a typed [`ObjectReconciler<K>`](crate::reconcile::ObjectReconciler)
 //! (the object from the cache and a ready context) or a request-based
-//! [`Reconciler`].
+//! [`Reconciler`](crate::reconcile::Reconciler).
 //! Informers come from the manager's shared factory, so two controllers
 //! watching Pods share one watch and one cache. When the manager runs (and
 //! leads), the controller waits for its caches to sync (failing with an
@@ -305,7 +305,7 @@ impl<K: Object> ControllerBuilder<K> {
     /// Validates the settings and registers the controller with the
     /// manager, which starts it when it runs (and leads). `reconciler` is an
     /// [`ObjectReconciler<K>`](crate::reconcile::ObjectReconciler) or a
-    /// [`Reconciler`]; both run the same way.
+    /// [`Reconciler`](crate::reconcile::Reconciler); both run the same way.
     pub fn complete<M>(
         mut self,
         reconciler: impl IntoReconciler<K, M>,

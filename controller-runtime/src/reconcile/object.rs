@@ -56,7 +56,7 @@ use crate::request::Request;
 use crate::terminal::Terminal;
 
 /// Brings the cluster in line with one object of kind `K`, read from the
-/// cache; see the [module documentation](self).
+/// cache; see the [module documentation](crate::reconcile).
 pub trait ObjectReconciler<K: Object>: Send + Sync + 'static {
     /// The error a reconcile can fail with; it says whether it is terminal.
     type Error: Terminal;
