@@ -60,4 +60,3 @@ pub struct Macros;
 #[cfg(doctest)]
 #[doc = include_str!("../../envtest/README.md")]
 pub struct EnvtestReadme;
-
