@@ -99,9 +99,64 @@ fn qos(spec: &Value) -> &'static str {
     }
 }
 
+/// `matchPolicy`, selectors and rule scopes of webhooks and policies.
+fn match_defaults(m: &mut Value, rules: &str) {
+    set_default(m, "matchPolicy", json!("Equivalent"));
+    set_default(m, "namespaceSelector", json!({}));
+    set_default(m, "objectSelector", json!({}));
+    if let Some(rs) = m.get_mut(rules).and_then(Value::as_array_mut) {
+        for r in rs {
+            set_default(r, "scope", json!("*"));
+        }
+    }
+}
+
+/// What a cluster fills in on admission configurations: per webhook
+/// `failurePolicy: Fail`, `matchPolicy: Equivalent`, empty selectors,
+/// `timeoutSeconds: 10`, rule `scope: "*"` (and `reinvocationPolicy:
+/// Never` for mutating ones); on policies `failurePolicy: Fail` and the
+/// same match defaults.
+fn admission(plural: &str, obj: &mut Value) {
+    match plural {
+        "validatingwebhookconfigurations" | "mutatingwebhookconfigurations" => {
+            let hooks = obj.get_mut("webhooks").and_then(Value::as_array_mut);
+            for h in hooks.into_iter().flatten() {
+                set_default(h, "failurePolicy", json!("Fail"));
+                set_default(h, "timeoutSeconds", json!(10));
+                match_defaults(h, "rules");
+                if plural == "mutatingwebhookconfigurations" {
+                    set_default(h, "reinvocationPolicy", json!("Never"));
+                }
+            }
+        }
+        "validatingadmissionpolicies" => {
+            if let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) {
+                set_default(spec, "failurePolicy", json!("Fail"));
+                if let Some(m) = spec.get_mut("matchConstraints").filter(|m| m.is_object()) {
+                    match_defaults(m, "resourceRules");
+                }
+            }
+        }
+        "validatingadmissionpolicybindings" => {
+            if let Some(m) = obj
+                .get_mut("spec")
+                .and_then(|s| s.get_mut("matchResources"))
+                .filter(|m| m.is_object())
+            {
+                match_defaults(m, "resourceRules");
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Fill in defaults for a built-in object of `group`/`plural` (`create`
 /// also sets the initial status a real cluster reports).
 pub fn apply(group: &str, plural: &str, obj: &mut Value, create: bool, ips: &IpAllocator) {
+    if group == "admissionregistration.k8s.io" {
+        admission(plural, obj);
+        return;
+    }
     let Some(spec) = obj.get_mut("spec") else {
         if group.is_empty() && plural == "secrets" {
             set_default(obj, "type", json!("Opaque"));

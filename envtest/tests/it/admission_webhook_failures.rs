@@ -111,6 +111,8 @@ async fn bad_answers_are_refused_and_nothing_is_stored() {
             "redirect" => Reply::Raw(302, Vec::new(), Some("https://127.0.0.1:1/".into())),
             "wrong-uid" => Reply::Json(json!({"apiVersion": "admission.k8s.io/v1",
                 "kind": "AdmissionReview", "response": {"uid": "nope", "allowed": true}})),
+            "closing" => Reply::Closing(json!({"apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview", "response": {"uid": webhook_server::uid(r), "allowed": true}})),
             "no-response" => {
                 Reply::Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}))
             }
@@ -154,6 +156,13 @@ async fn bad_answers_are_refused_and_nothing_is_stored() {
             cms.get_opt(name).await.unwrap().is_none(),
             "{name} not stored"
         );
+    }
+    // A server that closes the connection after answering has answered.
+    for _ in 0..20 {
+        cms.create(&PostParams::default(), &cm("closing", &[], "1"))
+            .await
+            .unwrap();
+        cms.delete("closing", &Default::default()).await.unwrap();
     }
     cms.create(&PostParams::default(), &cm("fine", &[], "1"))
         .await

@@ -70,6 +70,18 @@ async fn a_validating_webhook_denies_with_its_status_and_message() {
         )],
     )
     .await;
+    // Stored with the defaults a cluster fills in.
+    let cfgs: Api<ValidatingWebhookConfiguration> = Api::all(env.client());
+    let stored = serde_json::to_value(cfgs.get("policy").await.unwrap()).unwrap();
+    let h = &stored["webhooks"][0];
+    assert_eq!(
+        (&h["failurePolicy"], &h["matchPolicy"], &h["timeoutSeconds"]),
+        (&json!("Fail"), &json!("Equivalent"), &json!(10))
+    );
+    assert_eq!(
+        (&h["objectSelector"], &h["rules"][0]["scope"]),
+        (&json!({}), &json!("*"))
+    );
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     let e = cms
         .create(&PostParams::default(), &cm("bad", &[("deny", "yes")], "1"))

@@ -22,6 +22,8 @@ pub enum Reply {
     Raw(u16, Vec<u8>, Option<String>),
     /// Answer after this long.
     Slow(Duration, Value),
+    /// 200 with this JSON, then close the connection (`Connection: close`).
+    Closing(Value),
 }
 
 type Handler = dyn Fn(&Value) -> Reply + Send + Sync;
@@ -131,8 +133,11 @@ pub async fn start(
                         let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                         seen.lock().unwrap().push(review.clone());
                         let reply = handler(&review);
+                        let close = matches!(reply, Reply::Closing(_));
                         let (code, bytes, location) = match reply {
-                            Reply::Json(v) => (200, serde_json::to_vec(&v).unwrap(), None),
+                            Reply::Json(v) | Reply::Closing(v) => {
+                                (200, serde_json::to_vec(&v).unwrap(), None)
+                            }
                             Reply::Raw(c, b, l) => (c, b, l),
                             Reply::Slow(d, v) => {
                                 tokio::time::sleep(d).await;
@@ -142,6 +147,9 @@ pub async fn start(
                         let mut resp = hyper::Response::builder()
                             .status(code)
                             .header("content-type", "application/json");
+                        if close {
+                            resp = resp.header("connection", "close");
+                        }
                         if let Some(l) = location {
                             resp = resp.header("location", l);
                         }
