@@ -17,6 +17,7 @@ mod relist;
 mod scope;
 mod sync;
 mod watch;
+mod webhook;
 mod workqueue;
 
 use std::path::PathBuf;
@@ -39,7 +40,7 @@ struct Args {
     #[arg(long)]
     runs: Option<usize>,
     /// Only these scenarios (comma-separated: workqueue, indexer,
-    /// controller, watch, fanout, sync, scope, relist).
+    /// controller, watch, fanout, sync, scope, relist, webhook).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Initial-sync sizes instead of the default ones (comma-separated).
@@ -103,6 +104,8 @@ pub struct Plan {
     pub controller_objects: usize,
     /// Secrets (4 KiB of data each) in the cache-scope scenario.
     pub scope_objects: usize,
+    /// Admission reviews per webhook case (all clients together).
+    pub webhook_requests: usize,
 }
 
 impl Plan {
@@ -119,6 +122,7 @@ impl Plan {
                 queue_items: 20_000,
                 controller_objects: 200,
                 scope_objects: 2_000,
+                webhook_requests: 2_000,
             }
         } else {
             Plan {
@@ -132,6 +136,7 @@ impl Plan {
                 queue_items: 200_000,
                 controller_objects: 10_000,
                 scope_objects: 10_000,
+                webhook_requests: 20_000,
             }
         }
     }
@@ -167,6 +172,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let started = Instant::now();
         if wanted("workqueue") {
             workqueue::run(&plan, &mut out).await?;
+        }
+        if wanted("webhook") {
+            webhook::run(&plan, &mut out).await?;
         }
         if wanted("indexer") {
             indexer::run(&plan, &mut out)?;

@@ -62,4 +62,4 @@ pub use server::{
     CONVERT_PATH, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, ListeningServer, WebhookError,
     WebhookServer, mutate_path, validate_path,
 };
-pub use tls::{CertResolver, TlsError};
+pub use tls::{CertResolver, TlsError, TlsListener};

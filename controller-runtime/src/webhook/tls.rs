@@ -133,7 +133,18 @@ impl ResolvesServerCert for CertResolver {
 
 /// A listener serving HTTPS: TCP connections are accepted and their
 /// handshakes run on their own tasks; [`axum::serve`] takes finished ones.
-pub(crate) struct TlsListener {
+/// The webhook server serves on it; so can any other router that should
+/// present the same (rotated) certificate.
+///
+/// ```no_run
+/// use controller_runtime::webhook::{CertResolver, TlsListener};
+/// # async fn run(resolver: CertResolver) -> Result<(), Box<dyn std::error::Error>> {
+/// let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let listener = TlsListener::new(tcp, resolver.server_config()?)?;
+/// axum::serve(listener, axum::Router::new()).await?;
+/// # Ok(()) }
+/// ```
+pub struct TlsListener {
     ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
     local: SocketAddr,
     accept_loop: tokio::task::JoinHandle<()>,
@@ -141,7 +152,7 @@ pub(crate) struct TlsListener {
 
 impl TlsListener {
     /// Serve TLS with `config` on `listener`.
-    pub(crate) fn new(
+    pub fn new(
         listener: TcpListener,
         config: Arc<rustls::ServerConfig>,
     ) -> io::Result<Self> {
@@ -180,6 +191,14 @@ impl TlsListener {
             local,
             accept_loop,
         })
+    }
+}
+
+impl std::fmt::Debug for TlsListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsListener")
+            .field("local", &self.local)
+            .finish_non_exhaustive()
     }
 }
 

@@ -12,7 +12,7 @@ use serde::Deserialize;
 pub const SIDES: [&str; 3] = ["informer-rs", "kube-runtime", "floor"];
 
 /// Scenario ids, titles and their prose, in report order.
-const SCENARIOS: [(&str, &str, &str); 8] = [
+const SCENARIOS: [(&str, &str, &str); 9] = [
     (
         "sync",
         "1. Initial sync",
@@ -52,6 +52,11 @@ const SCENARIOS: [(&str, &str, &str); 8] = [
         "scope",
         "8. Cache scope: metadata only, streaming list",
         include_str!("../../templates/performance/scope.md"),
+    ),
+    (
+        "webhook",
+        "9. Admission webhook over TLS",
+        include_str!("../../templates/performance/webhook.md"),
     ),
 ];
 const INTRO: &str = include_str!("../../templates/performance/intro.md");
