@@ -155,6 +155,18 @@ pub const WATCHED_VERBS: &[Verb] = &[Verb::List, Verb::Watch];
 pub const EVENT_VERBS: &[Verb] = &[Verb::Create, Verb::Patch];
 /// Verbs on `coordination.k8s.io` leases: the leader elector's lock.
 pub const LEASE_VERBS: &[Verb] = &[Verb::Get, Verb::Create, Verb::Update];
+/// Verbs on `coordination.k8s.io` leases of a sharded controller: its own
+/// shard Lease (create, update, delete on leaving), the informer on the
+/// ring's Leases (list, watch), the sharder's reads, ring-state writes and
+/// deletion of expired shard Leases.
+pub const SHARD_LEASE_VERBS: &[Verb] = &[
+    Verb::Get,
+    Verb::List,
+    Verb::Watch,
+    Verb::Create,
+    Verb::Update,
+    Verb::Delete,
+];
 
 /// Where a rule applies: one resource (or `resource/subresource`) of one API
 /// group, optionally narrowed to some object names.
@@ -266,6 +278,23 @@ impl Permissions {
     /// [`LEASE_VERBS`].
     pub fn leases(self) -> Self {
         self.rule("coordination.k8s.io", "leases", LEASE_VERBS.iter().cloned())
+    }
+
+    /// Taking part in a shard ring ([`crate::sharding`]): [`SHARD_LEASE_VERBS`]
+    /// on Leases (a superset of leader election's).
+    ///
+    /// ```
+    /// use controller_runtime::rbac::Permissions;
+    /// let perms = Permissions::new().sharded_leases();
+    /// assert!(perms.allows("coordination.k8s.io", "leases", "watch"));
+    /// assert!(perms.allows("coordination.k8s.io", "leases", "delete"));
+    /// ```
+    pub fn sharded_leases(self) -> Self {
+        self.rule(
+            "coordination.k8s.io",
+            "leases",
+            SHARD_LEASE_VERBS.iter().cloned(),
+        )
     }
 
     /// Everything in `other` too.

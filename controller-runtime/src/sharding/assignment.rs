@@ -255,7 +255,6 @@ impl ShardGate {
             .unwrap_or_default();
         let moved_in = known
             .into_iter()
-            .chain(foreign)
             .filter(|r| {
                 let key = r.to_string();
                 ring.owns(me, &key) && !previous.as_ref().is_some_and(|p| p.owns(me, &key))
@@ -263,6 +262,10 @@ impl ShardGate {
             .collect::<Vec<_>>();
         state.stats.moved_in += moved_in.len() as u64;
         queue.extend(moved_in);
+        // A request dropped while another replica owned its key, in an
+        // epoch that may never have settled here (so `previous` may give
+        // the key to us as well): its change may not have been reconciled.
+        queue.extend(foreign);
         queue.retain(|r| ring.owns(me, &r.to_string()));
         state.settled = Some((epoch, ring));
         state.stats.settled_epoch = epoch;

@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::membership::Membership;
+use super::replica::Replica;
 use super::view::{
     EPOCH_ANNOTATION, MEMBERS_ANNOTATION, RING_LABEL, ROLE_LABEL, ROLE_RING, is_ring_state,
     is_shard, ring_state,
@@ -37,12 +37,12 @@ use crate::leaderelection::LeaderElector;
 /// Competes for the sharder Lease until `stop` fires (then releases it):
 /// the task, and a receiver that reads `true` while this replica leads.
 pub(super) fn elect(
-    m: &Membership,
+    m: &Replica,
     stop: CancellationToken,
 ) -> (JoinHandle<()>, watch::Receiver<bool>) {
-    let config = m.config().sharder_election();
+    let config = m.config.sharder_election();
     let retry = config.retry_period;
-    let elector = match LeaderElector::new(m.client().clone(), config) {
+    let elector = match LeaderElector::new(m.client.clone(), config) {
         Ok(e) => e,
         Err(error) => {
             // The same timing rules were checked by ShardingConfig::validate.
@@ -73,12 +73,12 @@ pub(super) fn elect(
 /// While this replica leads, keeps the ring state equal to the live shard
 /// Leases. Never returns.
 pub(super) async fn run(
-    m: &Membership,
+    m: &Replica,
     informer: &SharedIndexInformer<Lease>,
     mut changes: watch::Receiver<u64>,
     mut leading: watch::Receiver<bool>,
 ) {
-    let period = m.config().retry_period / 2;
+    let period = m.config.retry_period / 2;
     loop {
         let is_leading = *leading.borrow_and_update();
         m.set_sharder(is_leading);
@@ -95,9 +95,9 @@ pub(super) async fn run(
 
 /// One look: write the next epoch when the live set differs from the
 /// members; delete long-expired shard Leases that are no members.
-async fn tick(m: &Membership, informer: &SharedIndexInformer<Lease>) {
+async fn tick(m: &Replica, informer: &SharedIndexInformer<Lease>) {
     m.refresh_view(informer);
-    let cfg = m.config();
+    let cfg = &m.config;
     let state_name = cfg.ring_state_name();
     let leases = informer.indexer().list();
     let members: BTreeSet<String> = leases
@@ -117,7 +117,7 @@ async fn tick(m: &Membership, informer: &SharedIndexInformer<Lease>) {
         })
         .collect();
     let mut live: BTreeSet<String> = {
-        let obs = m.observations().lock();
+        let obs = m.observations.lock();
         shards
             .keys()
             .filter(|n| obs.is_live(n, now, cfg.lease_duration))
@@ -126,9 +126,9 @@ async fn tick(m: &Membership, informer: &SharedIndexInformer<Lease>) {
     };
     // A member that looks dead is read afresh before it is dropped.
     for member in members.difference(&live.clone()) {
-        match m.leases().get_opt(member).await {
+        match m.leases.get_opt(member).await {
             Ok(Some(lease)) => {
-                let mut obs = m.observations().lock();
+                let mut obs = m.observations.lock();
                 let at = Instant::now();
                 obs.observe(&lease, at);
                 if obs.is_live(member, at, cfg.lease_duration) {
@@ -152,7 +152,7 @@ async fn tick(m: &Membership, informer: &SharedIndexInformer<Lease>) {
             continue;
         }
         let expired_long = m
-            .observations()
+            .observations
             .lock()
             .expired_for(name, now, cfg.lease_duration)
             .is_some_and(|d| d >= cfg.lease_duration);
@@ -166,7 +166,7 @@ async fn tick(m: &Membership, informer: &SharedIndexInformer<Lease>) {
             }),
             ..Default::default()
         };
-        if let Err(error) = m.leases().delete(name, &params).await {
+        if let Err(error) = m.leases.delete(name, &params).await {
             tracing::debug!(%error, lease = %name, "sharder: deleting an expired shard lease");
         }
     }
@@ -174,11 +174,11 @@ async fn tick(m: &Membership, informer: &SharedIndexInformer<Lease>) {
 
 /// Writes epoch (fresh epoch + 1) with `live` as members, guarded by the
 /// ring-state Lease's resourceVersion; creates it at epoch 1.
-async fn write_state(m: &Membership, live: &BTreeSet<String>) {
-    let cfg = m.config();
+async fn write_state(m: &Replica, live: &BTreeSet<String>) {
+    let cfg = &m.config;
     let name = cfg.ring_state_name();
     let members = live.iter().cloned().collect::<Vec<_>>().join(",");
-    let fresh = match m.leases().get_opt(&name).await {
+    let fresh = match m.leases.get_opt(&name).await {
         Ok(fresh) => fresh,
         Err(error) => {
             tracing::warn!(%error, "sharder: reading the ring state");
@@ -195,7 +195,7 @@ async fn write_state(m: &Membership, live: &BTreeSet<String>) {
             annotations.insert(EPOCH_ANNOTATION.into(), (epoch + 1).to_string());
             annotations.insert(MEMBERS_ANNOTATION.into(), members.clone());
             tracing::info!(ring = %cfg.ring, epoch = epoch + 1, %members, "sharder: new epoch");
-            m.leases()
+            m.leases
                 .replace(&name, &PostParams::default(), &lease)
                 .await
                 .map(drop)
@@ -218,7 +218,7 @@ async fn write_state(m: &Membership, live: &BTreeSet<String>) {
                 spec: Some(LeaseSpec::default()),
             };
             tracing::info!(ring = %cfg.ring, epoch = 1, %members, "sharder: first epoch");
-            m.leases()
+            m.leases
                 .create(&PostParams::default(), &lease)
                 .await
                 .map(drop)

@@ -24,8 +24,8 @@
 //! - on stop (after the manager has drained the controllers) deletes its
 //!   shard Lease, so the others take its keys at once.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use informer_core::factory::{InformerOptions, SharedInformerFactory};
@@ -33,20 +33,15 @@ use informer_core::key::ObjectOrTombstone;
 use informer_core::shared_informer::{ResourceEventHandler, SharedIndexInformer};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube_client::Api;
 use kube_client::api::{DeleteParams, PostParams, Preconditions};
-use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{ConfigError, ShardingConfig};
 use super::coordinator;
-use super::ring::Ring;
-use super::view::{
-    ACK_ANNOTATION, Observations, RING_LABEL, ROLE_LABEL, ROLE_SHARD, RingView, acked_epoch,
-    is_ring_state, is_shard, ring_state,
-};
+use super::replica::Replica;
+use super::view::{ACK_ANNOTATION, RING_LABEL, ROLE_LABEL, ROLE_SHARD, RingView};
 
 /// Errors of shard membership.
 #[derive(Debug, thiserror::Error)]
@@ -120,20 +115,6 @@ impl AckHandle {
     }
 }
 
-struct Inner {
-    config: ShardingConfig,
-    leases: Api<Lease>,
-    client: kube_client::Client,
-    view: watch::Sender<RingView>,
-    acks: Mutex<Vec<Weak<AtomicU64>>>,
-    ack_changed: Arc<Notify>,
-    fence: CancellationToken,
-    observations: Mutex<Observations>,
-    sharder: AtomicBool,
-    installed: AtomicBool,
-    renewals: AtomicU64,
-}
-
 /// A replica's membership in one ring; see the [module documentation](self).
 /// Cheap to clone; clones share state.
 ///
@@ -150,7 +131,7 @@ struct Inner {
 /// ```
 #[derive(Clone)]
 pub struct Membership {
-    inner: Arc<Inner>,
+    inner: Arc<Replica>,
 }
 
 impl std::fmt::Debug for Membership {
@@ -184,21 +165,8 @@ impl Membership {
         config: ShardingConfig,
     ) -> Result<Membership, MembershipError> {
         config.validate()?;
-        let (view, _) = watch::channel(RingView::default());
         Ok(Membership {
-            inner: Arc::new(Inner {
-                leases: Api::namespaced(client.clone(), &config.namespace),
-                client,
-                config,
-                view,
-                acks: Mutex::new(Vec::new()),
-                ack_changed: Arc::new(Notify::new()),
-                fence: CancellationToken::new(),
-                observations: Mutex::new(Observations::default()),
-                sharder: AtomicBool::new(false),
-                installed: AtomicBool::new(false),
-                renewals: AtomicU64::new(0),
-            }),
+            inner: Arc::new(Replica::new(client, config)),
         })
     }
 
@@ -261,6 +229,12 @@ impl Membership {
         oldest.unwrap_or_else(|| self.inner.view.borrow().epoch)
     }
 
+    /// Whether the membership was installed in a manager before (and
+    /// marks it installed).
+    pub(super) fn mark_installed(&self) -> bool {
+        self.inner.installed.swap(true, Ordering::AcqRel)
+    }
+
     /// Joins the ring and stays in it until `stop` fires (then leaves) or the
     /// shard Lease is lost (then fences and returns
     /// [`MembershipError::LostLease`]).
@@ -276,27 +250,37 @@ impl Membership {
         let _registration = informer.add_event_handler(Changed(changed)).ok();
         factory.start();
         let election_stop = CancellationToken::new();
-        let (election, leading) = coordinator::elect(self, election_stop.clone());
+        let (election, leading) = coordinator::elect(&self.inner, election_stop.clone());
         let result = tokio::select! {
             () = stop.cancelled() => Ok(()),
             lost = self.renew_loop(&stop) => lost,
             () = self.view_loop(&informer, changes.clone()) => Ok(()),
-            () = coordinator::run(self, &informer, changes, leading) => Ok(()),
+            () = coordinator::run(&self.inner, &informer, changes, leading) => Ok(()),
         };
-        self.set_sharder(false);
+        self.inner.set_sharder(false);
         election_stop.cancel();
-        match &result {
-            Err(error) => {
-                self.inner.fence.cancel();
-                tracing::error!(%error, ring = %cfg.ring, "left the ring: shard lease lost");
-            }
-            Ok(()) => self.leave().await,
+        if let Err(error) = &result {
+            // Fenced: return at once so that the manager stops; the
+            // informer and the sharder election wind down on their own.
+            self.inner.fence.cancel();
+            tracing::error!(%error, ring = %cfg.ring, "left the ring: shard lease lost");
+            tokio::spawn(async move {
+                factory.shutdown().await;
+                let _ = election.await;
+            });
+            return result;
         }
-        factory.shutdown().await;
+        self.leave().await;
+        let limit = cfg.renew_deadline;
+        if tokio::time::timeout(limit, factory.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(ring = %cfg.ring, "shard lease informer did not stop in time");
+        }
         // The sharder's election releases its Lease when it led.
-        let limit = self.inner.config.renew_deadline;
         if tokio::time::timeout(limit, election).await.is_err() {
-            tracing::warn!(ring = %self.inner.config.ring, "sharder election did not stop in time");
+            tracing::warn!(ring = %cfg.ring, "sharder election did not stop in time");
         }
         result
     }
@@ -463,72 +447,10 @@ impl Membership {
         mut changes: watch::Receiver<u64>,
     ) {
         loop {
-            self.refresh_view(informer);
+            self.inner.refresh_view(informer);
             if changes.changed().await.is_err() {
                 return;
             }
         }
-    }
-
-    /// Reads the ring's Leases from the cache into the view and the
-    /// observations.
-    pub(super) fn refresh_view(&self, informer: &SharedIndexInformer<Lease>) {
-        let now = Instant::now();
-        let leases = informer.indexer().list();
-        let mut names = BTreeSet::new();
-        let mut acks = BTreeMap::new();
-        let mut state: Option<(u64, Vec<String>)> = None;
-        {
-            let mut obs = self.inner.observations.lock();
-            for lease in &leases {
-                let Some(name) = lease.metadata.name.clone() else {
-                    continue;
-                };
-                if is_ring_state(lease) && name == self.inner.config.ring_state_name() {
-                    state = Some(ring_state(lease));
-                } else if is_shard(lease) {
-                    obs.observe(lease, now);
-                    acks.insert(name.clone(), acked_epoch(lease));
-                    names.insert(name);
-                }
-            }
-            obs.retain(&names);
-        }
-        let vnodes = self.inner.config.virtual_nodes;
-        self.inner.view.send_if_modified(|view| {
-            let mut next = view.clone();
-            next.acks = acks;
-            if let Some((epoch, members)) = state
-                && epoch > view.epoch
-            {
-                next.epoch = epoch;
-                next.ring = Ring::with_virtual_nodes(members, vnodes);
-            }
-            let changed = next != *view;
-            *view = next;
-            changed
-        });
-    }
-
-    pub(super) fn leases(&self) -> &Api<Lease> {
-        &self.inner.leases
-    }
-
-    pub(super) fn observations(&self) -> &Mutex<Observations> {
-        &self.inner.observations
-    }
-
-    /// Whether the membership was installed in a manager before (and
-    /// marks it installed).
-    pub(super) fn mark_installed(&self) -> bool {
-        self.inner.installed.swap(true, Ordering::AcqRel)
-    }
-
-    pub(super) fn set_sharder(&self, leading: bool) {
-        self.inner.sharder.store(leading, Ordering::Release);
-    }
-
-    pub(super) fn client(&self) -> &kube_client::Client {
-        &self.inner.client
     }
 }

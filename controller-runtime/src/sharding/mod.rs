@@ -108,5 +108,6 @@ pub mod config;
 pub mod controller;
 mod coordinator;
 pub mod membership;
+mod replica;
 pub mod ring;
 pub mod view;

@@ -54,10 +54,9 @@ const LAYERS: &[(&str, u8)] = &[
 ];
 
 /// Edges inside one module (parent, from, to) that close a circle there and
-/// are tolerated for now: both sit in modules still being built (the
-/// sharding, issue 23), whose owners remove them.
+/// are tolerated for now, in modules still being built (none at present).
 /// Any other circle inside a module fails.
-const TOLERATED_INNER_EDGES: &[(&str, &str, &str)] = &[("sharding", "membership", "coordinator")];
+const TOLERATED_INNER_EDGES: &[(&str, &str, &str)] = &[];
 
 /// Module path -> the module paths it uses (first two segments, e.g.
 /// `["http", "crud"]`), from one crate's source directory.

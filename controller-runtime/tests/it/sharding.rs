@@ -158,3 +158,49 @@ async fn a_replica_that_cannot_renew_fences_itself_before_its_lease_expires() {
     a.stop.cancel();
     a.run.await.unwrap().unwrap();
 }
+
+/// Two replicas under a role with only `Permissions::sharded_leases()`
+/// form a ring; with leader election's lease verbs alone they cannot
+/// (no list or watch of the ring's Leases).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generated_lease_rules_are_enough_and_needed() {
+    use controller_runtime::rbac::Permissions;
+    let env = TestEnv::start().await.unwrap();
+    let start = |client: kube_client::Client, ring: &str, id: &str| {
+        let membership = Membership::new(client, ring_config(ring, id)).unwrap();
+        let stop = CancellationToken::new();
+        tokio::spawn({
+            let (m, stop) = (membership.clone(), stop.clone());
+            async move { m.run(stop).await }
+        });
+        (membership, stop)
+    };
+    let role = Permissions::new().sharded_leases().cluster_role("sharded");
+    let client = env
+        .client_with_cluster_role("default", "sharded", &role)
+        .await
+        .unwrap();
+    let a = start(client.clone(), "it-rbac", "a");
+    let b = start(client, "it-rbac", "b");
+    eventually(
+        Duration::from_secs(10),
+        "a ring under the generated role",
+        || async {
+            (settled_with(&a.0.view(), &["a", "b"]) && settled_with(&b.0.view(), &["a", "b"]))
+                .then_some(())
+        },
+    )
+    .await;
+    a.1.cancel();
+    b.1.cancel();
+
+    let narrow = Permissions::new().leases().cluster_role("leader-only");
+    let client = env
+        .client_with_cluster_role("default", "leader-only", &narrow)
+        .await
+        .unwrap();
+    let c = start(client, "it-rbac-narrow", "c");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!c.0.view().settled(), "{:?}", c.0.view());
+    c.1.cancel();
+}

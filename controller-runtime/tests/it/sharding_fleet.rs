@@ -101,7 +101,6 @@ impl Reconciler for Recorder {
 }
 
 /// One replica.
-#[allow(dead_code)] // id, mgr and membership are for the scenarios that look inside
 pub struct Replica {
     pub id: String,
     pub mgr: Manager,

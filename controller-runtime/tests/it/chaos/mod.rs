@@ -24,6 +24,7 @@ pub(crate) mod gate;
 mod handlers;
 mod leader;
 mod schedule;
+mod sharded;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
