@@ -152,10 +152,7 @@ pub struct TlsListener {
 
 impl TlsListener {
     /// Serve TLS with `config` on `listener`.
-    pub fn new(
-        listener: TcpListener,
-        config: Arc<rustls::ServerConfig>,
-    ) -> io::Result<Self> {
+    pub fn new(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> io::Result<Self> {
         let local = listener.local_addr()?;
         let (tx, ready) = mpsc::channel(ACCEPT_BACKLOG);
         let acceptor = TlsAcceptor::from(config);

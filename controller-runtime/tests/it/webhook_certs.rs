@@ -86,7 +86,7 @@ pub fn mutating_config(name: &str, path: &str) -> MutatingWebhookConfiguration {
     .unwrap()
 }
 
-fn converted_crd() -> CustomResourceDefinition {
+pub fn converted_crd() -> CustomResourceDefinition {
     use crate::webhook_conversion::{v1, v1alpha1};
     let mut crd = controller_runtime::crd::merge_versions(vec![
         v1alpha1::Gizmo::crd().unwrap(),

@@ -95,7 +95,7 @@ impl Convertible<v1::Gizmo> for v1alpha1::Gizmo {
     }
 }
 
-fn conversion() -> Conversion<v1::Gizmo> {
+pub fn conversion() -> Conversion<v1::Gizmo> {
     Conversion::<v1::Gizmo>::new().spoke::<v1alpha1::Gizmo>()
 }
 

@@ -2,7 +2,9 @@
 //! server over TLS at the Service named in the webhook configurations,
 //! trusting the `caBundle` the self-managed certificates wrote. A denied
 //! create and update show the validator's message and causes through
-//! kube-client, defaults are visible on read, `dryRun` reaches the handler.
+//! kube-client, defaults are visible on read, `dryRun` reaches the handler;
+//! an object written as v1alpha1 reads as v1 and back (get and list) through
+//! the conversion webhook.
 
 use std::net::SocketAddr;
 
@@ -134,6 +136,70 @@ async fn envtest_calls_the_webhooks_with_the_self_managed_certificates() {
     assert!(maps.get_opt("dry").await.unwrap().is_none());
     let flags: Vec<bool> = seen.lock().iter().map(|(_, dry)| *dry).collect();
     assert!(flags.contains(&true) && flags.contains(&false), "{flags:?}");
+
+    stop.cancel();
+    served.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn an_object_written_as_v1alpha1_reads_as_v1_and_back_through_envtest() {
+    use crate::webhook_conversion::{conversion, v1, v1alpha1};
+    let resolver = CertResolver::new();
+    let listening = WebhookServer::new(resolver.clone())
+        .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .conversion(conversion())
+        .unwrap()
+        .listen()
+        .await
+        .unwrap();
+    let addr = listening.local_addr().to_string();
+    let stop = CancellationToken::new();
+    let served = tokio::spawn(listening.serve(stop.clone()));
+    let env = TestEnv::builder()
+        .webhook_service("system/webhook-service", addr)
+        .start()
+        .await
+        .unwrap();
+    let client = env.client();
+    create_namespace(&client, "system").await;
+    let crds = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(client.clone());
+    crds.create(
+        &PostParams::default(),
+        &crate::webhook_certs::converted_crd(),
+    )
+    .await
+    .unwrap();
+    SecretCerts::new(client.clone(), "system", "webhook-service", resolver)
+        .crd("gizmos.convert.example.com")
+        .ensure()
+        .await
+        .unwrap();
+
+    let old: Api<v1alpha1::Gizmo> = Api::namespaced(client.clone(), "default");
+    let new: Api<v1::Gizmo> = Api::namespaced(client.clone(), "default");
+    let spec = v1alpha1::GizmoSpec {
+        deployment_name: "web".into(),
+        replicas: Some(2),
+        tags: vec!["a".into()],
+    };
+    old.create(
+        &PostParams::default(),
+        &v1alpha1::Gizmo::new("g", spec.clone()),
+    )
+    .await
+    .unwrap();
+    // Stored as v1 (the storage version), read as v1 through the hub.
+    let as_v1 = new.get("g").await.unwrap();
+    assert_eq!(as_v1.spec.deployment.name, "web");
+    assert_eq!(as_v1.spec.labels, ["a"]);
+    let listed = new.list(&Default::default()).await.unwrap();
+    assert_eq!(listed.items[0].spec.replicas, Some(2));
+    // And back to v1alpha1.
+    assert_eq!(old.get("g").await.unwrap().spec, spec);
+    assert_eq!(
+        old.list(&Default::default()).await.unwrap().items[0].spec,
+        spec
+    );
 
     stop.cancel();
     served.await.unwrap().unwrap();
