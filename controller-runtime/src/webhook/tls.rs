@@ -132,7 +132,7 @@ impl ResolvesServerCert for CertResolver {
 }
 
 /// A listener serving HTTPS: TCP connections are accepted and their
-/// handshakes run on their own tasks; [`axum::serve`] takes finished ones.
+/// handshakes run on their own tasks; [`axum::serve()`] takes finished ones.
 /// The webhook server serves on it; so can any other router that should
 /// present the same (rotated) certificate.
 ///

@@ -35,7 +35,7 @@ struct Args {
     #[arg(long)]
     admin: bool,
     /// Send admission and conversion webhooks that name a Service to a
-    /// local address: NAMESPACE/NAME[:PORT]=HOST:PORT (repeatable). The
+    /// local address: `NAMESPACE/NAME[:PORT]=HOST:PORT` (repeatable). The
     /// webhook must serve a certificate for NAME.NAMESPACE.svc signed by
     /// its configuration's caBundle.
     #[arg(long = "webhook-service", value_name = "SERVICE=ADDR")]

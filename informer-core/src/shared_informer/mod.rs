@@ -1,6 +1,6 @@
 //! The shared informer: client-go's `SharedIndexInformer`. One informer owns
 //! one [`Reflector`](crate::reflector::Reflector) (list + watch), one
-//! [`DeltaFifo`] and one [`Indexer`]; it pops the FIFO, keeps the indexer in
+//! [`DeltaFifo`](crate::delta_fifo::DeltaFifo) and one [`Indexer`](crate::store::Indexer); it pops the FIFO, keeps the indexer in
 //! step, and fans every change out to any number of
 //! [`ResourceEventHandler`]s, each with its own unbounded buffer and task
 //! (see [`crate::processor`]).
