@@ -1,10 +1,16 @@
 //! The manager's cache-backed reader: get and list objects from the shared
 //! informers instead of the API server, with field indexes.
 //!
-//! Reads go to the [`SharedInformerFactory`]'s informer for the kind (all
-//! namespaces, no selectors), the same one the manager's controllers use, so
-//! reading a kind a controller watches costs no extra watch. The first read
-//! of another kind starts its informer and waits for it to sync.
+//! Reads go to the [`SharedInformerFactory`]'s informer for the kind, the
+//! same one the manager's controllers use, so reading a kind a controller
+//! watches costs no extra watch. The first read of another kind starts its
+//! informer and waits for it to sync.
+//!
+//! What each informer lists and watches is the cache's [`CacheScope`]: all
+//! namespaces or one (cluster-scoped kinds are always cluster-wide), and per
+//! kind a label and field selector (controller-runtime's `ByObject`).
+//! Objects outside the scope are invisible: a read finds nothing, and no
+//! event is ever delivered for them.
 //!
 //! [`Cache::index_field`] is controller-runtime's `IndexField`: it names a
 //! value extracted from each object, after which [`ListOptions::matching_field`]
@@ -14,6 +20,8 @@
 //! ([`crate::object`], [`crate::terminal`]) and nothing above it; the
 //! [manager](crate::manager) creates the cache and starts its informers.
 
+use std::any::TypeId;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,11 +29,12 @@ use std::time::Duration;
 
 use crate::object::Object;
 use crate::terminal::Terminal;
-use informer_core::factory::SharedInformerFactory;
+use informer_core::factory::{InformerOptions, SharedInformerFactory};
 use informer_core::lister::Lister;
 use informer_core::selector::LabelSelector;
 use informer_core::shared_informer::{InformerError, SharedIndexInformer};
 use informer_core::store::IndexFn;
+use kube_client::core::metadata::PartialObjectMeta;
 
 /// Errors of the cache reader.
 #[derive(Debug, thiserror::Error)]
@@ -128,12 +137,66 @@ fn kind_of<K: Object>() -> String {
     }
 }
 
+/// What the cache's informers list and watch: one namespace or all, and
+/// per kind the selectors of its informer (controller-runtime's
+/// `cache.Options{DefaultNamespaces, ByObject}`).
+///
+/// ```
+/// use controller_runtime::cache::CacheScope;
+/// use controller_runtime::informer_core::factory::InformerOptions;
+/// use controller_runtime::k8s_openapi::api::core::v1::Secret;
+/// let scope = CacheScope::new()
+///     .namespace("team-a")
+///     .by_object::<Secret>(InformerOptions::new().label_selector("owned-by=me"));
+/// assert_eq!(scope.namespace_name(), Some("team-a"));
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct CacheScope {
+    namespace: Option<String>,
+    by_object: HashMap<TypeId, InformerOptions>,
+}
+
+impl CacheScope {
+    /// All namespaces, no selectors.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Caches namespaced kinds of `namespace` only (cluster-scoped kinds
+    /// stay cluster-wide). An empty name means all namespaces.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into()).filter(|ns| !ns.is_empty());
+        self
+    }
+
+    /// The informer of `K` (and its metadata-only informer) lists and
+    /// watches with `options`' label and field selectors (and resync).
+    pub fn by_object<K: Object>(mut self, options: InformerOptions) -> Self {
+        self.by_object.insert(TypeId::of::<K>(), options);
+        self
+    }
+
+    /// The one namespace cached, if restricted.
+    pub fn namespace_name(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    fn options_for<K: 'static>(&self) -> InformerOptions {
+        self.by_object
+            .get(&TypeId::of::<K>())
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
 /// Reads objects from the manager's shared informers. Cheap to clone.
 #[derive(Clone)]
 pub struct Cache {
     factory: SharedInformerFactory,
     started: Arc<AtomicBool>,
     sync_timeout: Duration,
+    scope: Arc<CacheScope>,
 }
 
 impl fmt::Debug for Cache {
@@ -141,17 +204,33 @@ impl fmt::Debug for Cache {
         f.debug_struct("Cache")
             .field("started", &self.started.load(Ordering::Acquire))
             .field("sync_timeout", &self.sync_timeout)
+            .field("namespace", &self.scope.namespace)
             .finish()
     }
 }
 
 impl Cache {
+    #[cfg(test)]
     pub(crate) fn new(factory: SharedInformerFactory, sync_timeout: Duration) -> Self {
+        Self::scoped(factory, sync_timeout, CacheScope::new())
+    }
+
+    pub(crate) fn scoped(
+        factory: SharedInformerFactory,
+        sync_timeout: Duration,
+        scope: CacheScope,
+    ) -> Self {
         Cache {
             factory,
             started: Arc::new(AtomicBool::new(false)),
             sync_timeout,
+            scope: Arc::new(scope),
         }
+    }
+
+    /// What the informers list and watch.
+    pub fn scope(&self) -> &CacheScope {
+        &self.scope
     }
 
     pub(crate) fn set_started(&self, started: bool) {
@@ -163,9 +242,20 @@ impl Cache {
         self.started.load(Ordering::Acquire)
     }
 
-    /// The shared informer of `K` (all namespaces), the one reads go to.
+    /// The shared informer of `K` within the cache's [`CacheScope`], the
+    /// one reads and the manager's controllers go to. Set a transform on it
+    /// before the manager starts to change what is cached; it composes with
+    /// the managedFields stripping.
     pub fn informer<K: Object>(&self) -> SharedIndexInformer<K> {
-        self.factory.informer::<K>()
+        self.factory
+            .informer_in::<K>(self.scope.namespace_name(), self.scope.options_for::<K>())
+    }
+
+    /// The shared metadata-only informer of `K` within the cache's scope:
+    /// it caches `PartialObjectMeta<K>` (no spec, status or data).
+    pub fn metadata_informer<K: Object>(&self) -> SharedIndexInformer<PartialObjectMeta<K>> {
+        self.factory
+            .metadata_informer_in::<K>(self.scope.namespace_name(), self.scope.options_for::<K>())
     }
 
     /// The informer of `K`, started and synced.

@@ -33,6 +33,9 @@ use crate::lister::Lister;
 use crate::metrics::InformerMetrics;
 use crate::shared_informer::SharedIndexInformer;
 
+mod scope;
+pub use scope::is_cluster_scoped;
+
 /// Errors of the factory.
 #[derive(Debug, thiserror::Error)]
 pub enum FactoryError {
@@ -435,10 +438,25 @@ impl SharedInformerFactory {
     where
         K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
     {
+        let url = api.resource_url().to_owned();
+        self.informer_at(api.into_client(), url, options)
+    }
+
+    /// The shared informer of `K` listing and watching the collection at
+    /// `url` (the path an `Api` would use).
+    pub(crate) fn informer_at<K>(
+        &self,
+        client: Client,
+        url: String,
+        options: InformerOptions,
+    ) -> SharedIndexInformer<K>
+    where
+        K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+    {
         let key = InformerKey {
             type_id: TypeId::of::<K>(),
             type_name: short_type_name(std::any::type_name::<K>()),
-            url: api.resource_url().to_owned(),
+            url: url.clone(),
             label_selector: options.label_selector.clone(),
             field_selector: options.field_selector.clone(),
         };
@@ -462,7 +480,7 @@ impl SharedInformerFactory {
         if let Some(fields) = options.field_selector {
             lw_options = lw_options.fields(fields);
         }
-        let mut lister_watcher = ApiListerWatcher::new(api, lw_options);
+        let mut lister_watcher = ApiListerWatcher::<K>::at(client, url, lw_options);
         if let Some(metrics) = &self.inner.metrics {
             lister_watcher = lister_watcher.metrics(Arc::clone(metrics));
         }

@@ -253,7 +253,7 @@ impl<K: Object> ControllerBuilder<K> {
         predicates: Vec<Box<dyn Predicate<W>>>,
     ) -> Self {
         self.sources.push(Box::new(KindSource {
-            informer: self.mgr.informer_factory().informer::<W>(),
+            informer: self.mgr.cache().informer::<W>(),
             handler: Arc::new(handler),
             predicates: Arc::new(predicates),
         }));
@@ -320,7 +320,7 @@ impl<K: Object> ControllerBuilder<K> {
             self.mgr.event_recorder(&name),
         ));
         let primary: Box<dyn Source> = Box::new(KindSource {
-            informer: self.mgr.informer_factory().informer::<K>(),
+            informer: self.mgr.cache().informer::<K>(),
             handler: Arc::new(EnqueueRequestForObject) as Arc<dyn EventHandler<K>>,
             predicates: Arc::new(std::mem::take(&mut self.for_predicates)),
         });

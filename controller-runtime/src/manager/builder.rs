@@ -14,11 +14,13 @@ use parking_lot::Mutex;
 use super::event_writer::{default_recorder_config, recorder_and_writer};
 use super::server::BoundServer;
 use super::{Inner, Manager, ManagerError, Runnable};
-use crate::cache::Cache;
+use crate::cache::{Cache, CacheScope};
 use crate::events::RecorderConfig;
 use crate::healthz::{Checks, HealthCheck, Ping, check_fn};
 use crate::leaderelection::{LeaderElectionConfig, LeaderElector};
 use crate::metrics::Metrics;
+use crate::object::Object;
+use informer_core::factory::InformerOptions;
 
 /// Builds a [`Manager`].
 #[must_use]
@@ -34,6 +36,8 @@ pub struct ManagerBuilder {
     pub(super) events: Option<RecorderConfig>,
     pub(super) keep_managed_fields: bool,
     pub(super) webhook: Option<crate::webhook::WebhookOptions>,
+    pub(super) cache_scope: CacheScope,
+    pub(super) streaming_list: bool,
 }
 
 impl ManagerBuilder {
@@ -92,6 +96,55 @@ impl ManagerBuilder {
         self
     }
 
+    /// Restricts the manager to one namespace: every cache, informer and
+    /// controller of the manager lists and watches namespaced kinds in
+    /// `namespace` only (cluster-scoped kinds stay cluster-wide), so a Role
+    /// in that namespace is enough RBAC. All namespaces by default; an
+    /// empty name also means all (as an unset `WATCH_NAMESPACE`).
+    ///
+    /// ```
+    /// # async fn demo(client: kube_client::Client) -> Result<(), controller_runtime::manager::ManagerError> {
+    /// use controller_runtime::manager::Manager;
+    /// let ns = std::env::var("WATCH_NAMESPACE").unwrap_or_default();
+    /// let mgr = Manager::builder(client).namespace(ns).build().await?;
+    /// # let _ = mgr;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.cache_scope = self.cache_scope.namespace(namespace);
+        self
+    }
+
+    /// The cache's informer of `K` lists and watches with `options`' label
+    /// and field selectors (controller-runtime's `ByObject`): objects
+    /// outside them are invisible to the cache and to the controllers.
+    ///
+    /// ```
+    /// # async fn demo(client: kube_client::Client) -> Result<(), controller_runtime::manager::ManagerError> {
+    /// use controller_runtime::informer_core::factory::InformerOptions;
+    /// use controller_runtime::k8s_openapi::api::core::v1::Secret;
+    /// use controller_runtime::manager::Manager;
+    /// let mgr = Manager::builder(client)
+    ///     .cache_options::<Secret>(InformerOptions::new().label_selector("app.kubernetes.io/managed-by=me"))
+    ///     .build()
+    ///     .await?;
+    /// # let _ = mgr;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn cache_options<K: Object>(mut self, options: InformerOptions) -> Self {
+        self.cache_scope = self.cache_scope.by_object::<K>(options);
+        self
+    }
+
+    /// Whether informers start from a streaming list (`sendInitialEvents`,
+    /// with a counted fallback to LIST). On by default.
+    pub fn streaming_list(mut self, enabled: bool) -> Self {
+        self.streaming_list = enabled;
+        self
+    }
+
     /// Register metrics in `registry` instead of a new one.
     pub fn registry(mut self, registry: prometheus::Registry) -> Self {
         self.registry = Some(registry);
@@ -129,8 +182,9 @@ impl ManagerBuilder {
             .default_resync(self.resync)
             .metrics(metrics.informer_metrics())
             .strip_managed_fields(!self.keep_managed_fields)
+            .streaming_list(self.streaming_list)
             .build();
-        let cache = Cache::new(factory.clone(), self.cache_sync_timeout);
+        let cache = Cache::scoped(factory.clone(), self.cache_sync_timeout, self.cache_scope);
 
         let healthz = Checks::new();
         healthz.add("ping", Ping)?;

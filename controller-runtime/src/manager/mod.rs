@@ -84,7 +84,7 @@ use server::BoundServer;
 use tasks::{Tasks, wait_for_signal};
 pub use webhook::WebhookRegistration;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, CacheScope};
 use crate::error::BoxError;
 use crate::events::EventRecorder;
 use crate::healthz::{Checks, HealthCheck, HealthzError};
@@ -209,6 +209,8 @@ impl Manager {
             events: None,
             keep_managed_fields: false,
             webhook: None,
+            cache_scope: CacheScope::new(),
+            streaming_list: true,
         }
     }
 

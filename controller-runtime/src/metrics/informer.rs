@@ -21,6 +21,7 @@ use super::MetricsError;
 /// | `informer_list_items` (gauge, last list) | `informer` |
 /// | `informer_relists_total` | `informer`, `cause` |
 /// | `informer_streaming_list_fallbacks_total` | `informer` |
+/// | `informer_metadata_fallbacks_total` | `informer` |
 /// | `informer_watches_total` | `informer` |
 /// | `informer_watch_restarts_total` | `informer`, `cause` |
 /// | `informer_watch_events_total` | `informer`, `type` |
@@ -36,6 +37,7 @@ pub struct PrometheusInformerMetrics {
     list_items: IntGaugeVec,
     relists: IntCounterVec,
     streaming_fallbacks: IntCounterVec,
+    metadata_fallbacks: IntCounterVec,
     watches: IntCounterVec,
     watch_restarts: IntCounterVec,
     watch_events: IntCounterVec,
@@ -107,6 +109,11 @@ impl PrometheusInformerMetrics {
                 "Streaming lists that fell back to LIST",
                 &["informer"],
             )?,
+            metadata_fallbacks: counter(
+                "informer_metadata_fallbacks_total",
+                "Metadata-only informers switched to full objects (the server refused metadata-only requests)",
+                &["informer"],
+            )?,
             watches: counter("informer_watches_total", "Watches opened", &["informer"])?,
             watch_restarts: counter(
                 "informer_watch_restarts_total",
@@ -160,6 +167,10 @@ impl InformerMetrics for PrometheusInformerMetrics {
         self.streaming_fallbacks
             .with_label_values(&[informer])
             .inc();
+    }
+
+    fn metadata_fallback(&self, informer: &str) {
+        self.metadata_fallbacks.with_label_values(&[informer]).inc();
     }
 
     fn watch_started(&self, informer: &str) {

@@ -181,7 +181,7 @@ pub fn complete_sharded<K: Object, M: 'static>(
             queue.add_with(req, AddOptions::new().priority(Priority::LOW));
         }
     });
-    let informer: SharedIndexInformer<K> = mgr.informer_factory().informer();
+    let informer: SharedIndexInformer<K> = mgr.cache().informer();
     gate.set_keys(move || {
         informer
             .indexer()

@@ -5,6 +5,7 @@
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cache_scope;
 mod chaos;
 mod client;
 mod client_helpers;

@@ -127,6 +127,19 @@ impl<K: Resource> ApiListerWatcher<K> {
         }
     }
 
+    /// Lists and watches the collection at `url` (as `Api::resource_url`
+    /// gives it) through `client`.
+    pub(crate) fn at(client: Client, url: String, options: ListWatchOptions) -> Self {
+        Self {
+            client,
+            url,
+            options,
+            ahead: PageAhead::default(),
+            metadata: MetadataMode::new(K::metadata_api()),
+            _kind: PhantomData,
+        }
+    }
+
     /// Counts a fallback from metadata-only to full objects in `metrics`
     /// ([`InformerMetrics::metadata_fallback`], under this lister-watcher's
     /// [`describe`](ListerWatcher::describe)).

@@ -1,0 +1,218 @@
+//! Cache scope on a real server: a manager restricted to one namespace runs
+//! under a namespaced Role only (RBAC enforced) without a single 403, and
+//! a selector-restricted cache never sees objects outside its selector and
+//! follows label changes in and out of it.
+
+use std::time::Duration;
+
+use controller_runtime::informer_core::factory::InformerOptions;
+use controller_runtime::informer_core::shared_informer::handler_fn;
+use controller_runtime::prelude::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use parking_lot::Mutex;
+
+use crate::{config_map, eventually};
+
+const LIMIT: Duration = Duration::from_secs(15);
+
+/// Keeps a Secret `<name>-copy` with each ConfigMap's data, owned by it.
+#[derive(Controller)]
+#[controller(for = ConfigMap, owns(Secret), name = "scoped-copier")]
+struct ScopedCopier;
+
+impl ObjectReconciler<ConfigMap> for ScopedCopier {
+    type Error = kube_client::Error;
+
+    async fn reconcile(
+        &self,
+        cm: Arc<ConfigMap>,
+        ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
+        let name = format!("{}-copy", cm.name_any());
+        let secrets = ctx.api_for::<Secret>();
+        if secrets.get_opt(&name).await?.is_none() {
+            let mut s = Secret::default();
+            s.metadata.name = Some(name);
+            s.metadata.owner_references = cm.controller_owner_ref(&()).map(|o| vec![o]);
+            s.string_data = cm.data.clone();
+            secrets.create(&PostParams::default(), &s).await?;
+        }
+        Ok(Action::done())
+    }
+}
+
+async fn namespace(env: &envtest::TestEnv, name: &str) {
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(name.into());
+    Api::<Namespace>::all(env.client())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+}
+
+fn run(
+    mgr: &Manager,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), ManagerError>>,
+) {
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (mgr, stop) = (mgr.clone(), stop.clone());
+        async move { mgr.run(stop).await }
+    });
+    (stop, task)
+}
+
+#[tokio::test]
+async fn a_namespaced_manager_runs_under_a_namespaced_role_without_a_403() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    namespace(&env, "team-a").await;
+    namespace(&env, "team-b").await;
+    let client = env
+        .client_with_role(
+            "team-a",
+            "scoped-copier",
+            &ScopedCopier::rbac_role("team-a"),
+        )
+        .await
+        .unwrap();
+    let mgr = Manager::builder(client)
+        .namespace("team-a")
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(mgr.cache().scope().namespace_name(), Some("team-a"));
+    ScopedCopier.setup(&mgr).unwrap();
+    let (stop, task) = run(&mgr);
+
+    for ns in ["team-a", "team-b"] {
+        Api::<ConfigMap>::namespaced(env.client(), ns)
+            .create(&PostParams::default(), &config_map(ns, "web"))
+            .await
+            .unwrap();
+    }
+    let secrets_a: Api<Secret> = Api::namespaced(env.client(), "team-a");
+    eventually(LIMIT, "the copy in team-a", || async {
+        secrets_a.get_opt("web-copy").await.unwrap()
+    })
+    .await;
+    // Reads go to the namespace's cache (started by now: a reconcile ran).
+    let cached = mgr
+        .cache()
+        .list::<ConfigMap>(&ListOptions::new())
+        .await
+        .unwrap();
+    assert!(
+        cached
+            .iter()
+            .all(|c| c.namespace().as_deref() == Some("team-a"))
+    );
+    let secrets_b: Api<Secret> = Api::namespaced(env.client(), "team-b");
+    assert!(secrets_b.get_opt("web-copy").await.unwrap().is_none());
+
+    let forbidden: Vec<_> = env
+        .request_log()
+        .into_iter()
+        .filter(|r| r.status == 403)
+        .map(|r| format!("{} {}?{}", r.method, r.path, r.query))
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "requests outside the Role: {forbidden:?}"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+fn labelled(name: &str, team: &str) -> ConfigMap {
+    let mut cm = config_map("default", name);
+    cm.metadata.labels = Some([("team".to_owned(), team.to_owned())].into());
+    cm
+}
+
+#[tokio::test]
+async fn a_selector_restricted_cache_sees_only_matching_objects_and_follows_labels() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    cms.create(&PostParams::default(), &labelled("in", "a"))
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &labelled("out", "b"))
+        .await
+        .unwrap();
+    let mgr = Manager::builder(env.client())
+        .cache_options::<ConfigMap>(InformerOptions::new().label_selector("team=a"))
+        .build()
+        .await
+        .unwrap();
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    mgr.cache()
+        .informer::<ConfigMap>()
+        .add_event_handler(
+            handler_fn()
+                .on_add({
+                    let seen = seen.clone();
+                    move |cm: Arc<ConfigMap>, _| seen.lock().push(format!("add {}", cm.name_any()))
+                })
+                .on_delete({
+                    let seen = seen.clone();
+                    move |cm| {
+                        seen.lock()
+                            .push(format!("delete {}", cm.object().name_any()))
+                    }
+                }),
+        )
+        .unwrap();
+    let (stop, task) = run(&mgr);
+    let names = || async {
+        let mut names: Vec<String> = mgr
+            .cache()
+            .list::<ConfigMap>(&ListOptions::new())
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| c.name_any())
+            .collect();
+        names.sort();
+        names
+    };
+    eventually(LIMIT, "the manager started", || async {
+        mgr.cache().is_started().then_some(())
+    })
+    .await;
+    assert_eq!(names().await, ["in"]);
+    assert_eq!(
+        mgr.cache()
+            .get::<ConfigMap>(Some("default"), "out")
+            .await
+            .unwrap(),
+        None,
+        "an object outside the selector is invisible"
+    );
+
+    // Labelled into the selector: an add; out of it: a delete.
+    let relabel =
+        |team: &str| Patch::Merge(serde_json::json!({"metadata": {"labels": {"team": team}}}));
+    cms.patch("out", &PatchParams::default(), &relabel("a"))
+        .await
+        .unwrap();
+    eventually(LIMIT, "'out' labelled in", || async {
+        (names().await == ["in", "out"]).then_some(())
+    })
+    .await;
+    cms.patch("in", &PatchParams::default(), &relabel("b"))
+        .await
+        .unwrap();
+    eventually(LIMIT, "'in' labelled out", || async {
+        (names().await == ["out"]).then_some(())
+    })
+    .await;
+    eventually(LIMIT, "the events", || async {
+        let seen = seen.lock().clone();
+        (seen == ["add in", "add out", "delete in"]).then_some(())
+    })
+    .await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
