@@ -430,7 +430,5 @@ fn find_circle(g: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
         .find_map(|n| visit(n, g, &mut done, &mut Vec::new()))
 }
 
-/// Every violation of the layering in the crate at `src`.
-
 #[cfg(test)]
 mod tests;
