@@ -6,9 +6,9 @@
 //! primary kind it reconciles, the kinds it owns, the kinds it only watches,
 //! the Events it records, the Lease it holds for leader election, and any
 //! extra rules its reconcile body needs — and merges them into one sorted,
-//! deterministic list of `PolicyRule`s, ready to become a `ClusterRole`
-//! (what a manager needs: its caches watch every namespace) or a `Role` (the
-//! same rules in one namespace, such as the leader-election Lease's). `#[derive(Controller)]` builds one from its attributes, so
+//! deterministic list of `PolicyRule`s, ready to become a `ClusterRole` (a
+//! manager watching every namespace) or a `Role` (a manager restricted to
+//! one namespace with `ManagerBuilder::namespace`). `#[derive(Controller)]` builds one from its attributes, so
 //! the role and the code that needs it come from the same declaration.
 //!
 //! Verbs per resource are merged (a kind both owned and watched gets the
