@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admin;
+mod admission_crd_updates;
 mod admission_policies;
 mod admission_webhook_failures;
 mod admission_webhooks;
