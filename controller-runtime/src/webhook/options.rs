@@ -23,7 +23,7 @@ use super::tls::CertResolver;
 pub enum CertSourceError {
     /// Self-managed certificates failed.
     #[error(transparent)]
-    Secret(#[from] CertSecretError),
+    SelfManaged(#[from] CertSecretError),
     /// The certificate directory failed.
     #[error(transparent)]
     Dir(#[from] CertDirError),
@@ -188,7 +188,7 @@ impl WebhookOptions {
                 for n in crds {
                     certs = certs.crd(n);
                 }
-                CertKeeper::Secret(certs)
+                CertKeeper::SelfManaged(certs)
             }
             Source::Dir(dir) => CertKeeper::Dir(CertDir::new(dir, resolver)),
         };
@@ -201,7 +201,7 @@ impl WebhookOptions {
 #[derive(Debug, Clone)]
 pub enum CertKeeper {
     /// Self-managed, in a Secret.
-    Secret(SecretCerts),
+    SelfManaged(SecretCerts),
     /// From a directory.
     Dir(CertDir),
 }
@@ -210,7 +210,7 @@ impl CertKeeper {
     /// Loads the first pair (and, self-managed, writes the `caBundle`s).
     pub async fn prepare(&self) -> Result<(), CertSourceError> {
         match self {
-            CertKeeper::Secret(s) => s.ensure().await.map(drop).map_err(Into::into),
+            CertKeeper::SelfManaged(s) => s.ensure().await.map(drop).map_err(Into::into),
             CertKeeper::Dir(d) => d.load().map_err(Into::into),
         }
     }
@@ -218,7 +218,7 @@ impl CertKeeper {
     /// Keeps the pair current until `stop` fires.
     pub async fn run(self, stop: CancellationToken) {
         match self {
-            CertKeeper::Secret(s) => s.run(stop).await,
+            CertKeeper::SelfManaged(s) => s.run(stop).await,
             CertKeeper::Dir(d) => d.run(stop).await,
         }
     }
