@@ -58,9 +58,14 @@ where
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use informer_core::shared_informer::SharedIndexInformer;
-    /// # fn lw() -> informer_core::list_watch::ApiListerWatcher<k8s_openapi::api::core::v1::ConfigMap> { unimplemented!() }
-    /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// let informer = SharedIndexInformer::builder(lw())
+    /// use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
+    /// use kube_client::{Api, Client, Config};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Nothing is sent before the informer runs: any address will do here.
+    /// let client = Client::try_from(Config::new("http://127.0.0.1:9".parse()?))?;
+    /// let lw = ApiListerWatcher::new(Api::all(client), ListWatchOptions::default());
+    /// let informer = SharedIndexInformer::builder(lw)
     ///     .strip_managed_fields(true)
     ///     .transform(Arc::new(|mut cm: k8s_openapi::api::core::v1::ConfigMap| {
     ///         cm.binary_data = None;
