@@ -52,6 +52,21 @@ pub fn top_level_edges(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     edges_among(&[], &tree, &uses)
 }
 
+/// [`violations`] of the crate at `src`, plus one line for each edge of
+/// `expected` (`(from, to)` between top-level modules) the parser did not
+/// find: a crate's test names a few real imports so that a parser that
+/// sees nothing cannot pass vacuously.
+pub fn check(src: &Path, rules: &Layers<'_>, expected: &[(&str, &str)]) -> Vec<String> {
+    let top = top_level_edges(src);
+    let mut problems: Vec<String> = expected
+        .iter()
+        .filter(|(from, to)| !top.get(*from).is_some_and(|t| t.contains(*to)))
+        .map(|(from, to)| format!("expected `{from}` to use `{to}`; graph: {top:?}"))
+        .collect();
+    problems.extend(violations(src, rules));
+    problems
+}
+
 /// Everything in the crate at `src` that breaks `rules`, one line each,
 /// naming the edge (empty when the crate keeps its layers).
 pub fn violations(src: &Path, rules: &Layers<'_>) -> Vec<String> {

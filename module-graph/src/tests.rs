@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use super::{Layers, paths_used, violations};
+use super::{Layers, check, paths_used, violations};
 
 #[test]
 fn parser_ignores_comments_and_strings_and_reads_use_trees() {
@@ -125,5 +125,23 @@ fn listed_modules_that_are_absent_do_not_fail() {
     assert_eq!(
         violations(&dir.0, &LAYERS),
         vec!["top-level module `unlisted` has no layer in LAYERS".to_string()]
+    );
+}
+
+#[test]
+fn an_expected_edge_the_parser_missed_is_reported() {
+    let dir = Scratch::new("expected");
+    dir.write("lib.rs", "mod object; mod store;");
+    dir.write("store.rs", "use crate::object::X;");
+    dir.write("object.rs", "");
+    assert_eq!(
+        check(&dir.0, &LAYERS, &[("store", "object")]),
+        Vec::<String>::new()
+    );
+    let missed = check(&dir.0, &LAYERS, &[("object", "store")]);
+    assert_eq!(missed.len(), 1, "{missed:?}");
+    assert!(
+        missed[0].starts_with("expected `object` to use `store`"),
+        "{missed:?}"
     );
 }
