@@ -1,5 +1,7 @@
 //! The sample controller's manifests, generated from its code: the Foo
-//! CustomResourceDefinition (`crd.yaml`, from `#[derive(CustomResource)]`)
+//! CustomResourceDefinition (`crd.yaml`: v1alpha1 and v1 from
+//! `#[derive(CustomResource)]`, joined, converted by the webhook Service
+//! `default/foo-webhook-service`)
 //! and the least-privilege ClusterRole of its reconciler (`rbac.yaml`, from
 //! `#[derive(Controller)]`). It is the `manifests` binary that
 //! `cargo xtask crd` and `cargo xtask rbac` run, with the same flags as a
@@ -13,7 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use controller_runtime::rbac::to_yaml;
-use informer_examples::sample::{Foo, FooReconciler};
+use informer_examples::sample::{FooReconciler, webhooks};
 
 const USAGE: &str = "usage: manifests [--out DIR | --stdout] [--only crd|rbac]";
 
@@ -28,7 +30,7 @@ fn render() -> Result<Vec<Manifest>, Box<dyn std::error::Error>> {
     Ok(vec![
         Manifest {
             file: "crd.yaml",
-            yaml: to_yaml(&Foo::crd()?)?,
+            yaml: to_yaml(&webhooks::crd("default")?)?,
         },
         Manifest {
             file: "rbac.yaml",

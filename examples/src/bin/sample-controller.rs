@@ -1,14 +1,22 @@
 //! The Kubernetes sample-controller with `#[derive(CustomResource)]` and
 //! `#[derive(Controller)]` (see `informer_examples::sample`): Foos owning
-//! Deployments, a finalizer, events, metrics, health and leader election.
+//! Deployments, a finalizer, events, a `Ready` condition, metrics, health,
+//! leader election, and webhooks served by the manager (a defaulter, a
+//! validator and the v1alpha1 <-> v1 conversion, with self-managed
+//! certificates).
 //!
 //! With no cluster configured (no `KUBECONFIG`, no `~/.kube/config`), or with
-//! `--once`, it starts the embedded API server, installs the Foo CRD, runs the
-//! controller under its generated RBAC role (enforced: any request outside
-//! the role would fail with 403), creates a few Foos, changes one, deletes
-//! one, prints what the controller did, and exits with a summary. With a
-//! cluster it runs until Ctrl-C (install `--print-crd` and `--print-rbac`
-//! first).
+//! `--once`, it starts the embedded API server, installs the Foo CRD (two
+//! versions, converted by the manager's webhook) and the webhook
+//! configurations, runs the controller under its generated RBAC role
+//! (enforced: any request outside the role would fail with 403), creates a
+//! few Foos (one without replicas, one with a bad deployment name, one with
+//! many replicas, one as v1alpha1), changes one, deletes one, prints what
+//! the controller and its webhooks did, and exits with a summary. With a
+//! cluster it runs until Ctrl-C, serving its webhooks on port 9443 unless
+//! `--no-webhooks` is given (install `--print-crd`, `--print-webhooks` and
+//! `--print-rbac` first, and a Service `foo-webhook-service` in `default`
+//! for the webhooks).
 //!
 //! Run: `cargo run -p informer-examples --bin sample-controller`
 
@@ -17,14 +25,20 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use controller_runtime::k8s_openapi;
+use controller_runtime::k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
 use controller_runtime::k8s_openapi::api::core::v1::Secret;
 use controller_runtime::k8s_openapi::api::events::v1::Event;
+use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::prelude::*;
 use controller_runtime::rbac::to_yaml;
-use informer_examples::sample::{Foo, FooReconciler, FooSpec, Ledger, SECRET_LABEL};
+use controller_runtime::webhook::WebhookOptions;
+use informer_examples::sample::{
+    Foo, FooReconciler, FooSpec, Ledger, SECRET_LABEL, ready_status, v1alpha1, webhooks,
+};
 
 const NS: &str = "default";
 
@@ -32,9 +46,10 @@ async fn build_manager(
     client: Client,
     health: SocketAddr,
     metrics: SocketAddr,
+    webhook: Option<WebhookOptions>,
     ledger: Ledger,
 ) -> anyhow::Result<Manager> {
-    let mgr = Manager::builder(client)
+    let mut builder = Manager::builder(client)
         .health_addr(health)
         .metrics_addr(metrics)
         .leader_election(LeaderElectionConfig::new(
@@ -42,10 +57,16 @@ async fn build_manager(
             "foo-controller-leader",
             controller_runtime::leaderelection::default_identity(),
         ))
-        .graceful_shutdown_timeout(Duration::from_secs(10))
-        .build()
-        .await?;
-    FooReconciler::new(ledger).setup(&mgr)?;
+        .graceful_shutdown_timeout(Duration::from_secs(10));
+    let serve_webhooks = webhook.is_some();
+    if let Some(options) = webhook {
+        builder = builder.webhook_server(options);
+    }
+    let mgr = builder.build().await?;
+    FooReconciler::new(ledger.clone()).setup(&mgr)?;
+    if serve_webhooks {
+        webhooks::register(&mgr, ledger)?;
+    }
     Ok(mgr)
 }
 
@@ -65,12 +86,12 @@ where
     Ok(())
 }
 
-fn foo(name: &str, deployment: &str, replicas: i32) -> Foo {
+fn foo(name: &str, deployment: &str, replicas: impl Into<Option<i32>>) -> Foo {
     Foo::new(
         name,
         FooSpec {
             deployment_name: deployment.into(),
-            replicas: Some(replicas),
+            replicas: replicas.into(),
         },
     )
 }
@@ -103,23 +124,136 @@ async fn replicas(deployments: &Api<Deployment>, name: &str) -> anyhow::Result<O
         .and_then(|s| s.replicas))
 }
 
-/// The bounded demo on the embedded API server.
-async fn demo() -> anyhow::Result<()> {
-    let env = envtest::TestEnv::start().await?;
+/// What the webhooks did in the demo, for the summary.
+#[derive(Default)]
+struct WebhookStory {
+    defaulted: Option<i32>,
+    denied: String,
+    warnings: Vec<String>,
+    converted: String,
+}
+
+/// The API server and what is installed in it before the controller
+/// starts: the Foo CRD (v1alpha1 and v1, converted by the manager's
+/// webhook) and the webhook configurations, all calling the Service
+/// `default/foo-webhook-service`, which envtest sends to the manager's
+/// webhook port.
+async fn start_envtest(webhook_port: SocketAddr) -> anyhow::Result<envtest::TestEnv> {
+    let env = envtest::TestEnv::builder()
+        .webhook_service(
+            format!("{NS}/{}", webhooks::SERVICE),
+            webhook_port.to_string(),
+        )
+        .start()
+        .await?;
     println!(
         "no cluster configured: started envtest at {}",
         env.base_url()
     );
     let admin = env.client();
-    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(admin.clone());
-    crds.create(&PostParams::default(), &Foo::crd()?)
+    Api::<CustomResourceDefinition>::all(admin.clone())
+        .create(&PostParams::default(), &webhooks::crd(NS)?)
         .await
         .context("installing the Foo CRD")?;
-    let foos: Api<Foo> = Api::namespaced(admin.clone(), NS);
+    Api::<ValidatingWebhookConfiguration>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &webhooks::validating_configuration(NS),
+        )
+        .await
+        .context("installing the validating webhook configuration")?;
+    Api::<MutatingWebhookConfiguration>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &webhooks::mutating_configuration(NS),
+        )
+        .await
+        .context("installing the mutating webhook configuration")?;
+    let foos: Api<Foo> = Api::namespaced(admin, NS);
     wait_for("the Foo CRD is served", || async {
         Ok(foos.list(&ListParams::default()).await.is_ok())
     })
     .await?;
+    Ok(env)
+}
+
+/// The webhooks at work: a bad name denied, a warning for many replicas,
+/// a Foo written as v1alpha1 read as v1.
+async fn exercise_webhooks(
+    admin: &Client,
+    foos: &Api<Foo>,
+    deployments: &Api<Deployment>,
+    story: &mut WebhookStory,
+) -> anyhow::Result<()> {
+    println!("5. the validator: a bad deployment name, and many replicas");
+    match foos
+        .create(&PostParams::default(), &foo("bad", "Bad_Name", 1))
+        .await
+    {
+        Err(controller_runtime::kube_client::Error::Api(status)) => {
+            println!("   denied ({}): {}", status.code, status.message);
+            story.denied = status.message;
+        }
+        Ok(_) => bail!("foo/bad was admitted: the validator did not run"),
+        Err(e) => return Err(e.into()),
+    }
+    let answer = informer_examples::create_with_warnings(
+        admin,
+        NS,
+        &foo("big", "big-web", 12),
+        &PostParams::default(),
+    )
+    .await?;
+    if answer.code != 201 || answer.warnings.is_empty() {
+        bail!(
+            "foo/big: expected 201 with a warning, got {} {:?}",
+            answer.code,
+            answer.warnings
+        );
+    }
+    for w in &answer.warnings {
+        println!("   Warning: {w}");
+    }
+    story.warnings = answer.warnings;
+
+    println!("6. a Foo written as samplecontroller.k8s.io/v1alpha1 (spec.deployment, no replicas)");
+    let old: Api<v1alpha1::Foo> = Api::namespaced(admin.clone(), NS);
+    let legacy = v1alpha1::Foo::new(
+        "legacy",
+        v1alpha1::FooSpec {
+            deployment: "legacy-web".into(),
+            replicas: None,
+        },
+    );
+    old.create(&PostParams::default(), &legacy).await?;
+    let as_v1 = foos.get("legacy").await?;
+    story.converted = format!(
+        "foo/legacy written as v1alpha1 {{deployment: legacy-web}} reads as v1 {{deploymentName: {}, replicas: {}}}",
+        as_v1.spec.deployment_name,
+        as_v1.spec.replicas.map_or("none".into(), |r| r.to_string())
+    );
+    println!("   {}", story.converted);
+    let back = old.get("legacy").await?;
+    if back.spec.deployment != "legacy-web" || as_v1.spec.deployment_name != "legacy-web" {
+        bail!("the conversion lost the deployment name: {as_v1:?} / {back:?}");
+    }
+    for dep in ["big-web", "legacy-web"] {
+        wait_for(&format!("deployment {dep} created"), || async {
+            Ok(replicas(deployments, dep).await?.is_some())
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// The bounded demo on the embedded API server.
+async fn demo() -> anyhow::Result<()> {
+    // The webhook port first: envtest sends the webhook Service there.
+    let webhook_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let webhook_addr = webhook_listener.local_addr()?;
+    let env = start_envtest(webhook_addr).await?;
+    let admin = env.client();
+    let foos: Api<Foo> = Api::namespaced(admin.clone(), NS);
 
     let role = FooReconciler::rbac();
     let rules = role.rules.as_ref().map_or(0, Vec::len);
@@ -131,28 +265,45 @@ async fn demo() -> anyhow::Result<()> {
     );
     let ledger = Ledger::default();
     let local: SocketAddr = "127.0.0.1:0".parse()?;
-    let mgr = build_manager(client, local, local, ledger.clone()).await?;
+    let options = webhooks::options(NS).listener(webhook_listener);
+    let mgr = build_manager(client, local, local, Some(options), ledger.clone()).await?;
     let health = mgr.health_addr().context("health server enabled")?;
     let metrics = mgr.metrics_addr().context("metrics server enabled")?;
     println!(
         "   health on http://{health}/readyz, metrics on http://{metrics}/metrics, leader election on lease {NS}/foo-controller-leader"
+    );
+    println!(
+        "   webhooks on https://{webhook_addr} (Service {NS}/{}): defaulter and validator for v1 and v1alpha1, conversion at /convert; certificates self-managed in Secret {NS}/{}",
+        webhooks::SERVICE,
+        webhooks::CERT_SECRET
     );
     let stop = controller_runtime::CancellationToken::new();
     let run = tokio::spawn({
         let (mgr, stop) = (mgr.clone(), stop.clone());
         async move { mgr.run(stop).await }
     });
+    wait_for(
+        "the webhook server is ready (its CA in every caBundle)",
+        || async { Ok(mgr.readyz_checks().run_one("webhook") == Some(Ok(()))) },
+    )
+    .await?;
 
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), NS);
-    println!("2. create Foos alpha (2 replicas), beta (1) and gamma (1)");
+    let mut story = WebhookStory::default();
+    println!("2. create Foos alpha (2 replicas), beta (replicas left out) and gamma (1)");
     for (name, dep, n) in [
-        ("alpha", "alpha-web", 2),
-        ("beta", "beta-web", 1),
-        ("gamma", "gamma-web", 1),
+        ("alpha", "alpha-web", Some(2)),
+        ("beta", "beta-web", None),
+        ("gamma", "gamma-web", Some(1)),
     ] {
         foos.create(&PostParams::default(), &foo(name, dep, n))
             .await?;
     }
+    story.defaulted = foos.get("beta").await?.spec.replicas;
+    if story.defaulted != Some(1) {
+        bail!("beta was not defaulted: replicas {:?}", story.defaulted);
+    }
+    println!("   ok: beta reads back with replicas 1 (set by the defaulting webhook)");
     for dep in ["alpha-web", "beta-web", "gamma-web"] {
         wait_for(&format!("deployment {dep} created"), || async {
             Ok(replicas(&deployments, dep).await?.is_some())
@@ -197,7 +348,9 @@ async fn demo() -> anyhow::Result<()> {
     })
     .await?;
 
-    println!("5. a Foo naming a Deployment it does not control is refused");
+    exercise_webhooks(&admin, &foos, &deployments, &mut story).await?;
+
+    println!("7. a Foo naming a Deployment it does not control is refused");
     deployments
         .create(
             &PostParams::default(),
@@ -216,18 +369,23 @@ async fn demo() -> anyhow::Result<()> {
     })
     .await?;
 
-    println!("6. delete gamma: the finalizer's cleanup runs, then gamma goes");
+    println!("8. delete gamma: the finalizer's cleanup runs, then gamma goes");
     foos.delete("gamma", &DeleteParams::default()).await?;
     wait_for("gamma and gamma-web are gone", || async {
         Ok(foos.get_opt("gamma").await?.is_none()
             && deployments.get_opt("gamma-web").await?.is_none())
     })
     .await?;
+    wait_for("every Foo reports a Ready condition", || async {
+        let list = foos.list(&ListParams::default()).await?;
+        Ok(list.items.iter().all(|f| ready_status(f).is_some()))
+    })
+    .await?;
 
     stop.cancel();
     run.await??;
 
-    println!("\nwhat the controller did:");
+    println!("\nwhat the controller and its webhooks did:");
     for line in ledger.lines() {
         println!("  {line}");
     }
@@ -237,19 +395,32 @@ async fn demo() -> anyhow::Result<()> {
     println!("\nsummary:");
     for f in foos.list(&ListParams::default()).await?.items {
         let name = f.metadata.name.clone().unwrap_or_default();
+        let ready = ready_status(&f).map_or("-", |s| s.as_str());
         let avail = f.status.map_or(0, |s| s.available_replicas);
         println!(
-            "  foo/{name}: deployment {} wants {} replicas, {avail} available",
+            "  foo/{name}: deployment {} wants {} replicas, {avail} available, Ready={ready}",
             f.spec.deployment_name,
             f.spec.replicas.unwrap_or(1)
         );
     }
+    println!("  webhooks:");
+    println!(
+        "    defaulted: foo/beta was created without replicas and got {}",
+        story.defaulted.unwrap_or(0)
+    );
+    println!("    denied: foo/bad: {}", story.denied);
+    for w in &story.warnings {
+        println!("    warning: foo/big: {w}");
+    }
+    println!("    converted: {}", story.converted);
     println!(
         "  requests answered (all clients): {controller_requests}, forbidden (403): {forbidden}"
     );
     println!("  refusals to adopt: {}", ledger.count("refused to adopt"));
     for line in mgr.metrics().encode()?.lines() {
-        if line.starts_with("controller_runtime_reconcile_total") {
+        if line.starts_with("controller_runtime_reconcile_total")
+            || line.starts_with("controller_runtime_webhook_requests_total")
+        {
             println!("  {line}");
         }
     }
@@ -264,24 +435,35 @@ async fn demo() -> anyhow::Result<()> {
 async fn main() -> anyhow::Result<()> {
     informer_examples::init_tracing("warn");
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--print-crd") {
-        print!("{}", to_yaml(&Foo::crd()?)?);
+    let flag = |f: &str| args.iter().any(|a| a == f);
+    if flag("--print-crd") {
+        print!("{}", to_yaml(&webhooks::crd(NS)?)?);
         return Ok(());
     }
-    if args.iter().any(|a| a == "--print-rbac") {
+    if flag("--print-webhooks") {
+        print!(
+            "{}---\n{}",
+            to_yaml(&webhooks::validating_configuration(NS))?,
+            to_yaml(&webhooks::mutating_configuration(NS))?
+        );
+        return Ok(());
+    }
+    if flag("--print-rbac") {
         print!("{}", to_yaml(&FooReconciler::rbac())?);
         return Ok(());
     }
-    if args.iter().any(|a| a == "--once") || !informer_examples::kubeconfig_present() {
+    if flag("--once") || !informer_examples::kubeconfig_present() {
         return demo().await;
     }
     let client = Client::try_default().await?;
     println!("server: the cluster in your kubeconfig");
     let ledger = Ledger::default();
+    let webhook = (!flag("--no-webhooks")).then(|| webhooks::options(NS));
     let mgr = build_manager(
         client,
         "127.0.0.1:8081".parse()?,
         "127.0.0.1:8080".parse()?,
+        webhook,
         ledger,
     )
     .await?;

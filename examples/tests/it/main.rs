@@ -10,3 +10,5 @@
 mod graceful;
 mod programs;
 mod sample_controller;
+mod sample_kubectl;
+mod sample_webhooks;

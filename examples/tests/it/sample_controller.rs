@@ -1,8 +1,9 @@
 //! The derived sample-controller against envtest, running as a service
 //! account bound to its generated ClusterRole (RBAC enforced): create,
-//! update and delete with the finalizer, re-triggers by the owned
-//! Deployment and the mapped Secret, per-key backoff, a refused adoption,
-//! and 403 once a rule is taken out of the role.
+//! update and delete with the finalizer, the `Ready` condition and
+//! `observedGeneration`, re-triggers by the owned Deployment and the mapped
+//! Secret, per-key backoff, a refused adoption, and 403 once a rule is
+//! taken out of the role. (Its webhooks: `sample_webhooks`.)
 
 // The kind is `Foo`: a `foo` here is a Foo object, not a placeholder name.
 #![allow(clippy::disallowed_names)]
@@ -10,6 +11,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use controller_runtime::conditions::Conditions;
 use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
 use controller_runtime::k8s_openapi::api::core::v1::Secret;
 use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -19,7 +21,7 @@ use controller_runtime::kube_client::api::{
 use controller_runtime::manager::{Manager, ManagerError};
 use controller_runtime::rbac::{ClusterRole, to_yaml};
 use informer_examples::sample::{
-    FINALIZER, Foo, FooReconciler, FooSpec, Ledger, SECRET_LABEL, SECRETS_ANNOTATION,
+    FINALIZER, Foo, FooReconciler, FooSpec, Ledger, READY, SECRET_LABEL, SECRETS_ANNOTATION,
 };
 use tokio::task::JoinHandle;
 
@@ -195,6 +197,18 @@ async fn reconciles_create_update_and_delete_through_the_finalizer() {
         f.available("alpha").await == Some(4)
     })
     .await;
+    // Ready, for the generation just reconciled.
+    let foo = f.foos.get("alpha").await.unwrap();
+    let status = foo.status.unwrap();
+    let ready = status.conditions.find_condition(READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "DeploymentAvailable")
+    );
+    assert_eq!(ready.message, "4 of 4 replicas available");
+    assert!(foo.metadata.generation >= Some(2));
+    assert_eq!(status.observed_generation, foo.metadata.generation);
+    assert_eq!(ready.observed_generation, foo.metadata.generation);
 
     // Delete: cleanup runs, the finalizer is removed, the object goes.
     f.foos
@@ -307,6 +321,15 @@ async fn a_refused_adoption_backs_off_per_key() {
         f.ledger.count("foo/delta: refused to adopt") >= 1
     })
     .await;
+    wait_until("delta reports Ready=False (ErrResourceExists)", || async {
+        let foo = f.foos.get("delta").await.unwrap();
+        let status = foo.status.unwrap_or_default();
+        status
+            .conditions
+            .find_condition(READY)
+            .is_some_and(|c| c.status == "False" && c.reason == "ErrResourceExists")
+    })
+    .await;
     // Another Foo is not held up by delta's failures.
     f.create_foo("epsilon", "epsilon-web", 1).await;
     wait_until("epsilon-web created", || async {
@@ -405,10 +428,18 @@ fn the_demo_runs_to_its_summary() {
     );
     for line in [
         "bound to its generated ClusterRole",
+        "   ok: the webhook server is ready (its CA in every caBundle)",
+        "   ok: beta reads back with replicas 1 (set by the defaulting webhook)",
         "foo/alpha: scaled deployment alpha-web from 2 to 3",
         "foo/delta: refused to adopt deployment squatter",
         "foo/gamma: cleaned up (deployment gamma-web removed)",
-        "foo/alpha: deployment alpha-web wants 3 replicas, 3 available",
+        "foo/alpha: deployment alpha-web wants 3 replicas, 3 available, Ready=True",
+        "foo/delta: deployment squatter wants 1 replicas, 0 available, Ready=False",
+        "foo/legacy: deployment legacy-web wants 1 replicas, 0 available, Ready=False",
+        "    defaulted: foo/beta was created without replicas and got 1",
+        "    denied: foo/bad: admission webhook \"vfoo-v1.samplecontroller.k8s.io\" denied the request: spec.deploymentName: Invalid value: \"Bad_Name\": a lowercase RFC 1123 label",
+        "    warning: foo/big: spec.replicas: 12 replicas is more than 10; is this intended?",
+        "    converted: foo/legacy written as v1alpha1 {deployment: legacy-web} reads as v1 {deploymentName: legacy-web, replicas: 1}",
         "forbidden (403): 0",
         "shut down cleanly",
     ] {

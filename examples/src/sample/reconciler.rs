@@ -1,100 +1,27 @@
-//! The Kubernetes sample-controller, written with the derives.
-//!
-//! A `Foo` (`samplecontroller.k8s.io/v1alpha1`) asks for a Deployment named
-//! `spec.deploymentName` with `spec.replicas` replicas. [`FooReconciler`]
-//! creates that Deployment owned (as controller) by the Foo, scales it back
-//! when it drifts, refuses to adopt a Deployment of that name that it does
-//! not control (a Warning Event, and a retry with per-key backoff), keeps
-//! `status.availableReplicas` equal to the Deployment's, and stamps the pod
-//! template with the resource versions of the Secrets labelled
-//! `samplecontroller.k8s.io/foo=<foo name>`, so editing such a Secret rolls the
-//! Foo's pods. A finalizer lets it remove the Deployment itself, and record
-//! it, before the Foo goes.
-//!
-//! Everything it watches, writes and records is declared once, in
-//! `#[controller(...)]`; [`FooReconciler::rbac`] is the least-privilege
-//! ClusterRole derived from that declaration.
-//!
-//! ```no_run
-//! # async fn demo(mgr: controller_runtime::manager::Manager) -> anyhow::Result<()> {
-//! use informer_examples::sample::FooReconciler;
-//! let ledger = informer_examples::sample::Ledger::default();
-//! FooReconciler::new(ledger.clone()).setup(&mgr)?;
-//! println!("{}", controller_runtime::rbac::to_yaml(&FooReconciler::rbac())?);
-//! # Ok(()) }
-//! ```
+//! [`FooReconciler`]: the sample-controller's reconcile (see the parent
+//! module for what it does).
 
 // The kind is `Foo`, as in the Go sample-controller this ports: a `foo` here
 // is a Foo object, not a placeholder name.
 #![allow(clippy::disallowed_names)]
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use controller_runtime::CustomResource;
 use controller_runtime::cache::CacheError;
+use controller_runtime::conditions::{
+    ConditionExt, ConditionStatus, Conditions, condition, observed_generation,
+};
 use controller_runtime::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use controller_runtime::k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, Secret};
 use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, OwnerReference,
+    Condition, LabelSelector, OwnerReference,
 };
 use controller_runtime::kube_client;
 use controller_runtime::prelude::*;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
-/// Label on a Secret naming the Foo (same namespace) whose pods use it.
-pub const SECRET_LABEL: &str = "samplecontroller.k8s.io/foo";
-/// Pod-template annotation carrying the used Secrets' resource versions.
-pub const SECRETS_ANNOTATION: &str = "samplecontroller.k8s.io/secrets";
-/// The finalizer [`FooReconciler`] manages.
-pub const FINALIZER: &str = "samplecontroller.k8s.io/cleanup";
-
-/// What a Foo asks for.
-// Two printcolumns of type "integer" trip clippy's duplicated_attributes,
-// a known false positive on derive attributes (see docs/macros.md).
-#[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
-#[resource(
-    group = "samplecontroller.k8s.io",
-    version = "v1alpha1",
-    kind = "Foo",
-    namespaced,
-    status = "FooStatus",
-    shortname = "foo",
-    printcolumn(
-        name = "Deployment",
-        json_path = ".spec.deploymentName",
-        type = "string"
-    ),
-    printcolumn(name = "Replicas", json_path = ".spec.replicas", type = "integer"),
-    printcolumn(
-        name = "Available",
-        json_path = ".status.availableReplicas",
-        type = "integer"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct FooSpec {
-    /// The Deployment this Foo owns.
-    #[resource(
-        min_length = 1,
-        max_length = 63,
-        pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-    )]
-    pub deployment_name: String,
-    /// Desired replicas (default 1).
-    #[resource(minimum = 0, maximum = 100)]
-    pub replicas: Option<i32>,
-}
-
-/// What a Foo has.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FooStatus {
-    /// Available replicas of the Deployment.
-    pub available_replicas: i32,
-}
+use super::v1::Foo;
+use super::{Ledger, READY, SECRET_LABEL, SECRETS_ANNOTATION};
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
@@ -116,34 +43,6 @@ impl Terminal for FooError {
     }
 }
 
-/// What the controller did, in order (the demo prints it; tests read it).
-#[derive(Debug, Clone, Default)]
-pub struct Ledger(Arc<Mutex<Vec<String>>>);
-
-fn lock(m: &Mutex<Vec<String>>) -> std::sync::MutexGuard<'_, Vec<String>> {
-    // A panic while holding the lock cannot leave a Vec half-written.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-impl Ledger {
-    /// Append one line.
-    pub fn record(&self, line: impl Into<String>) {
-        let line = line.into();
-        tracing::info!(target: "sample_controller", "{line}");
-        lock(&self.0).push(line);
-    }
-
-    /// Every line so far.
-    pub fn lines(&self) -> Vec<String> {
-        lock(&self.0).clone()
-    }
-
-    /// How many lines contain `needle`.
-    pub fn count(&self, needle: &str) -> usize {
-        lock(&self.0).iter().filter(|l| l.contains(needle)).count()
-    }
-}
-
 /// The sample-controller's reconciler.
 #[derive(Controller)]
 #[controller(
@@ -155,6 +54,33 @@ impl Ledger {
     predicate = generation_changed,
     name = "foo-controller",
     leader_election
+)]
+// The webhook server's self-managed certificates (see `super::webhooks`):
+// its Secret, and the caBundles of its webhook configurations and the CRD.
+// Repeated `group = ""` and verbs across #[rbac] attributes trip clippy's
+// duplicated_attributes, a false positive on derive attributes.
+#[allow(clippy::duplicated_attributes)]
+#[rbac(group = "", resources(secrets), verbs(create))]
+#[rbac(
+    group = "",
+    resources(secrets),
+    names("foo-webhook-service-cert"),
+    verbs(get, update)
+)]
+#[rbac(
+    group = "admissionregistration.k8s.io",
+    resources(validatingwebhookconfigurations, mutatingwebhookconfigurations),
+    names(
+        "foo-validating-webhook-configuration",
+        "foo-mutating-webhook-configuration"
+    ),
+    verbs(get, patch)
+)]
+#[rbac(
+    group = "apiextensions.k8s.io",
+    resources(customresourcedefinitions),
+    names("foos.samplecontroller.k8s.io"),
+    verbs(get, patch)
 )]
 pub struct FooReconciler {
     ledger: Ledger,
@@ -271,6 +197,49 @@ fn template_secrets(d: &Deployment) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// Puts `ready`, `available` and the observed generation into `status`;
+/// whether anything changed (write it only then).
+fn set_status(status: &mut super::FooStatus, foo: &Foo, ready: Condition, available: i32) -> bool {
+    let generation = observed_generation(foo);
+    let mut changed = status
+        .conditions
+        .set_condition(ready.observed_generation(generation));
+    if status.available_replicas != available {
+        status.available_replicas = available;
+        changed = true;
+    }
+    if status.observed_generation != generation {
+        status.observed_generation = generation;
+        changed = true;
+    }
+    changed
+}
+
+/// Writes `status` (a merge patch of the status subresource; the
+/// conditions list is replaced whole).
+async fn write_status(
+    ctx: &ObjectContext<Foo>,
+    name: &str,
+    status: &super::FooStatus,
+) -> Result<(), FooError> {
+    let patch = serde_json::json!({ "status": status });
+    ctx.api()
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// The status of `foo`'s `Ready` condition (`None` before the first
+/// reconcile).
+pub fn ready_status(foo: &Foo) -> Option<ConditionStatus> {
+    let c = foo.status.as_ref()?.conditions.find_condition(READY)?;
+    Some(match c.status.as_str() {
+        "True" => ConditionStatus::True,
+        "False" => ConditionStatus::False,
+        _ => ConditionStatus::Unknown,
+    })
+}
+
 impl ObjectReconciler<Foo> for FooReconciler {
     type Error = FooError;
 
@@ -311,12 +280,17 @@ impl ObjectReconciler<Foo> for FooReconciler {
             self.ledger.record(format!(
                 "foo/{foo_name}: refused to adopt deployment {dep_name} (not controlled by it)"
             ));
+            let message = format!("Resource {dep_name:?} already exists and is not managed by Foo");
             ctx.recorder().publish(
                 foo.as_ref(),
-                EventInfo::warning("ErrResourceExists", "Adopt").note(format!(
-                    "Resource {dep_name:?} already exists and is not managed by Foo"
-                )),
+                EventInfo::warning("ErrResourceExists", "Adopt").note(message.clone()),
             );
+            let not_ready = condition(READY, false, "ErrResourceExists", message);
+            let mut status = foo.status.clone().unwrap_or_default();
+            let available = status.available_replicas;
+            if set_status(&mut status, &foo, not_ready, available) {
+                write_status(ctx, &foo_name, &status).await?;
+            }
             return Err(FooError::NotControlled(dep_name));
         }
         let want = foo.spec.replicas.unwrap_or(1);
@@ -347,13 +321,28 @@ impl ObjectReconciler<Foo> for FooReconciler {
             .as_ref()
             .and_then(|s| s.available_replicas)
             .unwrap_or(0);
-        if foo.status.as_ref().map(|s| s.available_replicas) != Some(available) {
-            let patch = serde_json::json!({"status": {"availableReplicas": available}});
-            ctx.api()
-                .patch_status(&foo_name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+        let ready = if available >= want {
+            condition(
+                READY,
+                true,
+                "DeploymentAvailable",
+                format!("{available} of {want} replicas available"),
+            )
+        } else {
+            condition(
+                READY,
+                false,
+                "DeploymentProgressing",
+                format!("{available} of {want} replicas available"),
+            )
+        };
+        let mut status = foo.status.clone().unwrap_or_default();
+        if set_status(&mut status, &foo, ready, available) {
+            write_status(ctx, &foo_name, &status).await?;
+            let ready = status.conditions.find_condition(READY);
             self.ledger.record(format!(
-                "foo/{foo_name}: status.availableReplicas = {available}"
+                "foo/{foo_name}: status: {available} available, {READY}={}",
+                ready.map_or("", |c| c.status.as_str())
             ));
         }
         Ok(Action::done())
