@@ -7,10 +7,13 @@
 //! informer and waits for it to sync.
 //!
 //! What each informer lists and watches is the cache's [`CacheScope`]: all
-//! namespaces or one (cluster-scoped kinds are always cluster-wide), and per
-//! kind a label and field selector (controller-runtime's `ByObject`).
-//! Objects outside the scope are invisible: a read finds nothing, and no
-//! event is ever delivered for them.
+//! namespaces, one, or a set of them (cluster-scoped kinds are always
+//! cluster-wide), and per kind a label and field selector and a transform
+//! (controller-runtime's `DefaultNamespaces` and `ByObject`). Objects
+//! outside the scope are invisible: a read finds nothing, and no event is
+//! ever delivered for them. Restricted to several namespaces, the cache
+//! runs one informer per namespace and kind and reads them as one
+//! ([`ScopedInformer`]), so each namespace needs only a Role.
 //!
 //! [`Cache::index_field`] is controller-runtime's `IndexField`: it names a
 //! value extracted from each object, after which [`ListOptions::matching_field`]
@@ -20,8 +23,11 @@
 //! ([`crate::object`], [`crate::terminal`]) and nothing above it; the
 //! [manager](crate::manager) creates the cache and starts its informers.
 
-use std::any::TypeId;
-use std::collections::HashMap;
+mod informer;
+mod scope;
+
+use std::any::{Any, TypeId};
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,12 +35,21 @@ use std::time::Duration;
 
 use crate::object::Object;
 use crate::terminal::Terminal;
-use informer_core::factory::{InformerOptions, SharedInformerFactory};
+use informer_core::factory::{InformerOptions, SharedInformerFactory, is_cluster_scoped};
 use informer_core::lister::Lister;
 use informer_core::selector::LabelSelector;
 use informer_core::shared_informer::{InformerError, SharedIndexInformer};
-use informer_core::store::IndexFn;
+use informer_core::store::{IndexFn, Indexer};
+use kube_client::Api;
+use kube_client::core::discovery::Scope;
 use kube_client::core::metadata::PartialObjectMeta;
+use kube_client::core::{ApiResource, DynamicObject};
+use kube_core::Resource;
+use parking_lot::Mutex;
+
+use informer::Mirror;
+pub use informer::ScopedInformer;
+pub use scope::CacheScope;
 
 /// Errors of the cache reader.
 #[derive(Debug, thiserror::Error)]
@@ -137,59 +152,6 @@ fn kind_of<K: Object>() -> String {
     }
 }
 
-/// What the cache's informers list and watch: one namespace or all, and
-/// per kind the selectors of its informer (controller-runtime's
-/// `cache.Options{DefaultNamespaces, ByObject}`).
-///
-/// ```
-/// use controller_runtime::cache::CacheScope;
-/// use controller_runtime::informer_core::factory::InformerOptions;
-/// use controller_runtime::k8s_openapi::api::core::v1::Secret;
-/// let scope = CacheScope::new()
-///     .namespace("team-a")
-///     .by_object::<Secret>(InformerOptions::new().label_selector("owned-by=me"));
-/// assert_eq!(scope.namespace_name(), Some("team-a"));
-/// ```
-#[derive(Debug, Clone, Default)]
-#[must_use]
-pub struct CacheScope {
-    namespace: Option<String>,
-    by_object: HashMap<TypeId, InformerOptions>,
-}
-
-impl CacheScope {
-    /// All namespaces, no selectors.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Caches namespaced kinds of `namespace` only (cluster-scoped kinds
-    /// stay cluster-wide). An empty name means all namespaces.
-    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = Some(namespace.into()).filter(|ns| !ns.is_empty());
-        self
-    }
-
-    /// The informer of `K` (and its metadata-only informer) lists and
-    /// watches with `options`' label and field selectors (and resync).
-    pub fn by_object<K: Object>(mut self, options: InformerOptions) -> Self {
-        self.by_object.insert(TypeId::of::<K>(), options);
-        self
-    }
-
-    /// The one namespace cached, if restricted.
-    pub fn namespace_name(&self) -> Option<&str> {
-        self.namespace.as_deref()
-    }
-
-    fn options_for<K: 'static>(&self) -> InformerOptions {
-        self.by_object
-            .get(&TypeId::of::<K>())
-            .cloned()
-            .unwrap_or_default()
-    }
-}
-
 /// Reads objects from the manager's shared informers. Cheap to clone.
 #[derive(Clone)]
 pub struct Cache {
@@ -197,6 +159,19 @@ pub struct Cache {
     started: Arc<AtomicBool>,
     sync_timeout: Duration,
     scope: Arc<CacheScope>,
+    shared: Arc<Shared>,
+}
+
+/// What the clones of a cache share besides the factory.
+#[derive(Default)]
+struct Shared {
+    /// The informers (by object type and namespace) given the scope's
+    /// transform already, so that a transform set on one later by hand is
+    /// not overwritten.
+    transformed: Mutex<HashSet<(TypeId, Option<String>)>>,
+    /// Per object type, the `Indexer<T>` mirroring its informers when there
+    /// are several (see [`Cache::lister`]).
+    mirrors: Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
 }
 
 impl fmt::Debug for Cache {
@@ -204,7 +179,7 @@ impl fmt::Debug for Cache {
         f.debug_struct("Cache")
             .field("started", &self.started.load(Ordering::Acquire))
             .field("sync_timeout", &self.sync_timeout)
-            .field("namespace", &self.scope.namespace)
+            .field("namespaces", &self.scope.namespace_names())
             .finish()
     }
 }
@@ -225,6 +200,7 @@ impl Cache {
             started: Arc::new(AtomicBool::new(false)),
             sync_timeout,
             scope: Arc::new(scope),
+            shared: Arc::new(Shared::default()),
         }
     }
 
@@ -242,82 +218,216 @@ impl Cache {
         self.started.load(Ordering::Acquire)
     }
 
-    /// The shared informer of `K` within the cache's [`CacheScope`], the
-    /// one reads and the manager's controllers go to. Set a transform on it
-    /// before the manager starts to change what is cached; it composes with
-    /// the managedFields stripping.
-    pub fn informer<K: Object>(&self) -> SharedIndexInformer<K> {
-        self.factory
-            .informer_in::<K>(self.scope.namespace_name(), self.scope.options_for::<K>())
+    /// The namespaces `T` is cached in: one `None` (cluster-wide) for
+    /// cluster-scoped kinds and an unrestricted cache, else each namespace.
+    fn namespaces_of<T: Resource>(&self) -> Vec<Option<String>> {
+        let names = self.scope.namespace_names();
+        if names.is_empty() || is_cluster_scoped::<T>() {
+            vec![None]
+        } else {
+            names.iter().cloned().map(Some).collect()
+        }
     }
 
-    /// The shared metadata-only informer of `K` within the cache's scope:
-    /// it caches `PartialObjectMeta<K>` (no spec, status or data).
-    pub fn metadata_informer<K: Object>(&self) -> SharedIndexInformer<PartialObjectMeta<K>> {
-        self.factory
-            .metadata_informer_in::<K>(self.scope.namespace_name(), self.scope.options_for::<K>())
+    /// The informers of `T`, one per namespace in scope, each made by
+    /// `make` and given the scope's transform of `T` if it has not started.
+    fn scoped_informers<T>(
+        &self,
+        make: impl Fn(Option<&str>) -> SharedIndexInformer<T>,
+    ) -> ScopedInformer<T>
+    where
+        T: Resource + Clone + Send + Sync + 'static,
+    {
+        let transform = self.scope.transform_for::<T>();
+        let parts = self
+            .namespaces_of::<T>()
+            .into_iter()
+            .map(|ns| {
+                let informer = make(ns.as_deref());
+                if let Some(transform) = &transform
+                    && !informer.is_running()
+                    && !informer.is_stopped()
+                    && self
+                        .shared
+                        .transformed
+                        .lock()
+                        .insert((TypeId::of::<T>(), ns.clone()))
+                {
+                    // Not started: setting the transform cannot fail.
+                    let _ = informer.set_transform(Arc::clone(transform));
+                }
+                (ns, informer)
+            })
+            .collect();
+        ScopedInformer::new(parts)
     }
 
-    /// The informer of `K`, started and synced.
-    async fn synced_informer<K: Object>(&self) -> Result<SharedIndexInformer<K>, CacheError> {
+    /// The shared informers of `K` within the cache's [`CacheScope`], the
+    /// ones reads and the manager's controllers go to: one, or one per
+    /// namespace when the cache is restricted to several. A transform set
+    /// on them before the manager starts changes what is cached; it
+    /// composes with the managedFields stripping (or give it as a cache
+    /// option, [`CacheScope::transform`]).
+    pub fn informer<K: Object>(&self) -> ScopedInformer<K> {
+        let options = self.scope.options_for::<K>();
+        self.scoped_informers(|ns| self.factory.informer_in::<K>(ns, options.clone()))
+    }
+
+    /// The shared metadata-only informers of `K` within the cache's scope
+    /// (with `K`'s selectors): they cache `PartialObjectMeta<K>` (no spec,
+    /// status or data).
+    ///
+    /// ```no_run
+    /// # async fn demo(mgr: controller_runtime::manager::Manager) -> Result<(), Box<dyn std::error::Error>> {
+    /// use controller_runtime::k8s_openapi::api::core::v1::Secret;
+    /// let secrets = mgr.cache().metadata_informer::<Secret>();
+    /// // ... once the manager runs:
+    /// for s in secrets.list() {
+    ///     println!("{:?} has no data here", s.metadata.name);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn metadata_informer<K: Object>(&self) -> ScopedInformer<PartialObjectMeta<K>> {
+        let options = self.scope.options_for::<K>();
+        self.scoped_informers(|ns| self.factory.metadata_informer_in::<K>(ns, options.clone()))
+    }
+
+    /// The shared informers of the kind `resource` (chosen at run time, for
+    /// example from discovery or a CRD installed meanwhile) within the
+    /// cache's namespaces, caching [`DynamicObject`]s. `scope` says whether
+    /// the kind is namespaced (a cluster-scoped kind has one informer). No
+    /// per-kind cache options or transforms apply (they are keyed by type).
+    ///
+    /// ```no_run
+    /// # async fn demo(mgr: controller_runtime::manager::Manager) {
+    /// use controller_runtime::kube_client::core::{ApiResource, GroupVersionKind, discovery::Scope};
+    /// let gvk = GroupVersionKind::gvk("example.com", "v1", "Gizmo");
+    /// let gizmos = ApiResource::from_gvk_with_plural(&gvk, "gizmos");
+    /// let informer = mgr.cache().dynamic_informer(&gizmos, Scope::Namespaced);
+    /// // ... once the manager runs (and has started it):
+    /// if let Some(g) = informer.get(Some("default"), "first") {
+    ///     println!("{:?}", g.data.get("spec"));
+    /// }
+    /// # }
+    /// ```
+    pub fn dynamic_informer(
+        &self,
+        resource: &ApiResource,
+        scope: Scope,
+    ) -> ScopedInformer<DynamicObject> {
+        let names = self.scope.namespace_names();
+        let namespaces: Vec<Option<String>> = match scope {
+            Scope::Namespaced if !names.is_empty() => names.iter().cloned().map(Some).collect(),
+            _ => vec![None],
+        };
+        let client = self.factory.client().clone();
+        let parts = namespaces
+            .into_iter()
+            .map(|ns| {
+                let api = match &ns {
+                    Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, resource),
+                    None => Api::<DynamicObject>::all_with(client.clone(), resource),
+                };
+                let informer = self.factory.informer_for_api(api, InformerOptions::new());
+                (ns, informer)
+            })
+            .collect();
+        ScopedInformer::new(parts)
+    }
+
+    /// The informers of `K`, started and synced.
+    async fn synced_informer<K: Object>(&self) -> Result<ScopedInformer<K>, CacheError> {
         if !self.is_started() {
             return Err(CacheError::NotStarted {
                 kind: kind_of::<K>(),
             });
         }
-        let informer = self.informer::<K>();
-        if !informer.has_synced() {
+        let scoped = self.informer::<K>();
+        if !scoped.has_synced() {
             self.factory.start();
-            informer
-                .wait_for_cache_sync(self.sync_timeout)
-                .await
-                .map_err(|source| CacheError::NotSynced {
-                    kind: kind_of::<K>(),
-                    source,
-                })?;
+            for informer in scoped.informers() {
+                informer
+                    .wait_for_cache_sync(self.sync_timeout)
+                    .await
+                    .map_err(|source| CacheError::NotSynced {
+                        kind: kind_of::<K>(),
+                        source,
+                    })?;
+            }
         }
-        Ok(informer)
+        Ok(scoped)
     }
 
     /// A lister of `K` over the cache (no waiting: empty until synced).
+    /// With several namespaces, it reads an indexer that follows the
+    /// namespaces' informers through event handlers (one per kind, shared
+    /// by every lister of it), so it may lag them by the handlers' delay;
+    /// [`get`](Self::get) and [`list`](Self::list) read the informers
+    /// themselves.
     pub fn lister<K: Object>(&self) -> Lister<K> {
-        self.informer::<K>().lister()
+        let scoped = self.informer::<K>();
+        match scoped.informers() {
+            [one] => one.lister(),
+            _ => Lister::new(self.mirror(&scoped)),
+        }
+    }
+
+    /// The indexer mirroring `scoped`'s informers, created on first use.
+    fn mirror<K: Object>(&self, scoped: &ScopedInformer<K>) -> Indexer<K> {
+        let mut mirrors = self.shared.mirrors.lock();
+        if let Some(indexer) = mirrors
+            .get(&TypeId::of::<K>())
+            .and_then(|m| m.downcast_ref::<Indexer<K>>())
+        {
+            return indexer.clone();
+        }
+        let indexer = Indexer::<K>::new();
+        if let Err(error) = scoped.add_event_handler(Mirror(indexer.clone())) {
+            tracing::warn!(%error, kind = %kind_of::<K>(), "the lister will not follow the cache");
+        }
+        mirrors.insert(TypeId::of::<K>(), Box::new(indexer.clone()));
+        indexer
     }
 
     /// The object `namespace/name` (or `name` when `namespace` is `None`),
-    /// `None` when the cache has no such object.
+    /// `None` when the cache has no such object (also when `namespace` is
+    /// outside the cache's scope).
     pub async fn get<K: Object>(
         &self,
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Arc<K>>, CacheError> {
-        let informer = self.synced_informer::<K>().await?;
-        let key = match namespace {
-            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-            _ => name.to_string(),
-        };
-        Ok(informer.indexer().get_by_key(&key))
+        let scoped = self.synced_informer::<K>().await?;
+        Ok(scoped.get(namespace, name))
     }
 
     /// The cached objects of `K` matching `opts`.
     pub async fn list<K: Object>(&self, opts: &ListOptions) -> Result<Vec<Arc<K>>, CacheError> {
-        let informer = self.synced_informer::<K>().await?;
-        let indexer = informer.indexer();
-        let candidates = match (&opts.field, &opts.namespace) {
-            (Some((field, value)), ns) => {
-                let scope = ns.as_deref().unwrap_or(ALL_NAMESPACES);
-                indexer
-                    .by_index(&index_name(field), &format!("{scope}/{value}"))
-                    .map_err(|_| CacheError::UnknownField {
-                        kind: kind_of::<K>(),
-                        field: field.clone(),
-                    })?
-            }
-            (None, Some(ns)) => indexer
-                .by_index(informer_core::store::NAMESPACE_INDEX, ns)
-                .unwrap_or_default(),
-            (None, None) => indexer.list(),
+        let scoped = self.synced_informer::<K>().await?;
+        let informers: Vec<&SharedIndexInformer<K>> = match &opts.namespace {
+            Some(ns) => scoped.informer_for(Some(ns)).into_iter().collect(),
+            None => scoped.informers().iter().collect(),
         };
+        let mut candidates = Vec::new();
+        for informer in informers {
+            let indexer = informer.indexer();
+            let found = match (&opts.field, &opts.namespace) {
+                (Some((field, value)), ns) => {
+                    let scope = ns.as_deref().unwrap_or(ALL_NAMESPACES);
+                    indexer
+                        .by_index(&index_name(field), &format!("{scope}/{value}"))
+                        .map_err(|_| CacheError::UnknownField {
+                            kind: kind_of::<K>(),
+                            field: field.clone(),
+                        })?
+                }
+                (None, Some(ns)) => indexer
+                    .by_index(informer_core::store::NAMESPACE_INDEX, ns)
+                    .unwrap_or_default(),
+                (None, None) => indexer.list(),
+            };
+            candidates.extend(found);
+        }
         Ok(match &opts.labels {
             Some(selector) => candidates
                 .into_iter()
@@ -362,12 +472,22 @@ impl Cache {
             }
             Ok(out)
         });
-        self.informer::<K>()
+        let error = |source| CacheError::Index {
+            kind: kind_of::<K>(),
+            field: field.to_string(),
+            source,
+        };
+        let scoped = self.informer::<K>();
+        if scoped.informers().len() > 1 {
+            self.mirror(&scoped)
+                .add_indexers([(index_name(field), Arc::clone(&index))])
+                .map_err(|e| error(e.into()))?;
+        }
+        scoped
             .add_indexers([(index_name(field), index)])
-            .map_err(|source| CacheError::Index {
-                kind: kind_of::<K>(),
-                field: field.to_string(),
-                source,
-            })
+            .map_err(error)
     }
 }
+
+#[cfg(test)]
+mod tests;

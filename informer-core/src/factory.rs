@@ -338,6 +338,12 @@ impl SharedInformerFactory {
         }
     }
 
+    /// The client the informers list and watch with (for building an
+    /// `Api` to pass to [`informer_for_api`](Self::informer_for_api)).
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
     /// Whether this factory's informers clear `metadata.managedFields`
     /// before caching (see [`SharedInformerFactoryBuilder::strip_managed_fields`]).
     pub fn strips_managed_fields(&self) -> bool {

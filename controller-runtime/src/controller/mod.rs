@@ -9,6 +9,10 @@
 //! - other kinds it [`watches`](ControllerBuilder::watches) through any
 //!   [`EventHandler`], or through a map function
 //!   ([`watches_map`](ControllerBuilder::watches_map));
+//! - kinds it owns or watches by their metadata alone
+//!   ([`owns_metadata`](ControllerBuilder::owns_metadata),
+//!   [`watches_metadata`](ControllerBuilder::watches_metadata)): the cache
+//!   holds `PartialObjectMeta` of them, no spec, status or data;
 //! - predicates that filter events
 //!   ([`with_event_filter`](ControllerBuilder::with_event_filter) for `K`,
 //!   `*_with` variants per watch);
@@ -56,6 +60,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod dynamic;
 mod metrics;
 mod outcome;
 mod source;
@@ -67,6 +72,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use informer_core::shared_informer::InformerError;
+use kube_client::core::metadata::PartialObjectMeta;
 
 use crate::handler::{
     EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler,
@@ -77,9 +83,10 @@ use crate::predicate::Predicate;
 use crate::reconcile::IntoReconciler;
 use crate::request::Request;
 use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
+pub use dynamic::DynamicControllerBuilder;
 use metrics::ControllerMetrics;
 use outcome::DynReconciler;
-use source::{KindSource, Source};
+use source::{KindSource, Source, describe_kind};
 
 /// Errors of building a controller; [`ControllerBuilder::complete`] returns
 /// them inside [`ManagerError::Controller`], the one setup error type
@@ -171,32 +178,110 @@ impl Manager {
 #[must_use]
 pub struct ControllerBuilder<K> {
     mgr: Manager,
-    name: Option<String>,
     for_predicates: Vec<Box<dyn Predicate<K>>>,
     sources: Vec<Box<dyn Source>>,
+    settings: Settings,
+    _kind: PhantomData<fn() -> K>,
+}
+
+/// What every controller is configured with besides its watches.
+struct Settings {
+    name: Option<String>,
     max_concurrent: usize,
     rate_limiter: Option<Box<dyn RateLimiter<Request>>>,
     reconcile_timeout: Option<Duration>,
-    _kind: PhantomData<fn() -> K>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            name: None,
+            max_concurrent: 1,
+            rate_limiter: None,
+            reconcile_timeout: None,
+        }
+    }
+}
+
+impl Settings {
+    /// The controller's name (`default_name` unless named), once the
+    /// settings are found valid.
+    fn validate(&self, default_name: &str) -> Result<String, BuilderError> {
+        let name = self
+            .name
+            .clone()
+            .unwrap_or_else(|| default_name.to_lowercase());
+        let valid = !name.is_empty()
+            && name.len() <= 63
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid {
+            return Err(BuilderError::InvalidName(name));
+        }
+        if self.max_concurrent == 0 {
+            return Err(BuilderError::ZeroConcurrency(name));
+        }
+        if self.reconcile_timeout.is_some_and(|t| t.is_zero()) {
+            return Err(BuilderError::ZeroTimeout(name));
+        }
+        Ok(name)
+    }
+
+    /// Validates, claims the name and registers the controller with `mgr`.
+    /// `reconciler` is made once the name is known (its events carry it).
+    fn register(
+        mut self,
+        mgr: &Manager,
+        default_name: &str,
+        reconciler: impl FnOnce(&str) -> Arc<dyn DynReconciler>,
+        sources: Vec<Box<dyn Source>>,
+    ) -> Result<Controller, ManagerError> {
+        let name = self.validate(default_name)?;
+        if !mgr.claim_controller_name(&name) {
+            return Err(BuilderError::DuplicateName(name).into());
+        }
+        let reconciler = reconciler(&name);
+        let limiter: Box<dyn RateLimiter<Request>> = self
+            .rate_limiter
+            .take()
+            .unwrap_or_else(|| Box::new(default_controller_rate_limiter()));
+        let queue = Queue::builder()
+            .name(name.clone())
+            .rate_limiter(limiter)
+            .metrics(mgr.workqueue_metrics())
+            .build();
+        let name: Arc<str> = name.into();
+        let runnable = worker::ControllerRunnable {
+            name: Arc::clone(&name),
+            reconciler,
+            queue: queue.clone(),
+            sources,
+            workers: self.max_concurrent,
+            reconcile_timeout: self.reconcile_timeout,
+            cache_sync_timeout: mgr.cache_sync_timeout(),
+            metrics: ControllerMetrics::new(mgr.metrics(), &name),
+            next_id: AtomicU64::new(1),
+        };
+        mgr.add_runnable(runnable);
+        Ok(Controller { name, queue })
+    }
 }
 
 impl<K: Object> ControllerBuilder<K> {
     fn new(mgr: &Manager) -> Self {
         ControllerBuilder {
             mgr: mgr.clone(),
-            name: None,
             for_predicates: Vec::new(),
             sources: Vec::new(),
-            max_concurrent: 1,
-            rate_limiter: None,
-            reconcile_timeout: None,
+            settings: Settings::default(),
             _kind: PhantomData,
         }
     }
 
     /// Names the controller (default: the kind in lower case).
     pub fn named(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
+        self.settings.name = Some(name.into());
         self
     }
 
@@ -256,50 +341,88 @@ impl<K: Object> ControllerBuilder<K> {
             informer: self.mgr.cache().informer::<W>(),
             handler: Arc::new(handler),
             predicates: Arc::new(predicates),
+            description: describe_kind::<W>(),
+        }));
+        self
+    }
+
+    /// Reconciles the controller owner of kind `K` when a `C` changes,
+    /// watching `C`'s metadata only (Go's `builder.OnlyMetadata`): the
+    /// cache holds `PartialObjectMeta<C>`, never `C`'s spec, status or
+    /// data, so owning Secrets or ConfigMaps costs their metadata alone.
+    /// The informer is the manager cache's
+    /// [`metadata_informer`](crate::cache::Cache::metadata_informer) of `C`,
+    /// with `C`'s cache options; it needs the same `list` and `watch` verbs.
+    ///
+    /// ```no_run
+    /// # use controller_runtime::prelude::*;
+    /// # use k8s_openapi::api::apps::v1::Deployment;
+    /// # use k8s_openapi::api::core::v1::Secret;
+    /// # fn demo(mgr: Manager) -> ControllerBuilder<Deployment> {
+    /// mgr.controller::<Deployment>().owns_metadata::<Secret>()
+    /// # }
+    /// ```
+    pub fn owns_metadata<C: Object>(self) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
+        self.owns_metadata_with::<C>(Vec::new())
+    }
+
+    /// [`owns_metadata`](Self::owns_metadata), with predicates on the
+    /// metadata events of `C`.
+    pub fn owns_metadata_with<C: Object>(
+        self,
+        predicates: Vec<Box<dyn Predicate<PartialObjectMeta<C>>>>,
+    ) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
+        self.watches_metadata_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), predicates)
+    }
+
+    /// Reconciles whatever `handler` maps the metadata events of `W` to,
+    /// caching `W`'s metadata only (see [`owns_metadata`](Self::owns_metadata)).
+    pub fn watches_metadata<W: Object>(
+        self,
+        handler: impl EventHandler<PartialObjectMeta<W>>,
+    ) -> Self {
+        self.watches_metadata_with::<W>(handler, Vec::new())
+    }
+
+    /// [`watches_metadata`](Self::watches_metadata), with predicates.
+    pub fn watches_metadata_with<W: Object>(
+        mut self,
+        handler: impl EventHandler<PartialObjectMeta<W>>,
+        predicates: Vec<Box<dyn Predicate<PartialObjectMeta<W>>>>,
+    ) -> Self {
+        self.sources.push(Box::new(KindSource {
+            informer: self.mgr.cache().metadata_informer::<W>(),
+            handler: Arc::new(handler),
+            predicates: Arc::new(predicates),
+            description: format!("{} metadata", describe_kind::<W>()),
         }));
         self
     }
 
     /// How many requests are reconciled at once (default 1).
     pub fn max_concurrent_reconciles(mut self, n: usize) -> Self {
-        self.max_concurrent = n;
+        self.settings.max_concurrent = n;
         self
     }
 
     /// The workqueue's rate limiter (default: per-request exponential 5 ms
     /// to 1000 s, and an overall 10/s burst-100 bucket).
     pub fn rate_limiter(mut self, limiter: impl RateLimiter<Request> + 'static) -> Self {
-        self.rate_limiter = Some(Box::new(limiter));
+        self.settings.rate_limiter = Some(Box::new(limiter));
         self
     }
 
     /// Drops a reconcile that runs longer than `timeout` and retries it with
     /// backoff.
     pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
-        self.reconcile_timeout = Some(timeout);
+        self.settings.reconcile_timeout = Some(timeout);
         self
-    }
-
-    fn validate(&self) -> Result<String, BuilderError> {
-        let name = self
-            .name
-            .clone()
-            .unwrap_or_else(|| K::kind(&()).to_lowercase());
-        let valid = !name.is_empty()
-            && name.len() <= 63
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        if !valid {
-            return Err(BuilderError::InvalidName(name));
-        }
-        if self.max_concurrent == 0 {
-            return Err(BuilderError::ZeroConcurrency(name));
-        }
-        if self.reconcile_timeout.is_some_and(|t| t.is_zero()) {
-            return Err(BuilderError::ZeroTimeout(name));
-        }
-        Ok(name)
     }
 
     /// Validates the settings and registers the controller with the
@@ -310,46 +433,27 @@ impl<K: Object> ControllerBuilder<K> {
         mut self,
         reconciler: impl IntoReconciler<K, M>,
     ) -> Result<Controller, ManagerError> {
-        let name = self.validate()?;
-        if !self.mgr.claim_controller_name(&name) {
-            return Err(BuilderError::DuplicateName(name).into());
-        }
-        let reconciler: Arc<dyn DynReconciler> = Arc::new(reconciler.into_reconciler(
-            self.mgr.cache(),
-            &self.mgr.client(),
-            self.mgr.event_recorder(&name),
-        ));
         let primary: Box<dyn Source> = Box::new(KindSource {
             informer: self.mgr.cache().informer::<K>(),
             handler: Arc::new(EnqueueRequestForObject) as Arc<dyn EventHandler<K>>,
             predicates: Arc::new(std::mem::take(&mut self.for_predicates)),
+            description: describe_kind::<K>(),
         });
         let mut sources = vec![primary];
         sources.append(&mut self.sources);
-
-        let limiter: Box<dyn RateLimiter<Request>> = self
-            .rate_limiter
-            .take()
-            .unwrap_or_else(|| Box::new(default_controller_rate_limiter()));
-        let queue = Queue::builder()
-            .name(name.clone())
-            .rate_limiter(limiter)
-            .metrics(self.mgr.workqueue_metrics())
-            .build();
-        let name: Arc<str> = name.into();
-        let runnable = worker::ControllerRunnable {
-            name: Arc::clone(&name),
-            reconciler,
-            queue: queue.clone(),
+        let mgr = self.mgr;
+        self.settings.register(
+            &mgr,
+            &K::kind(&()),
+            |name| {
+                Arc::new(reconciler.into_reconciler(
+                    mgr.cache(),
+                    &mgr.client(),
+                    mgr.event_recorder(name),
+                ))
+            },
             sources,
-            workers: self.max_concurrent,
-            reconcile_timeout: self.reconcile_timeout,
-            cache_sync_timeout: self.mgr.cache_sync_timeout(),
-            metrics: ControllerMetrics::new(self.mgr.metrics(), &name),
-            next_id: AtomicU64::new(1),
-        };
-        self.mgr.add_runnable(runnable);
-        Ok(Controller { name, queue })
+        )
     }
 }
 

@@ -17,14 +17,14 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use informer_core::key::ObjectOrTombstone;
 use informer_core::shared_informer::{
-    InformerError, ResourceEventHandler, ResourceEventHandlerRegistration, SharedIndexInformer,
+    InformerError, ResourceEventHandler, ResourceEventHandlerRegistration,
 };
 use kube_core::Resource;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::cache::ScopedInformer;
 use crate::handler::EventHandler;
-use crate::object::Object;
 use crate::predicate::Predicate;
 use crate::request::Request;
 use crate::workqueue::{AddOptions, Priority, Queue};
@@ -95,16 +95,19 @@ pub(crate) fn describe_kind<K: Resource<DynamicType = ()>>() -> String {
     }
 }
 
-/// The source of kind `W`: its shared informer, handler and predicates.
+/// The source of one kind `W` (typed, metadata-only or dynamic): its
+/// shared informers, handler and predicates.
 pub(crate) struct KindSource<W> {
-    pub(crate) informer: SharedIndexInformer<W>,
+    pub(crate) informer: ScopedInformer<W>,
     pub(crate) handler: Arc<dyn EventHandler<W>>,
     pub(crate) predicates: Arc<Vec<Box<dyn Predicate<W>>>>,
+    /// `Kind (group/version)`, for logs and sync errors.
+    pub(crate) description: String,
 }
 
-impl<W: Object> Source for KindSource<W> {
+impl<W: Watched> Source for KindSource<W> {
     fn describe(&self) -> String {
-        describe_kind::<W>()
+        self.description.clone()
     }
 
     fn register(&self, queue: Queue<Request>) -> Result<SourceRegistration, InformerError> {
@@ -113,33 +116,37 @@ impl<W: Object> Source for KindSource<W> {
             handler: Arc::clone(&self.handler),
             predicates: Arc::clone(&self.predicates),
         };
-        let registration: Arc<ResourceEventHandlerRegistration> =
+        // One handler on each informer of the kind (one per namespace when
+        // the cache is restricted to several).
+        let registrations: Arc<Vec<ResourceEventHandlerRegistration>> =
             Arc::new(self.informer.add_event_handler(adapter)?);
         let informer = self.informer.clone();
         let synced = {
-            let (informer, registration) = (informer.clone(), Arc::clone(&registration));
-            Box::new(move || informer.has_synced() && registration.has_synced())
+            let (informer, registrations) = (informer.clone(), Arc::clone(&registrations));
+            Box::new(move || informer.has_synced() && registrations.iter().all(|r| r.has_synced()))
         };
         let wait = {
-            let registration = Arc::clone(&registration);
+            let registrations = Arc::clone(&registrations);
             Box::new(move || {
-                let registration = Arc::clone(&registration);
+                let registrations = Arc::clone(&registrations);
                 async move {
-                    // A removed handler never syncs: leave it to the look
-                    // every 20 ms rather than wake at once, again and again.
-                    if !registration
-                        .wait_for_sync_until(&CancellationToken::new())
-                        .await
-                    {
-                        futures::future::pending::<()>().await;
+                    let never = CancellationToken::new();
+                    for registration in registrations.iter() {
+                        // A removed handler never syncs: leave it to the look
+                        // every 20 ms rather than wake at once, again and again.
+                        if !registration.wait_for_sync_until(&never).await {
+                            futures::future::pending::<()>().await;
+                        }
                     }
                 }
                 .boxed()
             })
         };
         let remove = Box::new(move || {
-            if let Err(error) = informer.remove_event_handler(&registration) {
-                tracing::debug!(%error, "removing a controller's informer handler");
+            for (informer, registration) in informer.informers().iter().zip(registrations.iter()) {
+                if let Err(error) = informer.remove_event_handler(registration) {
+                    tracing::debug!(%error, "removing a controller's informer handler");
+                }
             }
         });
         Ok(SourceRegistration {
@@ -159,7 +166,12 @@ struct InformerHandler<W> {
     predicates: Arc<Vec<Box<dyn Predicate<W>>>>,
 }
 
-impl<W: Object> InformerHandler<W> {
+/// What a source can watch: any resource type an informer caches.
+pub(crate) trait Watched: Resource + Clone + Send + Sync + 'static {}
+
+impl<W: Resource + Clone + Send + Sync + 'static> Watched for W {}
+
+impl<W: Watched> InformerHandler<W> {
     fn push(&self, requests: Vec<Request>, priority: Priority) {
         for req in requests {
             if priority == Priority::NORMAL {
@@ -172,7 +184,7 @@ impl<W: Object> InformerHandler<W> {
     }
 }
 
-impl<W: Object> ResourceEventHandler<W> for InformerHandler<W> {
+impl<W: Watched> ResourceEventHandler<W> for InformerHandler<W> {
     fn on_add(&self, obj: Arc<W>, is_in_initial_list: bool) {
         if self.predicates.iter().all(|p| p.create(&obj)) {
             self.push(

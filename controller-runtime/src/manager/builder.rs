@@ -100,7 +100,8 @@ impl ManagerBuilder {
     /// controller of the manager lists and watches namespaced kinds in
     /// `namespace` only (cluster-scoped kinds stay cluster-wide), so a Role
     /// in that namespace is enough RBAC. All namespaces by default; an
-    /// empty name also means all (as an unset `WATCH_NAMESPACE`).
+    /// empty name also means all (as an unset `WATCH_NAMESPACE`). For
+    /// several, see [`namespaces`](Self::namespaces).
     ///
     /// ```
     /// # async fn demo(client: kube_client::Client) -> Result<(), controller_runtime::manager::ManagerError> {
@@ -113,6 +114,60 @@ impl ManagerBuilder {
     /// ```
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.cache_scope = self.cache_scope.namespace(namespace);
+        self
+    }
+
+    /// Restricts the manager to a set of namespaces (controller-runtime's
+    /// `DefaultNamespaces`): the cache runs one informer per namespace for
+    /// each namespaced kind and reads them as one, so the controllers see
+    /// the objects of these namespaces only, and a Role in each is enough
+    /// RBAC. Cluster-scoped kinds stay cluster-wide. Empty names are
+    /// ignored; none at all means all namespaces. Replaces
+    /// [`namespace`](Self::namespace).
+    ///
+    /// ```
+    /// # async fn demo(client: kube_client::Client) -> Result<(), controller_runtime::manager::ManagerError> {
+    /// use controller_runtime::manager::Manager;
+    /// let mgr = Manager::builder(client).namespaces(["team-a", "team-b"]).build().await?;
+    /// assert_eq!(mgr.cache().scope().namespace_names(), ["team-a", "team-b"]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn namespaces<I, S>(mut self, namespaces: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.cache_scope = self.cache_scope.namespaces(namespaces);
+        self
+    }
+
+    /// The cache's informers of `K` cache what `transform` makes of each
+    /// object (controller-runtime's `ByObject.Transform`); managedFields are
+    /// stripped after it unless [`keep_managed_fields`](Self::keep_managed_fields)
+    /// is set. For metadata-only informers, give a transform of
+    /// `PartialObjectMeta<K>`.
+    ///
+    /// ```
+    /// # async fn demo(client: kube_client::Client) -> Result<(), controller_runtime::manager::ManagerError> {
+    /// use controller_runtime::k8s_openapi::api::core::v1::Pod;
+    /// use controller_runtime::manager::Manager;
+    /// let mgr = Manager::builder(client)
+    ///     .cache_transform(|mut pod: Pod| {
+    ///         pod.metadata.annotations = None; // never read, often large
+    ///         pod
+    ///     })
+    ///     .build()
+    ///     .await?;
+    /// # let _ = mgr;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn cache_transform<K: Object>(
+        mut self,
+        transform: impl Fn(K) -> K + Send + Sync + 'static,
+    ) -> Self {
+        self.cache_scope = self.cache_scope.transform(transform);
         self
     }
 
@@ -241,6 +296,7 @@ impl ManagerBuilder {
                 ),
                 controller_names: Mutex::new(HashSet::new()),
                 started: AtomicBool::new(false),
+                late: Mutex::new(None),
                 graceful_shutdown_timeout: self.graceful_shutdown_timeout,
                 cache_sync_timeout: self.cache_sync_timeout,
             }),

@@ -74,6 +74,7 @@ use std::time::Duration;
 use informer_core::factory::SharedInformerFactory;
 use kube_client::Client;
 use parking_lot::Mutex;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -170,6 +171,9 @@ struct Inner {
     webhook: Option<(webhook::Pending, SocketAddr)>,
     elector: Option<LeaderElector>,
     runnables: Mutex<Vec<Arc<dyn Runnable>>>,
+    /// While [`Manager::run`] runs: where runnables added meanwhile go, to
+    /// be started at once (taken before `runnables` when both are locked).
+    late: Mutex<Option<mpsc::UnboundedSender<Arc<dyn Runnable>>>>,
     controller_names: Mutex<HashSet<String>>,
     started: AtomicBool,
     graceful_shutdown_timeout: Duration,
@@ -312,8 +316,11 @@ impl Manager {
         &self.inner.readyz
     }
 
-    /// Adds a runnable. Runnables added after [`run`](Self::run) started
-    /// are not run.
+    /// Adds a runnable. One added while [`run`](Self::run) runs is started
+    /// at once (one that needs leader election once this replica leads),
+    /// after starting any informers requested since, so that a controller
+    /// for a kind found at run time (a CRD installed later) can join a
+    /// running manager. One added after `run` returned is not run.
     pub fn add_runnable(&self, runnable: impl Runnable) {
         self.add_runnable_arc(Arc::new(runnable));
     }
@@ -324,8 +331,16 @@ impl Manager {
     }
 
     pub(crate) fn add_runnable_arc(&self, runnable: Arc<dyn Runnable>) {
+        let late = self.inner.late.lock();
+        let runnable = match late.as_ref() {
+            Some(running) => match running.send(runnable) {
+                Ok(()) => return,
+                Err(unsent) => unsent.0,
+            },
+            None => runnable,
+        };
         if self.inner.started.load(Ordering::Acquire) {
-            tracing::warn!(runnable = %runnable.name(), "runnable added after the manager started; it will not run");
+            tracing::warn!(runnable = %runnable.name(), "runnable added after the manager stopped; it will not run");
         }
         self.inner.runnables.lock().push(runnable);
     }
@@ -398,8 +413,13 @@ impl Manager {
         self.inner.factory.start();
         self.inner.cache.set_started(true);
 
-        let runnables: Vec<Arc<dyn Runnable>> = self.inner.runnables.lock().clone();
-        let (leader_only, always): (Vec<_>, Vec<_>) = runnables
+        let (late_tx, mut late_rx) = mpsc::unbounded_channel();
+        let runnables: Vec<Arc<dyn Runnable>> = {
+            let mut late = self.inner.late.lock();
+            *late = Some(late_tx);
+            self.inner.runnables.lock().clone()
+        };
+        let (mut leader_only, always): (Vec<_>, Vec<_>) = runnables
             .into_iter()
             .partition(|r| r.needs_leader_election());
         let others_stop = CancellationToken::new();
@@ -445,6 +465,19 @@ impl Manager {
                         leading = None;
                     }
                 }
+                Some(runnable) = late_rx.recv() => {
+                    // Informers the runnable asked for since the start.
+                    self.inner.factory.start();
+                    tracing::info!(runnable = %runnable.name(), "starting a runnable added while running");
+                    self.inner.runnables.lock().push(Arc::clone(&runnable));
+                    if !runnable.needs_leader_election() {
+                        others.spawn(&runnable, &others_stop);
+                    } else if leader_started {
+                        leader_tasks.spawn(&runnable, &leader_stop);
+                    } else {
+                        leader_only.push(runnable);
+                    }
+                }
                 Some(failure) = others.next_failure() => {
                     if let Some(err) = failure { break Err(err); }
                 }
@@ -460,6 +493,9 @@ impl Manager {
                 }
             }
         };
+        // Runnables added from here on are not run.
+        self.inner.late.lock().take();
+        late_rx.close();
         if let Err(error) = &result {
             tracing::error!(%error, "manager stopping");
         } else {

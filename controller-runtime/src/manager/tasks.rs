@@ -23,14 +23,19 @@ impl Tasks {
     pub(super) fn spawn_all(runnables: &[Arc<dyn Runnable>], stop: &CancellationToken) -> Self {
         let mut tasks = Tasks::default();
         for runnable in runnables {
-            let name = runnable.name();
-            tracing::debug!(runnable = %name, "starting runnable");
-            let handle = tasks
-                .set
-                .spawn(Arc::clone(runnable).start(stop.child_token()));
-            tasks.names.insert(handle.id(), name);
+            tasks.spawn(runnable, stop);
         }
         tasks
+    }
+
+    /// Starts `runnable` as one more task, stopped by a child of `stop`.
+    pub(super) fn spawn(&mut self, runnable: &Arc<dyn Runnable>, stop: &CancellationToken) {
+        let name = runnable.name();
+        tracing::debug!(runnable = %name, "starting runnable");
+        let handle = self
+            .set
+            .spawn(Arc::clone(runnable).start(stop.child_token()));
+        self.names.insert(handle.id(), name);
     }
 
     /// The next task to end: `None` when none is left, else its failure if

@@ -20,7 +20,6 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use informer_core::shared_informer::SharedIndexInformer;
 use tokio_util::sync::CancellationToken;
 
 use super::assignment::{Admission, ShardGate};
@@ -181,10 +180,9 @@ pub fn complete_sharded<K: Object, M: 'static>(
             queue.add_with(req, AddOptions::new().priority(Priority::LOW));
         }
     });
-    let informer: SharedIndexInformer<K> = mgr.cache().informer();
+    let informer = mgr.cache().informer::<K>();
     gate.set_keys(move || {
         informer
-            .indexer()
             .list()
             .iter()
             .filter_map(|o| Request::from_object(o.as_ref()).ok())

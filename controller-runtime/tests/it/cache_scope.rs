@@ -1,14 +1,18 @@
-//! Cache scope on a real server: a manager restricted to one namespace runs
-//! under a namespaced Role only (RBAC enforced) without a single 403, and
-//! a selector-restricted cache never sees objects outside its selector and
-//! follows label changes in and out of it.
+//! Cache scope on a real server: a manager restricted to one namespace, or
+//! to two, runs under namespaced Roles only (RBAC enforced) without a
+//! single 403 and never sees another namespace; a selector-restricted cache
+//! never sees objects outside its selector and follows label changes in and
+//! out of it; a per-kind transform changes what is cached and never brings
+//! managedFields back.
 
 use std::time::Duration;
 
 use controller_runtime::informer_core::factory::InformerOptions;
+use controller_runtime::informer_core::selector::LabelSelector;
 use controller_runtime::informer_core::shared_informer::handler_fn;
 use controller_runtime::prelude::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use parking_lot::Mutex;
 
 use crate::{config_map, eventually};
@@ -111,12 +115,7 @@ async fn a_namespaced_manager_runs_under_a_namespaced_role_without_a_403() {
     let secrets_b: Api<Secret> = Api::namespaced(env.client(), "team-b");
     assert!(secrets_b.get_opt("web-copy").await.unwrap().is_none());
 
-    let forbidden: Vec<_> = env
-        .request_log()
-        .into_iter()
-        .filter(|r| r.status == 403)
-        .map(|r| format!("{} {}?{}", r.method, r.path, r.query))
-        .collect();
+    let forbidden = forbidden_requests(&env);
     assert!(
         forbidden.is_empty(),
         "requests outside the Role: {forbidden:?}"
@@ -213,6 +212,193 @@ async fn a_selector_restricted_cache_sees_only_matching_objects_and_follows_labe
         (seen == ["add in", "add out", "delete in"]).then_some(())
     })
     .await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+fn forbidden_requests(env: &envtest::TestEnv) -> Vec<String> {
+    env.request_log()
+        .into_iter()
+        .filter(|r| r.status == 403)
+        .map(|r| format!("{} {}?{}", r.method, r.path, r.query))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_manager_of_two_namespaces_runs_under_their_roles_and_never_sees_a_third() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    for ns in ["team-a", "team-b", "team-c"] {
+        namespace(&env, ns).await;
+    }
+    // One service account, a Role and RoleBinding in each of its two
+    // namespaces, nothing cluster-wide.
+    let mut client = None;
+    for ns in ["team-a", "team-b"] {
+        client = Some(
+            env.client_with_role("team-a", "scoped-copier", &ScopedCopier::rbac_role(ns))
+                .await
+                .unwrap(),
+        );
+    }
+    let mgr = Manager::builder(client.unwrap())
+        .namespaces(["team-b", "team-a"])
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(mgr.cache().scope().namespace_names(), ["team-a", "team-b"]);
+    assert_eq!(mgr.cache().informer::<ConfigMap>().informers().len(), 2);
+    ScopedCopier.setup(&mgr).unwrap();
+    let lister = mgr.cache().lister::<ConfigMap>();
+    let (stop, task) = run(&mgr);
+
+    for ns in ["team-c", "team-a", "team-b"] {
+        Api::<ConfigMap>::namespaced(env.client(), ns)
+            .create(&PostParams::default(), &config_map(ns, "web"))
+            .await
+            .unwrap();
+    }
+    for ns in ["team-a", "team-b"] {
+        let secrets: Api<Secret> = Api::namespaced(env.client(), ns);
+        eventually(LIMIT, &format!("the copy in {ns}"), || async {
+            secrets.get_opt("web-copy").await.unwrap()
+        })
+        .await;
+    }
+    let keys = |objs: Vec<Arc<ConfigMap>>| {
+        let mut keys: Vec<String> = objs
+            .iter()
+            .map(|c| format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()))
+            .collect();
+        keys.sort();
+        keys
+    };
+    let cached = mgr
+        .cache()
+        .list::<ConfigMap>(&ListOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(keys(cached), ["team-a/web", "team-b/web"]);
+    let in_b = mgr
+        .cache()
+        .list::<ConfigMap>(&ListOptions::new().namespace("team-b"))
+        .await
+        .unwrap();
+    assert_eq!(keys(in_b), ["team-b/web"]);
+    assert!(
+        mgr.cache()
+            .get::<ConfigMap>(Some("team-b"), "web")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        mgr.cache()
+            .get::<ConfigMap>(Some("team-c"), "web")
+            .await
+            .unwrap(),
+        None
+    );
+    eventually(LIMIT, "the lister over both namespaces", || async {
+        (keys(lister.list(&LabelSelector::everything())) == ["team-a/web", "team-b/web"])
+            .then_some(())
+    })
+    .await;
+    let secrets_c: Api<Secret> = Api::namespaced(env.client(), "team-c");
+    assert!(secrets_c.get_opt("web-copy").await.unwrap().is_none());
+    let forbidden = forbidden_requests(&env);
+    assert!(
+        forbidden.is_empty(),
+        "requests outside the Roles: {forbidden:?}"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_cache_transform_changes_what_is_cached_and_managed_fields_stay_stripped() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    for (name, team) in [("in", "a"), ("out", "b")] {
+        cms.patch(
+            name,
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(labelled(name, team)),
+        )
+        .await
+        .unwrap();
+    }
+    assert!(
+        cms.get("in")
+            .await
+            .unwrap()
+            .metadata
+            .managed_fields
+            .is_some(),
+        "the server keeps managedFields"
+    );
+    let mgr = Manager::builder(env.client())
+        .cache_options::<ConfigMap>(InformerOptions::new().label_selector("team=a"))
+        .cache_transform(|mut cm: ConfigMap| {
+            cm.data = None;
+            cm.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert("transformed".into(), "yes".into());
+            // A transform that tries to keep (even add) managedFields.
+            cm.metadata
+                .managed_fields
+                .get_or_insert_default()
+                .push(ManagedFieldsEntry {
+                    manager: Some("transform".into()),
+                    ..ManagedFieldsEntry::default()
+                });
+            cm
+        })
+        .build()
+        .await
+        .unwrap();
+    let (stop, task) = run(&mgr);
+    eventually(LIMIT, "the manager started", || async {
+        mgr.cache().is_started().then_some(())
+    })
+    .await;
+    let cached = mgr
+        .cache()
+        .list::<ConfigMap>(&ListOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(cached.len(), 1, "only the object in the selector");
+    let cm = &cached[0];
+    assert_eq!(cm.name_any(), "in");
+    assert_eq!(
+        cm.annotations().get("transformed").map(String::as_str),
+        Some("yes")
+    );
+    assert_eq!(cm.data, None);
+    assert_eq!(cm.metadata.managed_fields, None);
+
+    // An update arrives transformed as well.
+    cms.patch(
+        "in",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"data": {"k": "v"}, "metadata": {"labels": {"x": "y"}}})),
+    )
+    .await
+    .unwrap();
+    let updated = eventually(LIMIT, "the update", || async {
+        mgr.cache()
+            .get::<ConfigMap>(Some("default"), "in")
+            .await
+            .unwrap()
+            .filter(|cm| cm.labels().contains_key("x"))
+    })
+    .await;
+    assert_eq!(updated.data, None);
+    assert_eq!(updated.metadata.managed_fields, None);
+    assert_eq!(
+        updated.annotations().get("transformed").map(String::as_str),
+        Some("yes")
+    );
     stop.cancel();
     task.await.unwrap().unwrap();
 }

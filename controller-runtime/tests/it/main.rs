@@ -5,11 +5,13 @@
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cache_metadata;
 mod cache_scope;
 mod chaos;
 mod client;
 mod client_helpers;
 mod controller;
+mod dynamic;
 mod events;
 mod finalizer;
 mod leaderelection;

@@ -1,0 +1,209 @@
+//! Metadata-only caches on a real server: a controller that owns Secrets by
+//! their metadata alone is reconciled when an owned Secret changes and
+//! caches no Secret data; the manager's metadata cache follows its kind's
+//! selector and holds metadata only.
+
+use std::time::Duration;
+
+use controller_runtime::informer_core::factory::InformerOptions;
+use controller_runtime::prelude::*;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use parking_lot::Mutex;
+
+use crate::{config_map, eventually};
+
+const LIMIT: Duration = Duration::from_secs(15);
+const SECRET_VALUE: &str = "s3cr3t-value-never-cached";
+
+fn run(
+    mgr: &Manager,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), ManagerError>>,
+) {
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (mgr, stop) = (mgr.clone(), stop.clone());
+        async move { mgr.run(stop).await }
+    });
+    (stop, task)
+}
+
+fn secret(name: &str, labels: &[(&str, &str)]) -> Secret {
+    let mut s = Secret::default();
+    s.metadata.name = Some(name.into());
+    s.metadata.namespace = Some("default".into());
+    s.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    s.data = Some([("token".to_owned(), ByteString(SECRET_VALUE.into()))].into());
+    s
+}
+
+/// What each reconcile of the ConfigMap `app` saw of its Secret
+/// `app-token` in the metadata cache: absent, present, or labelled rotated.
+struct WatchToken {
+    cache: Cache,
+    seen: Arc<Mutex<Vec<&'static str>>>,
+}
+
+impl Reconciler for WatchToken {
+    type Error = std::convert::Infallible;
+    async fn reconcile(&self, req: Request, _: CallInfo) -> Result<Action, Self::Error> {
+        if req.name == "app" {
+            let token = self
+                .cache
+                .metadata_informer::<Secret>()
+                .get(Some("default"), "app-token");
+            self.seen.lock().push(match token {
+                None => "absent",
+                Some(t) if t.labels().contains_key("rotated") => "rotated",
+                Some(_) => "present",
+            });
+        }
+        Ok(Action::done())
+    }
+}
+
+#[tokio::test]
+async fn a_controller_owning_secret_metadata_is_reconciled_by_their_changes_and_caches_no_data() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let mgr = Manager::builder(env.client()).build().await.unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    mgr.controller::<ConfigMap>()
+        .named("secret-owner")
+        .owns_metadata::<Secret>()
+        .complete(WatchToken {
+            cache: mgr.cache().clone(),
+            seen: Arc::clone(&seen),
+        })
+        .unwrap();
+    let (stop, task) = run(&mgr);
+    let saw = |what: &'static str| {
+        let seen = Arc::clone(&seen);
+        move || {
+            let found = seen.lock().contains(&what);
+            async move { found.then_some(()) }
+        }
+    };
+
+    // The ConfigMap alone: reconciled once, no Secret yet.
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let owner = cms
+        .create(&PostParams::default(), &config_map("default", "app"))
+        .await
+        .unwrap();
+    eventually(LIMIT, "the owner reconciled", saw("absent")).await;
+    // The ConfigMap never changes again: only its Secret's events can
+    // reconcile it from here on.
+    let mut owned = secret("app-token", &[]);
+    owned.metadata.owner_references = owner.controller_owner_ref(&()).map(|o| vec![o]);
+    let secrets: Api<Secret> = Api::namespaced(env.client(), "default");
+    secrets
+        .create(&PostParams::default(), &owned)
+        .await
+        .unwrap();
+    eventually(
+        LIMIT,
+        "a reconcile by the Secret's creation",
+        saw("present"),
+    )
+    .await;
+    secrets
+        .patch(
+            "app-token",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"rotated": "1"}}})),
+        )
+        .await
+        .unwrap();
+    eventually(LIMIT, "a reconcile by the Secret's change", saw("rotated")).await;
+
+    // The cache holds metadata only, and no full Secret informer exists.
+    let cached = mgr.cache().metadata_informer::<Secret>().list();
+    assert_eq!(cached.len(), 1);
+    for meta in cached {
+        let json = serde_json::to_string(meta.as_ref()).unwrap();
+        assert!(!json.contains("\"data\""), "{json}");
+    }
+    let informers = mgr.informer_factory().synced();
+    assert!(
+        informers
+            .keys()
+            .any(|k| k.starts_with("PartialObjectMeta<Secret>")),
+        "{informers:?}"
+    );
+    assert!(
+        !informers.keys().any(|k| k.starts_with("Secret ")),
+        "a full Secret informer was started: {informers:?}"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn the_managers_metadata_cache_follows_the_kinds_selector_and_holds_no_data() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(env.client(), "default");
+    for (name, team) in [("ours", "a"), ("theirs", "b")] {
+        secrets
+            .create(&PostParams::default(), &secret(name, &[("team", team)]))
+            .await
+            .unwrap();
+    }
+    let mgr = Manager::builder(env.client())
+        .cache_options::<Secret>(InformerOptions::new().label_selector("team=a"))
+        .build()
+        .await
+        .unwrap();
+    let cached = mgr.cache().metadata_informer::<Secret>();
+    let (stop, task) = run(&mgr);
+    let names = || {
+        let mut names: Vec<String> = cached.list().iter().map(|s| s.name_any()).collect();
+        names.sort();
+        names
+    };
+    eventually(LIMIT, "the metadata cache synced", || async {
+        cached.has_synced().then_some(())
+    })
+    .await;
+    assert_eq!(names(), ["ours"]);
+    secrets
+        .patch(
+            "theirs",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"team": "a"}}})),
+        )
+        .await
+        .unwrap();
+    eventually(LIMIT, "'theirs' labelled in", || async {
+        (names() == ["ours", "theirs"]).then_some(())
+    })
+    .await;
+    for meta in cached.list() {
+        let json = serde_json::to_string(meta.as_ref()).unwrap();
+        assert!(
+            !json.contains(SECRET_VALUE) && !json.contains("\"data\""),
+            "{json}"
+        );
+        assert_eq!(meta.labels().get("team").map(String::as_str), Some("a"));
+    }
+    // The selector went to the server with every list and watch.
+    let reads: Vec<String> = env
+        .request_log()
+        .into_iter()
+        .filter(|r| r.path == "/api/v1/secrets")
+        .map(|r| r.query)
+        .collect();
+    assert!(!reads.is_empty());
+    assert!(
+        reads.iter().all(|q| q.contains("labelSelector=team%3Da")),
+        "{reads:?}"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
