@@ -66,6 +66,52 @@ async fn runs_once_and_stops_runnables_on_shutdown() {
     assert_eq!(stopped.load(Ordering::SeqCst), 2);
 }
 
+/// Runnables added while the manager runs start at once and are stopped
+/// with the rest; one added after `run` returned never runs.
+#[tokio::test(start_paused = true)]
+async fn runnables_added_while_running_start_at_once_and_stop_with_the_rest() {
+    let mgr = Manager::builder(offline_client()).build().await.unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let counting = |leader_only: bool| {
+        let (started, stopped) = (Arc::clone(&started), Arc::clone(&stopped));
+        runnable_fn("late", leader_only, move |stop: CancellationToken| {
+            let (started, stopped) = (Arc::clone(&started), Arc::clone(&stopped));
+            async move {
+                started.fetch_add(1, Ordering::SeqCst);
+                stop.cancelled().await;
+                stopped.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+    };
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn({
+        let (mgr, shutdown) = (mgr.clone(), shutdown.clone());
+        async move { mgr.run(shutdown).await }
+    });
+    while !mgr.cache().is_started() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    mgr.add_runnable(counting(true));
+    mgr.add_runnable(counting(false));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while started.load(Ordering::SeqCst) < 2 {
+        assert!(Instant::now() < deadline, "late runnables did not start");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    shutdown.cancel();
+    run.await.unwrap().unwrap();
+    assert_eq!(stopped.load(Ordering::SeqCst), 2);
+    mgr.add_runnable(counting(false));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        2,
+        "added after run returned"
+    );
+}
+
 #[tokio::test]
 async fn a_runnable_that_ignores_stop_is_aborted_after_the_grace_period() {
     let mgr = Manager::builder(offline_client())
