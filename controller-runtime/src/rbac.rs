@@ -168,6 +168,10 @@ pub const SHARD_LEASE_VERBS: &[Verb] = &[
     Verb::Delete,
 ];
 
+/// Verbs on TokenReviews and SubjectAccessReviews of a manager serving
+/// `/metrics` securely: it only asks the API server, so `create`.
+pub const SECURE_METRICS_VERBS: &[Verb] = &[Verb::Create];
+
 /// Where a rule applies: one resource (or `resource/subresource`) of one API
 /// group, optionally narrowed to some object names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -297,6 +301,31 @@ impl Permissions {
         )
     }
 
+    /// Serving `/metrics` behind authentication and authorization
+    /// (`ManagerBuilder::metrics_secure`): [`SECURE_METRICS_VERBS`] on
+    /// `authentication.k8s.io` TokenReviews (who is scraping) and
+    /// `authorization.k8s.io` SubjectAccessReviews (may they `get
+    /// /metrics`), as kubebuilder's `metrics_auth_role.yaml` grants.
+    ///
+    /// ```
+    /// use controller_runtime::rbac::Permissions;
+    /// let perms = Permissions::new().secure_metrics();
+    /// assert!(perms.allows("authentication.k8s.io", "tokenreviews", "create"));
+    /// assert!(perms.allows("authorization.k8s.io", "subjectaccessreviews", "create"));
+    /// ```
+    pub fn secure_metrics(self) -> Self {
+        self.rule(
+            "authentication.k8s.io",
+            "tokenreviews",
+            SECURE_METRICS_VERBS.iter().cloned(),
+        )
+        .rule(
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            SECURE_METRICS_VERBS.iter().cloned(),
+        )
+    }
+
     /// Everything in `other` too.
     pub fn merge(mut self, other: Permissions) -> Self {
         for (target, verbs) in other.rules {
@@ -390,6 +419,32 @@ impl Permissions {
             },
             rules: Some(self.policy_rules()),
         }
+    }
+}
+
+/// The `ClusterRole` that lets a scraper read a securely served `/metrics`
+/// (`get` on the non-resource URL `/metrics`, kubebuilder's
+/// `metrics_reader_role.yaml`): bind it to Prometheus' ServiceAccount with
+/// a `ClusterRoleBinding`. Non-resource URLs can only be granted cluster-wide.
+///
+/// ```
+/// let role = controller_runtime::rbac::metrics_reader_cluster_role("demo-metrics-reader");
+/// let rule = &role.rules.unwrap()[0];
+/// assert_eq!(rule.non_resource_urls.as_deref(), Some(&["/metrics".to_string()][..]));
+/// assert_eq!(rule.verbs, ["get"]);
+/// ```
+pub fn metrics_reader_cluster_role(name: &str) -> ClusterRole {
+    ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..ObjectMeta::default()
+        },
+        rules: Some(vec![PolicyRule {
+            non_resource_urls: Some(vec!["/metrics".to_string()]),
+            verbs: vec![Verb::Get.as_str().to_string()],
+            ..PolicyRule::default()
+        }]),
+        aggregation_rule: None,
     }
 }
 

@@ -205,6 +205,7 @@ impl Manager {
             client,
             health_addr: None,
             metrics_addr: None,
+            metrics_secure: None,
             leader_election: None,
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,

@@ -16,6 +16,7 @@ mod events;
 mod finalizer;
 mod leaderelection;
 mod manager;
+mod metrics_secure;
 mod module_graph;
 mod reconciler;
 mod sharding;

@@ -550,11 +550,7 @@ impl TestEnv {
         namespace: &str,
         name: &str,
     ) -> Result<kube_client::Client, Error> {
-        let token = format!("sa-{}", uuid::Uuid::new_v4());
-        self.server.authz.add_token(
-            token.clone(),
-            crate::http::authz::UserInfo::service_account(namespace, name),
-        );
+        let token = self.service_account_token(namespace, name);
         let config = client_config(
             self.base_url.parse().unwrap_or_default(),
             Some(&token),
@@ -564,6 +560,28 @@ impl TestEnv {
             url: self.base_url.clone(),
             message: e.to_string(),
         })
+    }
+
+    /// A new bearer token of service account `namespace/name`, as a
+    /// projected token a Pod mounts: requests carrying it are authorized
+    /// like those of [`TestEnv::service_account_client`], and a
+    /// `TokenReview` of it names the service account (for code that
+    /// authenticates its own clients, such as a guarded metrics endpoint).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::start().await?;
+    /// let token = env.service_account_token("monitoring", "prometheus");
+    /// assert!(!token.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        let token = format!("sa-{}", uuid::Uuid::new_v4());
+        self.server.authz.add_token(
+            token.clone(),
+            crate::http::authz::UserInfo::service_account(namespace, name),
+        );
+        token
     }
 
     /// `http://127.0.0.1:PORT`, or `https://127.0.0.1:PORT` with

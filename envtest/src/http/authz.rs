@@ -221,7 +221,11 @@ impl Authz {
 
     /// The user whose token the request carries, if it is one of ours.
     pub fn identify(&self, headers: &HeaderMap) -> Option<UserInfo> {
-        let token = bearer_token(headers)?;
+        self.user(bearer_token(headers)?)
+    }
+
+    /// The user `token` belongs to, if it is one of ours.
+    pub fn user(&self, token: &str) -> Option<UserInfo> {
         self.tokens.read().get(token).cloned()
     }
 

@@ -3,17 +3,22 @@
 //! restricted service account they agree with what its requests get, for
 //! the admin everything is allowed; they are discovered, read protobuf
 //! bodies (as kubectl sends), and refuse a malformed spec with 422.
+//! `TokenReview` names the service account of a token it issued and
+//! nobody for another; `SubjectAccessReview` decides for the user and
+//! groups of its spec from the stored RBAC, `nonResourceURLs` included.
 
-use crate::{raw, status};
+use crate::{raw, status, status as status_of};
 use envtest::TestEnv;
-use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::authentication::v1::{
+    SelfSubjectReview, TokenReview, TokenReviewSpec, TokenReviewStatus, UserInfo,
+};
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview,
     SelfSubjectAccessReviewSpec, SelfSubjectRulesReview, SelfSubjectRulesReviewSpec,
-    SubjectRulesReviewStatus,
+    SubjectAccessReview, SubjectAccessReviewSpec, SubjectRulesReviewStatus,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use kube_client::Client;
 use kube_client::api::{Api, PostParams};
 
@@ -205,7 +210,11 @@ async fn reviews_are_discovered_and_read_protobuf_bodies() {
         .collect();
     assert_eq!(
         names,
-        vec!["selfsubjectaccessreviews", "selfsubjectrulesreviews"]
+        vec![
+            "selfsubjectaccessreviews",
+            "selfsubjectrulesreviews",
+            "subjectaccessreviews"
+        ]
     );
     let (_, groups) = raw(&client, "GET", "/apis", None, vec![]).await;
     let groups = groups["groups"].to_string();
@@ -252,6 +261,147 @@ async fn malformed_reviews_are_refused() {
     assert_eq!(code, 400);
     let (code, _) = raw(&client, "GET", path, None, vec![]).await;
     assert_eq!(code, 405);
+}
+
+async fn token_review(client: &Client, token: &str) -> TokenReviewStatus {
+    let review = TokenReview {
+        spec: TokenReviewSpec {
+            token: Some(token.into()),
+            audiences: None,
+        },
+        ..TokenReview::default()
+    };
+    let api: Api<TokenReview> = Api::all(client.clone());
+    api.create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+}
+
+async fn may(client: &Client, user: &UserInfo, spec: SubjectAccessReviewSpec) -> bool {
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: user.username.clone(),
+            groups: user.groups.clone(),
+            ..spec
+        },
+        ..SubjectAccessReview::default()
+    };
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    api.create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .allowed
+}
+
+fn get_path(path: &str) -> SubjectAccessReviewSpec {
+    SubjectAccessReviewSpec {
+        non_resource_attributes: Some(NonResourceAttributes {
+            path: Some(path.into()),
+            verb: Some("get".into()),
+        }),
+        ..SubjectAccessReviewSpec::default()
+    }
+}
+
+#[tokio::test]
+async fn token_and_subject_access_reviews_answer_for_someone_else() {
+    let env = TestEnv::builder()
+        .bearer_token("admin-token")
+        .start()
+        .await
+        .unwrap();
+    let admin = env.client();
+    let token = env.service_account_token("monitoring", "prometheus");
+    let status = token_review(&admin, &token).await;
+    assert_eq!(status.authenticated, Some(true));
+    let user = status.user.unwrap();
+    assert_eq!(
+        user.username.as_deref(),
+        Some("system:serviceaccount:monitoring:prometheus")
+    );
+    assert!(
+        user.groups
+            .as_ref()
+            .unwrap()
+            .contains(&"system:authenticated".to_string())
+    );
+    let unknown = token_review(&admin, "nobody's").await;
+    assert_eq!(unknown.authenticated, Some(false));
+    assert_eq!(unknown.error.as_deref(), Some("invalid bearer token"));
+    let own = token_review(&admin, "admin-token").await;
+    assert!(
+        own.user
+            .unwrap()
+            .groups
+            .unwrap()
+            .contains(&"system:masters".to_string())
+    );
+
+    // Non-resource URLs: discovery for everyone authenticated, /metrics
+    // only through a ClusterRoleBinding.
+    assert!(may(&admin, &user, get_path("/healthz")).await);
+    assert!(may(&admin, &user, get_path("/apis/apps/v1")).await);
+    assert!(!may(&admin, &user, get_path("/metrics")).await);
+    let mut reader = ClusterRole::default();
+    reader.metadata.name = Some("metrics-reader".into());
+    reader.rules = Some(vec![PolicyRule {
+        non_resource_urls: Some(vec!["/metrics".into(), "/debug/*".into()]),
+        verbs: vec!["get".into()],
+        ..PolicyRule::default()
+    }]);
+    env.client_with_cluster_role("monitoring", "prometheus", &reader)
+        .await
+        .unwrap();
+    assert!(may(&admin, &user, get_path("/metrics")).await);
+    assert!(may(&admin, &user, get_path("/debug/pprof/heap")).await);
+    assert!(!may(&admin, &user, get_path("/metrics/extra")).await);
+    let mut post = get_path("/metrics");
+    post.non_resource_attributes.as_mut().unwrap().verb = Some("post".into());
+    assert!(!may(&admin, &user, post).await);
+    // Resource attributes: the same rules enforcement uses.
+    let list_cms = SubjectAccessReviewSpec {
+        resource_attributes: Some(ResourceAttributes {
+            verb: Some("list".into()),
+            resource: Some("configmaps".into()),
+            namespace: Some("monitoring".into()),
+            ..ResourceAttributes::default()
+        }),
+        ..SubjectAccessReviewSpec::default()
+    };
+    assert!(!may(&admin, &user, list_cms.clone()).await);
+    let masters = UserInfo {
+        username: Some("root".into()),
+        groups: Some(vec!["system:masters".into()]),
+        ..UserInfo::default()
+    };
+    assert!(may(&admin, &masters, list_cms).await);
+
+    // Asking needs RBAC like any other create; a spec without a subject is 422.
+    let sa = env
+        .service_account_client("monitoring", "prometheus")
+        .unwrap();
+    let api: Api<TokenReview> = Api::all(sa);
+    let denied = api
+        .create(&PostParams::default(), &TokenReview::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status_of(denied).code, 403);
+    let api: Api<SubjectAccessReview> = Api::all(admin);
+    let invalid = api
+        .create(
+            &PostParams::default(),
+            &SubjectAccessReview {
+                spec: get_path("/metrics"),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status_of(invalid).code, 422);
 }
 
 /// A protobuf length-delimited field.

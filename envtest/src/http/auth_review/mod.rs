@@ -2,7 +2,9 @@
 //! `SelfSubjectAccessReview` and `SelfSubjectRulesReview`
 //! (`authorization.k8s.io/v1`) and `SelfSubjectReview`
 //! (`authentication.k8s.io/v1`), behind `kubectl auth can-i`,
-//! `kubectl auth can-i --list` and `kubectl auth whoami`.
+//! `kubectl auth can-i --list` and `kubectl auth whoami`; and the ones a
+//! server asks about its own clients, `TokenReview` and
+//! `SubjectAccessReview` ([`delegated`]).
 //!
 //! They answer from the same decision [`crate::http::authz`] enforces, for the
 //! identity the request carries: a service-account client gets exactly
@@ -11,7 +13,8 @@
 //! a member of `system:masters` on a cluster. Nothing is stored: a review
 //! is answered 201 with its `status` filled in. Bodies may be JSON, YAML or
 //! protobuf (kubectl sends protobuf; it is read through the codec like
-//! every other built-in kind); answers are JSON.
+//! every other built-in kind; `TokenReview` and `SubjectAccessReview` only
+//! as JSON or YAML); answers are JSON.
 
 use crate::error::ApiError;
 use crate::http::authz::{Attributes, UserInfo, rules_for};
@@ -22,18 +25,24 @@ use axum::response::Response;
 use http::Method;
 use serde_json::{Value, json};
 
+pub mod delegated;
+
 const AUTHORIZATION: &str = "authorization.k8s.io";
 const AUTHENTICATION: &str = "authentication.k8s.io";
 const ACCESS: &str = "selfsubjectaccessreviews";
 const RULES: &str = "selfsubjectrulesreviews";
 const WHOAMI: &str = "selfsubjectreviews";
+const SUBJECT: &str = "subjectaccessreviews";
+const TOKEN: &str = "tokenreviews";
 
 /// The review resources: (group, version, plural, kind), all cluster-scoped
-/// and create-only.
+/// and create-only, each group's together.
 pub const RESOURCES: &[(&str, &str, &str, &str)] = &[
     (AUTHORIZATION, "v1", ACCESS, "SelfSubjectAccessReview"),
     (AUTHORIZATION, "v1", RULES, "SelfSubjectRulesReview"),
+    (AUTHORIZATION, "v1", SUBJECT, "SubjectAccessReview"),
     (AUTHENTICATION, "v1", WHOAMI, "SelfSubjectReview"),
+    (AUTHENTICATION, "v1", TOKEN, "TokenReview"),
 ];
 
 /// The kind served at `group/version/plural`, if it is a review.
@@ -105,6 +114,8 @@ pub fn serve(
     let status = match plural {
         ACCESS => access(srv, enforced.as_ref(), &spec)?,
         RULES => rules(srv, enforced.as_ref(), &spec),
+        SUBJECT => delegated::subject_access(srv, &spec)?,
+        TOKEN => delegated::token_review(srv, &spec),
         _ => whoami(enforced.as_ref()),
     };
     let mut answer = json!({
@@ -255,7 +266,7 @@ mod tests {
         assert_eq!(kind(AUTHORIZATION, "v1", "pods"), None);
         assert_eq!(kind(AUTHENTICATION, "v1beta1", WHOAMI), None);
         let listed = discovery_resources(AUTHORIZATION, "v1");
-        assert_eq!(listed.len(), 2);
+        assert_eq!(listed.len(), 3);
         assert!(listed.iter().all(|r| r["verbs"] == json!(["create"])));
         assert_eq!(
             groups(),
