@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use crate::object::Object;
 use crate::terminal::Terminal;
-use informer_core::factory::{InformerOptions, SharedInformerFactory, is_cluster_scoped};
+use informer_core::factory::{SharedInformerFactory, is_cluster_scoped};
 use informer_core::lister::Lister;
 use informer_core::selector::LabelSelector;
 use informer_core::shared_informer::{InformerError, SharedIndexInformer};
@@ -295,8 +295,9 @@ impl Cache {
     /// The shared informers of the kind `resource` (chosen at run time, for
     /// example from discovery or a CRD installed meanwhile) within the
     /// cache's namespaces, caching [`DynamicObject`]s. `scope` says whether
-    /// the kind is namespaced (a cluster-scoped kind has one informer). No
-    /// per-kind cache options or transforms apply (they are keyed by type).
+    /// the kind is namespaced (a cluster-scoped kind has one informer). The
+    /// kind's cache options apply ([`CacheScope::by_kind`]); transforms,
+    /// which are keyed by Rust type, do not.
     ///
     /// ```no_run
     /// # async fn demo(mgr: controller_runtime::manager::Manager) {
@@ -328,7 +329,8 @@ impl Cache {
                     Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, resource),
                     None => Api::<DynamicObject>::all_with(client.clone(), resource),
                 };
-                let informer = self.factory.informer_for_api(api, InformerOptions::new());
+                let options = self.scope.options_for_kind(&resource.group, &resource.kind);
+                let informer = self.factory.informer_for_api(api, options);
                 (ns, informer)
             })
             .collect();

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use informer_core::delta_fifo::Transform;
 use informer_core::factory::InformerOptions;
+use kube_core::Resource;
 
 /// What the cache's informers list and watch: all namespaces, one, or a
 /// set of them (cluster-scoped kinds are always cluster-wide), and per kind
@@ -28,7 +29,9 @@ use informer_core::factory::InformerOptions;
 pub struct CacheScope {
     /// Sorted, without empty names; empty means all namespaces.
     namespaces: Vec<String>,
-    by_object: HashMap<TypeId, InformerOptions>,
+    /// By API group and kind, so that a kind's full, metadata-only and
+    /// dynamic informers share them.
+    by_object: HashMap<(String, String), InformerOptions>,
     /// A `Transform<K>` per `TypeId` of `K`.
     transforms: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
 }
@@ -62,10 +65,19 @@ impl CacheScope {
         self
     }
 
-    /// The informers of `K` (and its metadata-only informers) list and
-    /// watch with `options`' label and field selectors (and resync).
-    pub fn by_object<K: 'static>(mut self, options: InformerOptions) -> Self {
-        self.by_object.insert(TypeId::of::<K>(), options);
+    /// The informers of `K`'s kind list and watch with `options`' label
+    /// and field selectors (and resync): full, metadata-only
+    /// (`PartialObjectMeta<K>` is the same kind) and dynamic informers of
+    /// the kind alike.
+    pub fn by_object<K: Resource<DynamicType = ()>>(self, options: InformerOptions) -> Self {
+        self.by_kind(&K::group(&()), &K::kind(&()), options)
+    }
+
+    /// [`by_object`](Self::by_object) for a kind named at run time by its
+    /// API group (`""` for the core group) and kind.
+    pub fn by_kind(mut self, group: &str, kind: &str, options: InformerOptions) -> Self {
+        self.by_object
+            .insert((group.to_owned(), kind.to_owned()), options);
         self
     }
 
@@ -100,9 +112,13 @@ impl CacheScope {
         &self.namespaces
     }
 
-    pub(super) fn options_for<K: 'static>(&self) -> InformerOptions {
+    pub(super) fn options_for<K: Resource<DynamicType = ()>>(&self) -> InformerOptions {
+        self.options_for_kind(&K::group(&()), &K::kind(&()))
+    }
+
+    pub(super) fn options_for_kind(&self, group: &str, kind: &str) -> InformerOptions {
         self.by_object
-            .get(&TypeId::of::<K>())
+            .get(&(group.to_owned(), kind.to_owned()))
             .cloned()
             .unwrap_or_default()
     }
@@ -133,6 +149,32 @@ mod tests {
                 .namespaces(Vec::<String>::new())
                 .namespace_names()
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn options_are_per_api_kind_whatever_the_rust_type() {
+        use kube_core::metadata::PartialObjectMeta;
+        let scope = CacheScope::new()
+            .by_object::<Secret>(InformerOptions::new().label_selector("a=b"))
+            .by_kind(
+                "example.com",
+                "Gizmo",
+                InformerOptions::new().field_selector("x=y"),
+            );
+        let selector = |o: InformerOptions| o.label_selector.or(o.field_selector);
+        assert_eq!(
+            selector(scope.options_for::<Secret>()).as_deref(),
+            Some("a=b")
+        );
+        assert_eq!(
+            selector(scope.options_for::<PartialObjectMeta<Secret>>()).as_deref(),
+            Some("a=b")
+        );
+        assert_eq!(selector(scope.options_for::<ConfigMap>()), None);
+        assert_eq!(
+            selector(scope.options_for_kind("example.com", "Gizmo")).as_deref(),
+            Some("x=y")
         );
     }
 

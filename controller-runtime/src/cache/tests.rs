@@ -71,6 +71,25 @@ async fn several_namespaces_get_one_informer_each_and_cluster_kinds_one() {
     assert!(cms.informers()[0].indexer().get_by_key("a/x").is_some());
 }
 
+/// A kind's metadata-only informer is one informer however it is asked
+/// for, with the kind's options.
+#[tokio::test]
+async fn metadata_informers_of_a_kind_are_shared_whatever_the_request() {
+    use informer_core::factory::InformerOptions;
+    use kube_client::core::metadata::PartialObjectMeta;
+    let factory = SharedInformerFactory::new(offline_client(), Duration::ZERO);
+    let scope = CacheScope::new()
+        .namespaces(["a", "b"])
+        .by_object::<ConfigMap>(InformerOptions::new().label_selector("x=y"));
+    let cache = Cache::scoped(factory.clone(), Duration::from_secs(1), scope);
+    let _ = cache.metadata_informer::<ConfigMap>();
+    let _ = cache.informer::<PartialObjectMeta<ConfigMap>>();
+    assert_eq!(factory.len(), 2, "one per namespace, shared");
+    let _ = cache.informer::<ConfigMap>();
+    assert_eq!(factory.len(), 4);
+    assert!(format!("{factory:?}").contains("labels=x=y"));
+}
+
 #[tokio::test]
 async fn an_unrestricted_cache_has_one_informer_per_kind() {
     let cache = cache(CacheScope::new());

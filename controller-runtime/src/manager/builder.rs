@@ -195,9 +195,10 @@ impl ManagerBuilder {
         self
     }
 
-    /// The cache's informer of `K` lists and watches with `options`' label
+    /// The cache's informers of `K` list and watch with `options`' label
     /// and field selectors (controller-runtime's `ByObject`): objects
-    /// outside them are invisible to the cache and to the controllers.
+    /// outside them are invisible to the cache and to the controllers. The
+    /// options are the kind's: its metadata-only informers get them too.
     ///
     /// ```
     /// # async fn demo(client: kube_client::Client) -> Result<(), controller_runtime::manager::ManagerError> {
@@ -214,6 +215,19 @@ impl ManagerBuilder {
     /// ```
     pub fn cache_options<K: Object>(mut self, options: InformerOptions) -> Self {
         self.cache_scope = self.cache_scope.by_object::<K>(options);
+        self
+    }
+
+    /// [`cache_options`](Self::cache_options) for a kind named by its API
+    /// group (`""` for the core group) and kind, as a dynamic controller's
+    /// kind is: its full, metadata-only and dynamic informers all get them.
+    pub fn cache_options_by_kind(
+        mut self,
+        group: &str,
+        kind: &str,
+        options: InformerOptions,
+    ) -> Self {
+        self.cache_scope = self.cache_scope.by_kind(group, kind, options);
         self
     }
 

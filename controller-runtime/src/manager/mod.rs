@@ -22,6 +22,10 @@
 //!    watched while draining: a lease lost then aborts the in-flight
 //!    reconciles at once and `run` returns [`ManagerError::LeadershipLost`].
 //!
+//! A runnable (or controller) added while the manager runs is started at
+//! once, as if it had been there from the start (see
+//! [`Manager::add_runnable`]).
+//!
 //! With [`ManagerBuilder::webhook_server`] it also serves admission and
 //! conversion webhooks ([`Manager::webhook`]) on every replica.
 //!
