@@ -95,12 +95,14 @@ pub fn is_dns1123_label(name: &str) -> bool {
 /// the version spells it.
 fn check(field: &str, deployment: &str, replicas: Option<i32>) -> Result<Warnings, Denial> {
     if !is_dns1123_label(deployment) {
-        let why = "a lowercase RFC 1123 label must consist of lower case alphanumeric \
-                   characters or '-', start and end with an alphanumeric character, and be \
-                   at most 63 characters";
-        return Err(
-            Denial::new(format!("{field}: Invalid value: {deployment:?}: {why}")).field(field, why),
+        // Worded as built-in validation words it: kubectl prints the cause
+        // as `The Foo "x" is invalid: <field>: <cause>`.
+        let cause = format!(
+            "Invalid value: {deployment:?}: a lowercase RFC 1123 label must consist of lower \
+             case alphanumeric characters or '-', start and end with an alphanumeric \
+             character, and be at most 63 characters"
         );
+        return Err(Denial::new(format!("{field}: {cause}")).field(field, cause));
     }
     Ok(match replicas {
         Some(n) if n > MANY_REPLICAS => vec![format!(

@@ -199,6 +199,17 @@ async fn denied_creates_and_updates_carry_the_validators_message_through_kube_cl
     );
     assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
     assert!(status.message.contains(BAD_NAME), "{status:?}");
+    // The validator's field cause, as built-in validation reports one.
+    let details = status.details.as_ref().expect("details with the cause");
+    assert_eq!(details.causes.len(), 1, "{details:?}");
+    assert_eq!(details.causes[0].field, "spec.deploymentName");
+    assert_eq!(details.causes[0].reason, "FieldValueInvalid");
+    assert!(
+        details.causes[0]
+            .message
+            .starts_with("Invalid value: \"Bad_Name\": a lowercase RFC 1123 label"),
+        "{details:?}"
+    );
     assert!(
         status.message.starts_with(
             "admission webhook \"vfoo-v1.samplecontroller.k8s.io\" denied the request"

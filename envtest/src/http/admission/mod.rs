@@ -19,7 +19,7 @@ pub mod policy;
 pub mod review;
 pub mod rules;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Cause, Details};
 use crate::http::state::Server;
 use crate::resources::registry::ResourceInfo;
 use crate::resources::schema::expr::{Activation, Expression};
@@ -221,7 +221,30 @@ fn denied(name: &str, status: &Value) -> ApiError {
         _ => format!("{by} without explanation"),
     };
     let code = status["code"].as_u64().map_or(400, |c| c.max(400)) as u16;
-    ApiError::new(code, reason, text)
+    let mut error = ApiError::new(code, reason, text);
+    // The webhook's details (name, group, kind, field causes) reach the
+    // client as it sent them, as kube-apiserver passes them on.
+    let details = &status["details"];
+    if details.is_object() {
+        let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+        error.causes = details["causes"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .map(|c| Cause {
+                reason: text(&c["reason"]),
+                message: text(&c["message"]),
+                field: text(&c["field"]),
+            })
+            .collect();
+        error.details = Some(Box::new(Details {
+            name: text(&details["name"]),
+            group: text(&details["group"]),
+            kind: text(&details["kind"]),
+        }));
+    }
+    error
 }
 
 /// A failed call: refuses the write under `Fail`, skipped under `Ignore`.
