@@ -1,11 +1,13 @@
 //! Metadata-only caches on a real server: a controller that owns Secrets by
 //! their metadata alone is reconciled when an owned Secret changes and
 //! caches no Secret data; the manager's metadata cache follows its kind's
-//! selector and holds metadata only.
+//! selector and holds metadata only; a controller *for* a kind's metadata
+//! (`PartialObjectMeta<K>`) reconciles it within the kind's selector.
 
 use std::time::Duration;
 
 use controller_runtime::informer_core::factory::InformerOptions;
+use controller_runtime::kube_client::core::metadata::PartialObjectMeta;
 use controller_runtime::prelude::*;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -203,6 +205,79 @@ async fn the_managers_metadata_cache_follows_the_kinds_selector_and_holds_no_dat
     assert!(
         reads.iter().all(|q| q.contains("labelSelector=team%3Da")),
         "{reads:?}"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// Records the labels of each Secret it reconciles, from its metadata.
+struct LabelsOf(Arc<Mutex<Vec<String>>>);
+
+impl ObjectReconciler<PartialObjectMeta<Secret>> for LabelsOf {
+    type Error = std::convert::Infallible;
+
+    async fn reconcile(
+        &self,
+        secret: Arc<PartialObjectMeta<Secret>>,
+        _ctx: &ObjectContext<PartialObjectMeta<Secret>>,
+    ) -> Result<Action, Self::Error> {
+        let team = secret.labels().get("team").cloned().unwrap_or_default();
+        self.0.lock().push(format!("{}:{team}", secret.name_any()));
+        Ok(Action::done())
+    }
+}
+
+#[tokio::test]
+async fn a_controller_for_a_kinds_metadata_reconciles_it_within_the_kinds_selector() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(env.client(), "default");
+    for (name, team) in [("ours", "a"), ("theirs", "b")] {
+        secrets
+            .create(&PostParams::default(), &secret(name, &[("team", team)]))
+            .await
+            .unwrap();
+    }
+    // The selector given for Secret applies to the Secret metadata informer.
+    let mgr = Manager::builder(env.client())
+        .cache_options::<Secret>(InformerOptions::new().label_selector("team=a"))
+        .build()
+        .await
+        .unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let controller = mgr
+        .controller::<PartialObjectMeta<Secret>>()
+        .complete(LabelsOf(Arc::clone(&seen)))
+        .unwrap();
+    assert_eq!(controller.name(), "secret");
+    let (stop, task) = run(&mgr);
+    eventually(LIMIT, "the Secret in the selector reconciled", || async {
+        seen.lock().contains(&"ours:a".to_string()).then_some(())
+    })
+    .await;
+    secrets
+        .patch(
+            "theirs",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"team": "a"}}})),
+        )
+        .await
+        .unwrap();
+    eventually(LIMIT, "the Secret labelled in reconciled", || async {
+        seen.lock().contains(&"theirs:a".to_string()).then_some(())
+    })
+    .await;
+    assert!(
+        !seen.lock().iter().any(|s| s.ends_with(":b")),
+        "reconciled outside the selector: {:?}",
+        seen.lock()
+    );
+    let informers = mgr.informer_factory().synced();
+    assert_eq!(informers.len(), 1, "one metadata informer: {informers:?}");
+    assert!(
+        informers
+            .keys()
+            .all(|k| k.starts_with("PartialObjectMeta<Secret>") && k.contains("labels=team=a")),
+        "{informers:?}"
     );
     stop.cancel();
     task.await.unwrap().unwrap();
