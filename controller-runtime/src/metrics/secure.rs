@@ -97,8 +97,8 @@ impl SecureMetrics {
     }
 
     /// Serve a pair the manager makes for the Service `service` in
-    /// `namespace` and keeps in the Secret `<service>-cert`, renewed as
-    /// the webhook server's self-managed certificates
+    /// `namespace` and keeps in the Secret `<service>-cert`, renewed and
+    /// its CA rotated as the webhook server's self-managed certificates
     /// (the manager then needs `get`, `create`, `update` on that Secret).
     pub fn self_managed(
         mut self,

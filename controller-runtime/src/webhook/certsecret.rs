@@ -1,18 +1,33 @@
 //! Self-managed webhook certificates (the default; no cert-manager): a CA
 //! and a serving certificate for the webhook Service kept in a Secret, so
-//! that every replica serves the same pair; the CA written into the
+//! that every replica serves the same pair; the CA bundle written into the
 //! `caBundle` of the webhook configurations and of the CRDs converted by
-//! webhook; the serving certificate renewed before it expires.
+//! webhook; the serving certificate and the CA renewed before they expire.
 //!
 //! [`SecretCerts::ensure`] reads the Secret, creates it if absent (a
-//! replica that loses the race re-reads the winner's), renews the serving
-//! certificate when less than a third of its validity is left (an update
-//! guarded by `resourceVersion`: on a conflict the other replica's renewal
-//! is read) and loads the pair into the [`CertResolver`], which swaps it
+//! replica that loses the race re-reads the winner's), advances it if due
+//! (an update guarded by `resourceVersion`: on a conflict the other
+//! replica's update is read), writes its CA bundle into every `caBundle`
+//! and then loads the pair into the [`CertResolver`], which swaps it
 //! atomically: connections in progress keep the old certificate, new ones
-//! get the new, no request is dropped. Renewal keeps the CA, so the
-//! `caBundle`s stay valid. [`SecretCerts::run`] does this on an interval
-//! (tokio's clock) with the wall-clock time from an injectable [`Clock`].
+//! get the new, no request is dropped. What is due, checked in this order:
+//!
+//! 1. the CA has less than a third of its validity left (or its expiry is
+//!    not recorded, a Secret from before CA rotation): a next CA is made
+//!    and published beside the current one (`ca.crt` holds both, so does
+//!    every `caBundle`); the serving certificate is not changed;
+//! 2. the next CA has been published for the overlap
+//!    ([`SecretCerts::ca_overlap`], a day by default): it signs a new
+//!    serving certificate; the old CA stays published;
+//! 3. that has been served for the overlap too: the old CA is dropped;
+//! 4. otherwise, less than a third of the serving certificate's validity is
+//!    left: it is renewed with the same CA (no `caBundle` changes).
+//!
+//! A client trusting the published bundle thus trusts whatever any replica
+//! serves at every step, as long as the overlap is longer than the check
+//! interval of every replica (each reloads the Secret at its checks).
+//! [`SecretCerts::run`] checks on an interval (tokio's clock) with the
+//! wall-clock time from an injectable [`Clock`].
 //!
 //! Part of the manager layer's webhook server; uses only the client.
 
@@ -21,21 +36,69 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube_client::api::{Api, Patch, PatchParams, PostParams};
+use kube_client::api::{Api, PostParams};
 use kube_client::{Client, Error as KubeError};
 use tokio_util::sync::CancellationToken;
 
-use super::selfsigned::{CertError, SelfSigned, service_dns_names};
+use super::cabundle::BundleTargets;
+use super::selfsigned::{CA_VALIDITY, CertError, NextCa, SelfSigned, service_dns_names};
 use super::tls::{CertResolver, TlsError};
 
 /// The annotation holding the serving certificate's expiry (Unix seconds).
 pub const NOT_AFTER_ANNOTATION: &str = "webhook.informer-rs.dev/not-after";
+
+/// The annotation holding the signing CA's expiry (Unix seconds).
+pub const CA_NOT_AFTER_ANNOTATION: &str = "webhook.informer-rs.dev/ca-not-after";
+
+/// The annotation saying how far a CA rotation is: `published:<unix
+/// seconds>` (the next CA is in the bundle, not signing yet) or
+/// `switched:<unix seconds>` (it signs, the previous CA is still in the
+/// bundle); absent when no rotation is under way.
+pub const CA_ROTATION_ANNOTATION: &str = "webhook.informer-rs.dev/ca-rotation";
+
+/// How long each step of a CA rotation lasts by default.
+pub const DEFAULT_CA_OVERLAP: Duration = Duration::from_secs(24 * 3600);
+
+/// Where a CA rotation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rotation {
+    /// The next CA is published since then.
+    Published(SystemTime),
+    /// The next CA signs since then; the previous one is still published.
+    Switched(SystemTime),
+}
+
+impl Rotation {
+    fn annotation(self) -> String {
+        let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        match self {
+            Rotation::Published(t) => format!("published:{}", secs(t)),
+            Rotation::Switched(t) => format!("switched:{}", secs(t)),
+        }
+    }
+
+    fn parse(value: &str) -> Option<Self> {
+        let (phase, secs) = value.split_once(':')?;
+        let at = UNIX_EPOCH + Duration::from_secs(secs.parse().ok()?);
+        match phase {
+            "published" => Some(Rotation::Published(at)),
+            "switched" => Some(Rotation::Switched(at)),
+            _ => None,
+        }
+    }
+}
+
+/// What the Secret holds after a step, and what the step did (for the log).
+type Step = (SelfSigned, Option<Rotation>, &'static str);
+
+/// The first PEM certificate of `bundle` (the signing CA of a `ca.crt`).
+fn first_pem(bundle: &str) -> Option<String> {
+    const END: &str = "-----END CERTIFICATE-----";
+    let end = bundle.find(END)? + END.len();
+    Some(format!("{}\n", &bundle[..end]))
+}
 
 /// How many times a write that lost a race is retried.
 const ATTEMPTS: usize = 5;
@@ -106,6 +169,8 @@ pub struct SecretCerts {
     secret: String,
     names: Vec<String>,
     validity: Duration,
+    ca_validity: Duration,
+    ca_overlap: Duration,
     interval: Duration,
     clock: Arc<dyn Clock>,
     resolver: CertResolver,
@@ -124,7 +189,7 @@ impl std::fmt::Debug for SecretCerts {
     }
 }
 
-fn api_err(action: impl Into<String>) -> impl FnOnce(KubeError) -> CertSecretError {
+pub(super) fn api_err(action: impl Into<String>) -> impl FnOnce(KubeError) -> CertSecretError {
     let action = action.into();
     move |source| CertSecretError::Api { action, source }
 }
@@ -158,6 +223,8 @@ impl SecretCerts {
             secret: format!("{service}-cert"),
             namespace,
             validity: Duration::from_secs(365 * 24 * 3600),
+            ca_validity: CA_VALIDITY,
+            ca_overlap: DEFAULT_CA_OVERLAP,
             interval: Duration::from_secs(3600),
             clock: Arc::new(SystemClock),
             resolver,
@@ -182,6 +249,22 @@ impl SecretCerts {
     /// How long a serving certificate is valid (renewed with a third left).
     pub fn validity(mut self, validity: Duration) -> Self {
         self.validity = validity;
+        self
+    }
+
+    /// How long a new CA is valid ([`CA_VALIDITY`] by default); it is
+    /// rotated with a third left.
+    pub fn ca_validity(mut self, validity: Duration) -> Self {
+        self.ca_validity = validity;
+        self
+    }
+
+    /// How long a next CA is published before it signs, and the previous
+    /// one stays published after ([`DEFAULT_CA_OVERLAP`]). Must be longer
+    /// than the check interval of every replica, and than it takes the API
+    /// servers to see a new `caBundle`.
+    pub fn ca_overlap(mut self, overlap: Duration) -> Self {
+        self.ca_overlap = overlap;
         self
     }
 
@@ -227,50 +310,129 @@ impl SecretCerts {
         left < self.validity / 3
     }
 
-    fn to_secret(&self, pair: &SelfSigned, resource_version: Option<String>) -> Secret {
-        let not_after = pair
-            .not_after()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+    /// Whether the CA should be rotated: less than a third of its validity
+    /// left, or its expiry unknown.
+    fn ca_due(&self, pair: &SelfSigned) -> bool {
+        pair.ca_not_after().is_none_or(|t| {
+            t.duration_since(self.clock.now()).unwrap_or_default() < self.ca_validity / 3
+        })
+    }
+
+    /// What the Secret should hold next, and what changed; `None` when
+    /// nothing is due.
+    fn advance(
+        &self,
+        pair: &SelfSigned,
+        rotation: Option<Rotation>,
+        now: SystemTime,
+    ) -> Result<Option<Step>, CertError> {
+        let renewed = |p: SelfSigned| -> Result<SelfSigned, CertError> {
+            if self.due(&p) {
+                p.renew(&self.names, now, self.validity)
+            } else {
+                Ok(p)
+            }
+        };
+        let over = |since: SystemTime| now >= since + self.ca_overlap;
+        Ok(Some(match rotation {
+            None if self.ca_due(pair) => (
+                renewed(pair.with_next_ca(now, self.ca_validity)?)?,
+                Some(Rotation::Published(now)),
+                "published a new webhook CA beside the current one",
+            ),
+            Some(Rotation::Published(since)) if over(since) => (
+                pair.switch_to_next_ca(&self.names, now, self.validity, since + self.ca_validity)?,
+                Some(Rotation::Switched(now)),
+                "the new webhook CA signs the serving certificate; the old one stays in caBundle",
+            ),
+            Some(Rotation::Switched(since)) if over(since) => (
+                renewed(pair.without_previous_ca())?,
+                None,
+                "dropped the previous webhook CA from caBundle",
+            ),
+            _ if self.due(pair) => (
+                pair.renew(&self.names, now, self.validity)?,
+                rotation,
+                "renewed the webhook serving certificate",
+            ),
+            _ => return Ok(None),
+        }))
+    }
+
+    fn to_secret(
+        &self,
+        pair: &SelfSigned,
+        rotation: Option<Rotation>,
+        resource_version: Option<String>,
+    ) -> Secret {
+        let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let bytes = |s: &str| ByteString(s.as_bytes().to_vec());
+        let mut annotations = BTreeMap::from([(
+            NOT_AFTER_ANNOTATION.to_owned(),
+            secs(pair.not_after()).to_string(),
+        )]);
+        if let Some(t) = pair.ca_not_after() {
+            annotations.insert(CA_NOT_AFTER_ANNOTATION.to_owned(), secs(t).to_string());
+        }
+        if let Some(r) = rotation {
+            annotations.insert(CA_ROTATION_ANNOTATION.to_owned(), r.annotation());
+        }
+        let mut data = BTreeMap::from([
+            ("ca.crt".to_owned(), bytes(&pair.ca_bundle_pem())),
+            ("ca.key".to_owned(), bytes(pair.ca_key_pem())),
+            ("tls.crt".to_owned(), bytes(pair.cert_pem())),
+            ("tls.key".to_owned(), bytes(pair.key_pem())),
+        ]);
+        if let Some(next) = pair.next_ca() {
+            data.insert("ca-next.crt".to_owned(), bytes(&next.cert_pem));
+            data.insert("ca-next.key".to_owned(), bytes(&next.key_pem));
+        }
+        if let Some(previous) = pair.previous_ca() {
+            data.insert("ca-previous.crt".to_owned(), bytes(previous));
+        }
         Secret {
             metadata: ObjectMeta {
                 name: Some(self.secret.clone()),
                 namespace: Some(self.namespace.clone()),
                 resource_version,
-                annotations: Some(BTreeMap::from([(
-                    NOT_AFTER_ANNOTATION.to_owned(),
-                    not_after.to_string(),
-                )])),
+                annotations: Some(annotations),
                 ..ObjectMeta::default()
             },
             type_: Some("kubernetes.io/tls".into()),
-            data: Some(BTreeMap::from([
-                ("ca.crt".to_owned(), bytes(pair.ca_pem())),
-                ("ca.key".to_owned(), bytes(pair.ca_key_pem())),
-                ("tls.crt".to_owned(), bytes(pair.cert_pem())),
-                ("tls.key".to_owned(), bytes(pair.key_pem())),
-            ])),
+            data: Some(data),
             ..Secret::default()
         }
     }
 
-    fn from_secret(secret: &Secret) -> Option<SelfSigned> {
+    fn from_secret(secret: &Secret) -> Option<(SelfSigned, Option<Rotation>)> {
         let data = secret.data.as_ref()?;
-        let not_after = secret
-            .metadata
-            .annotations
-            .as_ref()?
-            .get(NOT_AFTER_ANNOTATION)?
-            .parse::<u64>()
-            .ok()?;
-        Some(SelfSigned::from_parts(
-            text(data, "ca.crt")?,
+        let annotations = secret.metadata.annotations.as_ref()?;
+        let at = |key: &str| {
+            let secs = annotations.get(key)?.parse::<u64>().ok()?;
+            Some(UNIX_EPOCH + Duration::from_secs(secs))
+        };
+        let not_after = at(NOT_AFTER_ANNOTATION)?;
+        let next = match (text(data, "ca-next.crt"), text(data, "ca-next.key")) {
+            (Some(cert_pem), Some(key_pem)) => Some(NextCa { cert_pem, key_pem }),
+            _ => None,
+        };
+        let rotation = annotations
+            .get(CA_ROTATION_ANNOTATION)
+            .and_then(|v| Rotation::parse(v));
+        // The signing CA is the first of the published bundle.
+        let pair = SelfSigned::from_parts(
+            first_pem(&text(data, "ca.crt")?)?,
             text(data, "ca.key")?,
             text(data, "tls.crt")?,
             text(data, "tls.key")?,
-            UNIX_EPOCH + Duration::from_secs(not_after),
-        ))
+            not_after,
+        )
+        .with_rotation_state(
+            at(CA_NOT_AFTER_ANNOTATION),
+            next,
+            text(data, "ca-previous.crt"),
+        );
+        Some((pair, rotation))
     }
 
     /// The current pair from the Secret: created if absent, renewed if due.
@@ -284,9 +446,14 @@ impl SecretCerts {
             let now = self.clock.now();
             match existing {
                 None => {
-                    let pair = SelfSigned::generate_for(&self.names, now, self.validity)?;
+                    let pair = SelfSigned::generate_with_ca_validity(
+                        &self.names,
+                        now,
+                        self.validity,
+                        self.ca_validity,
+                    )?;
                     match api
-                        .create(&PostParams::default(), &self.to_secret(&pair, None))
+                        .create(&PostParams::default(), &self.to_secret(&pair, None, None))
                         .await
                     {
                         Ok(_) => {
@@ -303,24 +470,34 @@ impl SecretCerts {
                     }
                 }
                 Some(secret) => {
-                    let stored = Self::from_secret(&secret);
-                    let pair = match &stored {
-                        Some(pair) if !self.due(pair) => return Ok(pair.clone()),
-                        Some(pair) => pair.renew(&self.names, now, self.validity)?,
+                    let (pair, rotation, what) = match Self::from_secret(&secret) {
+                        Some((pair, rotation)) => match self.advance(&pair, rotation, now)? {
+                            Some(next) => next,
+                            None => return Ok(pair),
+                        },
                         // Not ours or damaged: start over with a new CA.
-                        None => SelfSigned::generate_for(&self.names, now, self.validity)?,
+                        None => (
+                            SelfSigned::generate_with_ca_validity(
+                                &self.names,
+                                now,
+                                self.validity,
+                                self.ca_validity,
+                            )?,
+                            None,
+                            "replaced an unreadable webhook certificate Secret",
+                        ),
                     };
                     let rv = secret.metadata.resource_version.clone();
                     match api
                         .replace(
                             &self.secret,
                             &PostParams::default(),
-                            &self.to_secret(&pair, rv),
+                            &self.to_secret(&pair, rotation, rv),
                         )
                         .await
                     {
                         Ok(_) => {
-                            tracing::info!(secret = %self.secret_key(), "renewed the webhook serving certificate");
+                            tracing::info!(secret = %self.secret_key(), "{what}");
                             return Ok(pair);
                         }
                         // Another replica renewed it first: read theirs.
@@ -337,95 +514,38 @@ impl SecretCerts {
         Err(CertSecretError::Contended(self.secret_key()))
     }
 
-    /// Makes sure the Secret holds a valid pair, serves it, and writes its
-    /// CA into every configured `caBundle`. Returns the pair.
+    /// Makes sure the Secret holds a valid pair (renewing or rotating what
+    /// is due), writes its CA bundle into every configured `caBundle`, then
+    /// serves it: a certificate is served only once the CA that signed it
+    /// is published. Returns the pair.
     pub async fn ensure(&self) -> Result<SelfSigned, CertSecretError> {
         let pair = self.current().await?;
+        self.inject_ca(&pair.ca_bundle_pem()).await?;
         self.resolver
             .load_pem(pair.cert_pem().as_bytes(), pair.key_pem().as_bytes())
             .map_err(|source| CertSecretError::Load {
                 secret: self.secret_key(),
                 source,
             })?;
-        self.inject_ca(pair.ca_pem()).await?;
         Ok(pair)
     }
 
-    /// Writes `ca_pem` into the configured webhook configurations and CRDs
-    /// (those that do not exist yet are skipped; the next check writes
-    /// them). Each write is a JSON patch of the `caBundle` fields only,
-    /// guarded by a `test` of the webhook's name, so it cannot conflict
-    /// with other writers of the object.
+    /// Writes `ca_pem` (one CA or a bundle) into the configured webhook
+    /// configurations and CRDs (those that do not exist yet are skipped;
+    /// the next check writes them). Each write is a patch of the
+    /// `caBundle` fields only, so it cannot conflict with other writers of
+    /// the object.
     pub async fn inject_ca(&self, ca_pem: &str) -> Result<(), CertSecretError> {
-        use base64::Engine as _;
-        let ca = ByteString(ca_pem.as_bytes().to_vec());
-        let encoded = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-        for name in &self.validating {
-            let api: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
-            let webhooks = |c: &ValidatingWebhookConfiguration| {
-                c.webhooks
-                    .iter()
-                    .flatten()
-                    .map(|w| (w.name.clone(), w.client_config.ca_bundle.clone()))
-                    .collect()
-            };
-            patch_bundles(&api, name, webhooks, &ca, &encoded).await?;
-        }
-        for name in &self.mutating {
-            let api: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
-            let webhooks = |c: &MutatingWebhookConfiguration| {
-                c.webhooks
-                    .iter()
-                    .flatten()
-                    .map(|w| (w.name.clone(), w.client_config.ca_bundle.clone()))
-                    .collect()
-            };
-            patch_bundles(&api, name, webhooks, &ca, &encoded).await?;
-        }
-        for name in &self.crds {
-            let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-            let what = format!("CustomResourceDefinition {name}");
-            let Some(crd) = api
-                .get_opt(name)
-                .await
-                .map_err(api_err(format!("reading {what}")))?
-            else {
-                continue;
-            };
-            let current = crd
-                .spec
-                .conversion
-                .as_ref()
-                .filter(|c| c.strategy == "Webhook")
-                .and_then(|c| c.webhook.as_ref())
-                .map(|w| w.client_config.as_ref().and_then(|c| c.ca_bundle.clone()));
-            // Only a CRD converted by webhook has a caBundle to fill.
-            if current.is_none() || current == Some(Some(ca.clone())) {
-                continue;
-            }
-            let patch = serde_json::json!({"spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": encoded}}}}});
-            let mut attempt = 0;
-            loop {
-                match api
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(_) => break,
-                    // A server that does not retry a patch racing another
-                    // write internally: retry it here.
-                    Err(e) if status_code(&e) == Some(409) && attempt + 1 < ATTEMPTS => {
-                        attempt += 1
-                    }
-                    Err(e) => return Err(api_err(format!("writing the caBundle of {what}"))(e)),
-                }
-            }
-            tracing::info!(object = %what, "wrote the webhook CA into caBundle");
-        }
-        Ok(())
+        let targets = BundleTargets {
+            validating: &self.validating,
+            mutating: &self.mutating,
+            crds: &self.crds,
+        };
+        targets.inject(&self.client, ca_pem).await
     }
 
-    /// Checks every interval until `stop` fires: renews when due, rewrites
-    /// `caBundle`s that drifted. A failed check is logged and retried at
+    /// Checks every interval until `stop` fires: renews or rotates what is
+    /// due, rewrites `caBundle`s that drifted. A failed check is logged and retried at
     /// the next one; the pair already served stays.
     pub async fn run(self, stop: CancellationToken) {
         let mut ticks = tokio::time::interval(self.interval);
@@ -440,51 +560,4 @@ impl SecretCerts {
             }
         }
     }
-}
-
-/// Patches the `caBundle` of every webhook of the configuration `name`
-/// that does not hold `ca` yet; an absent configuration is skipped.
-async fn patch_bundles<K>(
-    api: &Api<K>,
-    name: &str,
-    webhooks: impl Fn(&K) -> Vec<(String, Option<ByteString>)>,
-    ca: &ByteString,
-    encoded: &str,
-) -> Result<(), CertSecretError>
-where
-    K: kube_client::Resource<DynamicType = ()>
-        + Clone
-        + serde::Serialize
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let what = format!("{} {name}", K::kind(&()));
-    let Some(obj) = api
-        .get_opt(name)
-        .await
-        .map_err(api_err(format!("reading {what}")))?
-    else {
-        tracing::debug!(object = %what, "not there yet; the caBundle is written at the next check");
-        return Ok(());
-    };
-    let mut ops = Vec::new();
-    for (i, (hook, bundle)) in webhooks(&obj).into_iter().enumerate() {
-        if bundle.as_ref() == Some(ca) {
-            continue;
-        }
-        ops.push(
-            serde_json::json!({"op": "test", "path": format!("/webhooks/{i}/name"), "value": hook}),
-        );
-        ops.push(serde_json::json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": encoded}));
-    }
-    if ops.is_empty() {
-        return Ok(());
-    }
-    let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))
-        .map_err(|e| CertSecretError::Contended(format!("{what}: {e}")))?;
-    api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
-        .await
-        .map_err(api_err(format!("writing the caBundle of {what}")))?;
-    tracing::info!(object = %what, "wrote the webhook CA into caBundle");
-    Ok(())
 }

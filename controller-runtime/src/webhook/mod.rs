@@ -11,7 +11,7 @@
 //! | [`CertResolver`] | the serving certificate, swapped atomically on rotation or reload |
 //! | [`SelfSigned`] | a CA and a serving certificate made without cert-manager |
 //! | [`CertDir`] | a pair mounted from a directory (cert-manager), reloaded when the files change |
-//! | [`SecretCerts`] | those kept in a Secret shared by the replicas, their CA in every `caBundle`, renewed before expiry |
+//! | [`SecretCerts`] | those kept in a Secret shared by the replicas, their CA bundle in every `caBundle`, renewed and the CA rotated before expiry |
 //!
 //! This module sits in layer 3, right under the manager, which runs the
 //! server as a runnable (as it runs its health and metrics servers); it
@@ -39,6 +39,7 @@
 //! ```
 
 mod admission;
+mod cabundle;
 mod certdir;
 mod certsecret;
 mod conversion;
@@ -51,7 +52,10 @@ mod tls;
 
 pub use admission::{AdmissionContext, Defaulter, Denial, Validator, Warnings};
 pub use certdir::{CertDir, CertDirError};
-pub use certsecret::{CertSecretError, Clock, NOT_AFTER_ANNOTATION, SecretCerts, SystemClock};
+pub use certsecret::{
+    CA_NOT_AFTER_ANNOTATION, CA_ROTATION_ANNOTATION, CertSecretError, Clock, DEFAULT_CA_OVERLAP,
+    NOT_AFTER_ANNOTATION, SecretCerts, SystemClock,
+};
 pub use conversion::{Conversion, ConversionError, Convertible, Hub};
 /// The admission operation (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
 pub use kube_client::core::admission::Operation;

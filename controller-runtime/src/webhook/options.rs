@@ -198,6 +198,8 @@ impl WebhookOptions {
 
 /// What keeps the serving certificate current: a [`SecretCerts`] or a
 /// [`CertDir`].
+// One per server, made once: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum CertKeeper {
     /// Self-managed, in a Secret.

@@ -4,7 +4,7 @@
 //! client that connects and never speaks cannot hold up the others.
 //!
 //! Part of the manager layer's webhook server: the certificate sources
-//! ([`super::certs`] for self-managed certificates kept in a Secret,
+//! ([`super::certsecret`] for self-managed certificates kept in a Secret,
 //! [`super::certdir`] for files mounted by cert-manager) put pairs in, every
 //! new handshake reads the current one. A swap never drops a request: a
 //! connection keeps the certificate it was made with, the next one gets the

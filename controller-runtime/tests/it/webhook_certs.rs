@@ -1,7 +1,8 @@
 //! Self-managed webhook certificates against envtest: a fresh replica
 //! creates the Secret and writes the CA into every `caBundle`, a second
-//! replica (or one racing the first) serves the same pair, and a rotation
-//! swaps the serving certificate while a client keeps succeeding.
+//! replica (or one racing the first) serves the same pair, a renewal swaps
+//! the serving certificate while a client keeps succeeding, and a CA
+//! rotation (`webhook_ca_rotation`) keeps every review succeeding.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,8 +20,10 @@ use kube_client::api::{Api, PostParams};
 use parking_lot::Mutex;
 use serde_json::json;
 
+use rustls::pki_types::pem::PemObject;
+
 use crate::eventually;
-use crate::webhook_client::start_with;
+use crate::webhook_client::{TlsClient, start_with};
 
 /// A wall clock the test moves by hand.
 #[derive(Clone)]
@@ -174,13 +177,27 @@ async fn a_fresh_replica_creates_the_secret_and_fills_every_ca_bundle_a_second_r
     assert_eq!(secret.metadata.resource_version, rv);
 }
 
-/// The CRD on its own: envtest refuses (409, every time) updates of a CRD
-/// while admission webhook configurations exist, which a cluster does not.
+/// With the admission webhook configurations there too: the merge patch of
+/// the CRD is written at once, no retry needed.
 #[tokio::test]
 async fn the_ca_is_written_into_the_conversion_webhook_of_a_crd() {
     let env = TestEnv::start().await.unwrap();
     let client = env.client();
     create_namespace(&client, "system").await;
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &validating_config("gizmo-validating", &validate_path::<ConfigMap>()),
+        )
+        .await
+        .unwrap();
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &mutating_config("gizmo-mutating", "/mutate--v1-configmap"),
+        )
+        .await
+        .unwrap();
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     crds.create(&PostParams::default(), &converted_crd())
         .await
@@ -197,6 +214,13 @@ async fn the_ca_is_written_into_the_conversion_webhook_of_a_crd() {
         .unwrap()
         .ca_bundle;
     assert_eq!(bundle.unwrap().0, pair.ca_pem().as_bytes());
+    let patches = env
+        .request_log()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.path.contains("customresourcedefinitions"))
+        .map(|r| r.status)
+        .collect::<Vec<_>>();
+    assert_eq!(patches, [200], "one patch, accepted");
 }
 
 #[tokio::test]
@@ -321,4 +345,212 @@ async fn rotation_swaps_the_serving_certificate_while_a_client_keeps_succeeding(
         .await
         .unwrap();
     assert_eq!(secret.data.unwrap()["ca.crt"].0, pair.ca_pem().as_bytes());
+}
+
+/// The `caBundle` of the test's ValidatingWebhookConfiguration, PEM.
+async fn published_bundle(client: &Client) -> String {
+    let config = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .get("gizmo-validating")
+        .await
+        .unwrap();
+    let bundle = config.webhooks.unwrap()[0]
+        .client_config
+        .ca_bundle
+        .clone()
+        .unwrap();
+    String::from_utf8(bundle.0).unwrap()
+}
+
+/// A webhook server on a free loopback port serving `resolver`'s pair.
+async fn serve(
+    resolver: CertResolver,
+    stop: &tokio_util::sync::CancellationToken,
+) -> std::net::SocketAddr {
+    let (validator, _) = crate::webhook::rules();
+    let listening = controller_runtime::webhook::WebhookServer::new(resolver)
+        .bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .validator::<ConfigMap, _>(validator)
+        .unwrap()
+        .listen()
+        .await
+        .unwrap();
+    let addr = listening.local_addr();
+    tokio::spawn(listening.serve(stop.clone()));
+    addr
+}
+
+/// The CA is rotated in three steps (publish the next CA, let it sign,
+/// drop the old one), each a day apart by default, here a minute of the
+/// injected wall clock. Throughout, envtest keeps creating ConfigMaps
+/// through the webhook, trusting whatever `caBundle` is published at each
+/// call; and at every step a replica that has not reloaded yet (serving the
+/// previous pair) is trusted by the new bundle, while the new pair is
+/// trusted by the previous bundle (an API server that has not seen the new
+/// `caBundle` yet).
+#[tokio::test]
+async fn the_ca_rotates_in_steps_while_envtest_keeps_calling_the_webhook() {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let resolver = CertResolver::new();
+    let live = serve(resolver.clone(), &stop).await;
+    let env = TestEnv::builder()
+        .webhook_service("system/webhook-service", live.to_string())
+        .start()
+        .await
+        .unwrap();
+    let client = env.client();
+    create_namespace(&client, "system").await;
+    let ns: Namespace = serde_json::from_value(
+        json!({"metadata": {"name": "team-a", "labels": {"webhooks": "on"}}}),
+    )
+    .unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &validating_config("gizmo-validating", &validate_path::<ConfigMap>()),
+        )
+        .await
+        .unwrap();
+
+    // Certificates are checked by TLS clients against the real time, so
+    // the injected clock moves by minutes: a CA valid 30 minutes (rotated
+    // with 10 left), serving certificates valid 15, steps a minute apart.
+    let clock = ManualClock::new();
+    let keeper = SecretCerts::new(
+        client.clone(),
+        "system",
+        "webhook-service",
+        resolver.clone(),
+    )
+    .extra_name("localhost")
+    .validating_webhook("gizmo-validating")
+    .validity(Duration::from_secs(15 * 60))
+    .ca_validity(Duration::from_secs(30 * 60))
+    .ca_overlap(Duration::from_secs(60))
+    .check_interval(Duration::from_millis(50))
+    .clock(clock.clone());
+    let first = keeper.ensure().await.unwrap();
+    tokio::spawn(keeper.run(stop.clone()));
+
+    // envtest creating ConfigMaps through the webhook, one after another.
+    let ok = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(Mutex::new(Vec::<String>::new()));
+    let hammer = {
+        let (ok, failed, stop) = (ok.clone(), failed.clone(), stop.clone());
+        let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "team-a");
+        tokio::spawn(async move {
+            let mut n = 0;
+            while !stop.is_cancelled() {
+                n += 1;
+                match maps
+                    .create(
+                        &PostParams::default(),
+                        &crate::config_map("team-a", &format!("cm-{n}")),
+                    )
+                    .await
+                {
+                    Ok(_) => drop(ok.fetch_add(1, Ordering::SeqCst)),
+                    Err(e) => failed.lock().push(e.to_string()),
+                }
+            }
+        })
+    };
+    let more_reviews = |what: &'static str| {
+        let ok = ok.clone();
+        let from = ok.load(Ordering::SeqCst);
+        eventually(Duration::from_secs(10), what, move || {
+            let n = ok.load(Ordering::SeqCst);
+            async move { (n >= from + 5).then_some(()) }
+        })
+    };
+    more_reviews("reviews before the rotation").await;
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "system");
+    let rotation = |secret: &Secret| {
+        secret
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| {
+                a.get(controller_runtime::webhook::CA_ROTATION_ANNOTATION)
+                    .cloned()
+            })
+            .unwrap_or_default()
+    };
+    let mut previous_pem = first.cert_pem().to_owned();
+    let mut previous_key = first.key_pem().to_owned();
+    let mut previous_bundle = published_bundle(&client).await;
+    // (minutes the clock moves, the step reached, CAs in the bundle after)
+    for (minutes, step, cas) in [(21, "published:", 2), (2, "switched:", 2), (2, "", 1)] {
+        clock.advance(Duration::from_secs(minutes * 60));
+        let secret = eventually(Duration::from_secs(10), step, || {
+            let secrets = secrets.clone();
+            async move {
+                let s = secrets.get("webhook-service-cert").await.ok()?;
+                let r = rotation(&s);
+                let reached = if step.is_empty() {
+                    r.is_empty()
+                } else {
+                    r.starts_with(step)
+                };
+                reached.then_some(s)
+            }
+        })
+        .await;
+        let data = secret.data.clone().unwrap();
+        let text = |k: &str| String::from_utf8(data[k].0.clone()).unwrap();
+        // The bundle is published before the pair it vouches for is served.
+        let bundle = eventually(Duration::from_secs(10), "the bundle published", || {
+            let (c, want) = (client.clone(), text("ca.crt"));
+            async move { (published_bundle(&c).await == want).then_some(want) }
+        })
+        .await;
+        assert_eq!(bundle.matches("BEGIN CERTIFICATE").count(), cas, "{step}");
+        more_reviews("reviews after a step").await;
+
+        // The live server, now serving this step's pair, is trusted by the
+        // bundle of the step before; a lagging replica, still serving the
+        // previous pair, by the bundle of this one.
+        let lagging = CertResolver::new();
+        lagging
+            .load_pem(previous_pem.as_bytes(), previous_key.as_bytes())
+            .unwrap();
+        let lag = serve(lagging, &stop).await;
+        let live_leaf = eventually(Duration::from_secs(10), "the new pair served", || {
+            let (r, want) = (resolver.clone(), text("tls.crt"));
+            async move {
+                let leaf = r.current_leaf()?;
+                let want =
+                    rustls::pki_types::CertificateDer::from_pem_slice(want.as_bytes()).ok()?;
+                (leaf == want).then_some(leaf)
+            }
+        })
+        .await;
+        let seen = TlsClient::new(live, &previous_bundle).peer_leaf().await;
+        assert_eq!(
+            seen.as_deref(),
+            Ok(&live_leaf[..]),
+            "{step}: new pair, old bundle"
+        );
+        let seen = TlsClient::new(lag, &bundle).peer_leaf().await;
+        assert!(seen.is_ok(), "{step}: old pair, new bundle: {seen:?}");
+
+        previous_pem = text("tls.crt");
+        previous_key = text("tls.key");
+        previous_bundle = bundle;
+    }
+    stop.cancel();
+    hammer.await.unwrap();
+    assert_eq!(
+        failed.lock().clone(),
+        Vec::<String>::new(),
+        "no review may fail"
+    );
+    assert!(
+        !previous_bundle.contains(first.ca_pem()),
+        "the old CA is gone"
+    );
 }
