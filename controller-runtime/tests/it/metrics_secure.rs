@@ -332,3 +332,44 @@ async fn a_manager_without_the_review_permissions_answers_500_and_a_made_certifi
     assert!(body.contains("tokenreviews"), "{body}");
     stop.cancel();
 }
+
+#[tokio::test]
+async fn a_pair_from_a_directory_is_served() {
+    let dir = std::env::temp_dir().join(format!(
+        "metrics-certs-{}-{}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pair = controller_runtime::webhook::SelfSigned::generate_for(
+        &["localhost".into()],
+        std::time::SystemTime::now(),
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    std::fs::write(dir.join("tls.crt"), pair.cert_pem()).unwrap();
+    std::fs::write(dir.join("tls.key"), pair.key_pem()).unwrap();
+    let env = TestEnv::start().await.unwrap();
+    create_namespace(&env.client(), "system").await;
+    let secure = SecureMetrics::new().cert_dir(&dir);
+    let (addr, stop) = manager(&env, Permissions::new().secure_metrics(), secure).await;
+    // Verified against the directory's CA.
+    let scraper = Scraper::new(addr, Some(pair.ca_pem()));
+    let (status, body) = eventually(Duration::from_secs(10), "HTTPS served", || {
+        let s = scraper.clone();
+        async move { s.get(None).await.ok() }
+    })
+    .await;
+    assert_eq!(status, 401, "{body}");
+    env.client_with_cluster_role(
+        "monitoring",
+        "prometheus",
+        &metrics_reader_cluster_role("metrics-reader"),
+    )
+    .await
+    .unwrap();
+    let token = env.service_account_token("monitoring", "prometheus");
+    assert_eq!(scraper.with_token(&token).await.0, 200);
+    stop.cancel();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
