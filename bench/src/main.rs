@@ -15,6 +15,7 @@ mod indexer;
 mod record;
 mod relist;
 mod scope;
+mod sharding;
 mod sync;
 mod watch;
 mod webhook;
@@ -40,7 +41,8 @@ struct Args {
     #[arg(long)]
     runs: Option<usize>,
     /// Only these scenarios (comma-separated: workqueue, indexer,
-    /// controller, watch, fanout, sync, scope, relist, webhook).
+    /// controller, watch, fanout, sync, scope, sharding, relist,
+    /// webhook).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Initial-sync sizes instead of the default ones (comma-separated).
@@ -106,6 +108,8 @@ pub struct Plan {
     pub scope_objects: usize,
     /// Admission reviews per webhook case (all clients together).
     pub webhook_requests: usize,
+    /// ConfigMaps in the sharding scenario.
+    pub sharding_objects: usize,
 }
 
 impl Plan {
@@ -123,6 +127,7 @@ impl Plan {
                 controller_objects: 200,
                 scope_objects: 2_000,
                 webhook_requests: 2_000,
+                sharding_objects: 300,
             }
         } else {
             Plan {
@@ -137,6 +142,7 @@ impl Plan {
                 controller_objects: 10_000,
                 scope_objects: 10_000,
                 webhook_requests: 20_000,
+                sharding_objects: 3_000,
             }
         }
     }
@@ -190,6 +196,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if wanted("scope") {
             scope::run(&client, &plan, &mut out).await?;
+        }
+        if wanted("sharding") {
+            sharding::run(&client, &plan, &mut out).await?;
         }
         // Last: it compacts the server's watch history.
         if wanted("relist") {

@@ -172,6 +172,10 @@ pub const SHARD_LEASE_VERBS: &[Verb] = &[
 /// `/metrics` securely: it only asks the API server, so `create`.
 pub const SECURE_METRICS_VERBS: &[Verb] = &[Verb::Create];
 
+/// Verbs a label-mode sharder needs on each sharded kind: read everything,
+/// patch the shard labels.
+pub const SHARDER_VERBS: &[Verb] = &[Verb::Get, Verb::List, Verb::Watch, Verb::Patch];
+
 /// Where a rule applies: one resource (or `resource/subresource`) of one API
 /// group, optionally narrowed to some object names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -324,6 +328,22 @@ impl Permissions {
             "subjectaccessreviews",
             SECURE_METRICS_VERBS.iter().cloned(),
         )
+    }
+
+    /// The sharder of a label-mode shard ring ([`crate::sharding`]) on kind
+    /// `K` (the sharded kind or one it owns): reads every object's metadata
+    /// and patches its shard labels ([`SHARDER_VERBS`]).
+    ///
+    /// ```
+    /// use controller_runtime::rbac::Permissions;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// let perms = Permissions::new().sharded_labels::<ConfigMap>();
+    /// assert!(perms.allows("", "configmaps", "patch"));
+    /// assert!(!perms.allows("", "configmaps", "delete"));
+    /// ```
+    pub fn sharded_labels<K: Resource<DynamicType = ()>>(self) -> Self {
+        let (group, plural) = group_plural::<K>();
+        self.rule(&group, &plural, SHARDER_VERBS.iter().cloned())
     }
 
     /// Everything in `other` too.

@@ -279,6 +279,12 @@ impl<K: Object> ControllerBuilder<K> {
         }
     }
 
+    /// The manager the controller is built on (for builder extensions
+    /// such as sharding's).
+    pub fn manager(&self) -> &Manager {
+        &self.mgr
+    }
+
     /// Names the controller (default: the kind in lower case).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.settings.name = Some(name.into());

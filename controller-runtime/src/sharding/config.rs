@@ -13,6 +13,8 @@ use crate::leaderelection::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElectionConfig,
 };
 
+use informer_core::factory::InformerOptions;
+
 use super::ring::Ring;
 
 /// Errors of sharding settings.
@@ -45,7 +47,10 @@ pub fn default_shard_identity() -> String {
         .unwrap_or_else(|| "replica".to_string());
     let suffix: u32 = rand::random();
     let mut host = host;
-    host.truncate(200);
+    // At most 63 characters in all: the identity is also a label value
+    // (label mode).
+    host.truncate(54);
+    let host = host.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
     format!("{host}-{suffix:08x}")
 }
 
@@ -65,6 +70,35 @@ fn dns_safe(s: &str) -> String {
         .trim_matches(|c: char| !c.is_ascii_alphanumeric())
         .to_string()
 }
+
+/// How a sharded controller's replicas split the objects; see
+/// [`sharding`](super) for both.
+///
+/// ```
+/// use controller_runtime::sharding::config::{ShardMode, ShardingConfig};
+/// let cfg = ShardingConfig::new("operators", "widgets").identity("replica-a");
+/// assert_eq!(cfg.mode, ShardMode::Filter);
+/// let cfg = cfg.mode(ShardMode::Label);
+/// assert_eq!(cfg.informer_options().label_selector.as_deref(),
+///            Some("shard.informer-rs.io/widgets=replica-a"));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ShardMode {
+    /// Every replica caches every object; the gate admits only the keys
+    /// the ring gives this replica. Saves reconcile work, not memory.
+    #[default]
+    Filter,
+    /// The sharder labels each object with its shard; each replica's
+    /// informers select their own label, so each caches about 1/N.
+    Label,
+}
+
+/// Prefix of the label naming an object's shard: the label is
+/// `shard.informer-rs.io/<ring>`, its value the shard's identity.
+pub const SHARD_LABEL_PREFIX: &str = "shard.informer-rs.io/";
+/// Prefix of the label the sharder sets while it moves an object away from
+/// its shard: `drain.shard.informer-rs.io/<ring>`.
+pub const DRAIN_LABEL_PREFIX: &str = "drain.shard.informer-rs.io/";
 
 /// Which ring to join, as whom, and how fast; see the [module
 /// documentation](self).
@@ -99,6 +133,8 @@ pub struct ShardingConfig {
     pub retry_period: Duration,
     /// Points per member on the ring.
     pub virtual_nodes: u32,
+    /// Filter or label mode.
+    pub mode: ShardMode,
 }
 
 impl ShardingConfig {
@@ -113,6 +149,38 @@ impl ShardingConfig {
             renew_deadline: DEFAULT_RENEW_DEADLINE,
             retry_period: DEFAULT_RETRY_PERIOD,
             virtual_nodes: Ring::DEFAULT_VIRTUAL_NODES,
+            mode: ShardMode::Filter,
+        }
+    }
+
+    /// Sets the mode (filter by default).
+    pub fn mode(mut self, mode: ShardMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The label naming an object's shard in this ring (label mode).
+    pub fn shard_label(&self) -> String {
+        format!("{SHARD_LABEL_PREFIX}{}", self.ring)
+    }
+
+    /// The label marking an object the sharder is moving away (label mode).
+    pub fn drain_label(&self) -> String {
+        format!("{DRAIN_LABEL_PREFIX}{}", self.ring)
+    }
+
+    /// The informer options of this replica's caches of the sharded kind
+    /// and its owned kinds: in label mode a selector on this shard's label
+    /// (give them to `ManagerBuilder::cache_options` for each kind), in
+    /// filter mode none.
+    pub fn informer_options(&self) -> InformerOptions {
+        match self.mode {
+            ShardMode::Filter => InformerOptions::new(),
+            ShardMode::Label => InformerOptions::new().label_selector(format!(
+                "{}={}",
+                self.shard_label(),
+                self.identity
+            )),
         }
     }
 
@@ -209,6 +277,14 @@ impl ShardingConfig {
                 ),
             });
         }
+        if self.mode == ShardMode::Label && self.identity.len() > 63 {
+            return Err(ConfigError::Invalid {
+                reason: format!(
+                    "identity {:?} is longer than 63 characters: in label mode it is a label value",
+                    self.identity
+                ),
+            });
+        }
         if self.lease_duration < Duration::from_secs(1) {
             return Err(ConfigError::Invalid {
                 reason: "lease duration must be at least 1 s (Leases count whole seconds)".into(),
@@ -230,6 +306,16 @@ mod tests {
         assert!(cfg.validate().is_ok(), "{cfg:?}");
         assert!(cfg.clone().identity("Bad_Name").validate().is_err());
         assert!(cfg.clone().identity("").validate().is_err());
+        let long = "a".repeat(64);
+        assert!(cfg.clone().identity(&long).validate().is_ok());
+        assert!(
+            cfg.clone()
+                .identity(&long)
+                .mode(ShardMode::Label)
+                .validate()
+                .is_err()
+        );
+        assert!(default_shard_identity().len() <= 63);
         assert!(
             cfg.clone()
                 .lease_duration(Duration::from_millis(900))

@@ -1,7 +1,10 @@
 //! Turning sharding on for a controller: the membership as a manager
 //! runnable, the gate in front of the reconciler, and the shard's readiness.
 //!
-//! [`complete_sharded`] builds a controller exactly as
+//! [`ShardedExt::sharded`] switches a controller builder to sharding;
+//! [`ShardedBuilder::complete`] (or [`complete_sharded`]) builds it.
+//!
+//! **Filter mode**: the controller is built exactly as
 //! [`ControllerBuilder::complete`] does, with its reconciler behind a
 //! [`ShardGate`]: a request the gate does not admit is not reconciled (it is
 //! dropped or parked, see [`assignment`](super::assignment)), and an
@@ -14,6 +17,17 @@
 //! check `shard-<controller>`: ready once its replica is a member of a
 //! settled epoch.
 //!
+//! **Label mode** ([`ShardMode::Label`](super::config::ShardMode)): the
+//! reconciler sits behind a label gate instead (reconcile what is labelled
+//! with this shard, acknowledge drains; see [`labels`](super::labels)), and
+//! a relabelling loop runs whenever this replica is the ring's sharder. The
+//! manager's cache must select this shard's label for the sharded kind and
+//! each owned kind: build the manager with
+//! `.cache_options::<K>(config.informer_options())` for each. Owned kinds
+//! are declared on the [`ShardedBuilder`] (not on the controller builder
+//! before `.sharded(..)`) so that the sharder labels them too. One label-mode
+//! controller per ring.
+//!
 //! The manager stops controllers before the other runnables, so the
 //! membership deletes the shard Lease only after the controllers drained.
 
@@ -23,7 +37,12 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::assignment::{Admission, ShardGate};
+use super::config::ShardMode;
+use super::label_gate::{LabelAdmission, LabelGate};
+use super::labeller::{self, KindStarter, OwnerKind};
 use super::membership::Membership;
+use super::metrics::ShardMetrics;
+use super::wiring;
 use crate::action::Action;
 use crate::cache::Cache;
 use crate::controller::{Controller, ControllerBuilder};
@@ -31,36 +50,83 @@ use crate::error::BoxError;
 use crate::events::EventRecorder;
 use crate::healthz::check_fn;
 use crate::manager::{Manager, ManagerError, Runnable};
-use crate::object::Object;
+use crate::object::{Object, ScopeInfo};
 use crate::reconcile::{CallInfo, IntoReconciler, Reconciler};
 use crate::request::Request;
 use crate::workqueue::{AddOptions, Priority};
 
+/// Errors of building a sharded controller (inside
+/// [`ManagerError::Controller`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ShardedError {
+    /// A second label-mode controller on one ring: the ring's labels name
+    /// one controller's shards.
+    #[error("ring {ring:?} already has a label-mode controller; use one ring per controller")]
+    SecondLabelController {
+        /// The ring.
+        ring: String,
+    },
+}
+
+impl From<ShardedError> for ManagerError {
+    fn from(error: ShardedError) -> Self {
+        ManagerError::Controller(Box::new(error))
+    }
+}
+
+/// Which gate a sharded reconciler sits behind.
+#[derive(Clone)]
+enum Gate {
+    Ring(ShardGate),
+    Label(Arc<LabelGate>),
+}
+
 /// A reconciler behind a shard gate.
 struct Gated<R> {
     inner: R,
-    gate: ShardGate,
+    gate: Gate,
+}
+
+impl<R: Reconciler> Gated<R> {
+    async fn run_fenced(
+        &self,
+        fence: &CancellationToken,
+        req: Request,
+        ctx: CallInfo,
+    ) -> Result<Action, R::Error> {
+        tokio::select! {
+            result = self.inner.reconcile(req, ctx) => result,
+            // Fenced mid-reconcile: stop now (the reconcile future is
+            // dropped), before the lease expires.
+            () = fence.cancelled() => Ok(Action::requeue()),
+        }
+    }
 }
 
 impl<R: Reconciler> Reconciler for Gated<R> {
     type Error = R::Error;
 
     async fn reconcile(&self, req: Request, ctx: CallInfo) -> Result<Action, Self::Error> {
-        match self.gate.begin(&req) {
-            Admission::Reconcile(in_flight) => {
-                let fence = self.gate.fence().clone();
-                let result = tokio::select! {
-                    result = self.inner.reconcile(req, ctx) => result,
-                    // Fenced mid-reconcile: stop now (the reconcile
-                    // future is dropped), before the lease expires.
-                    () = fence.cancelled() => Ok(Action::requeue()),
-                };
-                drop(in_flight);
-                result
-            }
-            // Another replica's, parked until a handover ends, or
-            // fenced: nothing to do here; forget the request.
-            Admission::NotMine | Admission::Wait | Admission::Fenced => Ok(Action::done()),
+        match &self.gate {
+            Gate::Ring(gate) => match gate.begin(&req) {
+                Admission::Reconcile(in_flight) => {
+                    let result = self.run_fenced(gate.fence(), req, ctx).await;
+                    drop(in_flight);
+                    result
+                }
+                // Another replica's, parked until a handover ends, or
+                // fenced: nothing to do here; forget the request.
+                Admission::NotMine | Admission::Wait | Admission::Fenced => Ok(Action::done()),
+            },
+            Gate::Label(gate) => match gate.begin(&req) {
+                LabelAdmission::Reconcile => self.run_fenced(gate.fence(), req, ctx).await,
+                LabelAdmission::Release(resource_version) => {
+                    // This worker holds the key: nothing of it is in flight.
+                    gate.release(&req, resource_version).await;
+                    Ok(Action::done())
+                }
+                LabelAdmission::NotMine | LabelAdmission::Fenced => Ok(Action::done()),
+            },
         }
     }
 }
@@ -74,7 +140,7 @@ pub enum ByShard<M> {
 
 struct Sharded<R> {
     reconciler: R,
-    gate: ShardGate,
+    gate: Gate,
 }
 
 impl<K, M: 'static, R: IntoReconciler<K, M>> IntoReconciler<K, ByShard<M>> for Sharded<R> {
@@ -143,8 +209,133 @@ pub fn install(mgr: &Manager, membership: &Membership) {
     }
 }
 
+/// Turns sharding on for a controller builder: `.sharded(&membership)`.
+///
+/// ```no_run
+/// use controller_runtime::prelude::*;
+/// use controller_runtime::sharding::config::ShardingConfig;
+/// use controller_runtime::sharding::controller::ShardedExt;
+/// use controller_runtime::sharding::membership::Membership;
+/// # struct R;
+/// # impl Reconciler for R {
+/// #     type Error = std::convert::Infallible;
+/// #     async fn reconcile(&self, _: Request, _: CallInfo) -> Result<Action, Self::Error> { Ok(Action::done()) }
+/// # }
+/// # async fn demo(mgr: Manager) -> Result<(), Box<dyn std::error::Error>> {
+/// use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
+/// let membership = Membership::new(mgr.client(), ShardingConfig::new("default", "configmaps"))?;
+/// mgr.controller::<ConfigMap>().named("cm").sharded(&membership).complete(R)?;
+/// mgr.run_until_signal().await?;
+/// # Ok(()) }
+/// ```
+pub trait ShardedExt<K: Object> {
+    /// This controller's objects are spread over the replicas of
+    /// `membership`'s ring (filter or label mode, by its config).
+    fn sharded(self, membership: &Membership) -> ShardedBuilder<K>;
+}
+
+impl<K: Object> ShardedExt<K> for ControllerBuilder<K> {
+    fn sharded(self, membership: &Membership) -> ShardedBuilder<K> {
+        let client = self.manager().client();
+        ShardedBuilder {
+            kinds: vec![labeller::primary::<K>(client)],
+            builder: self,
+            membership: membership.clone(),
+        }
+    }
+}
+
+/// A controller builder with sharding on; see [`ShardedExt`].
+#[must_use]
+pub struct ShardedBuilder<K> {
+    builder: ControllerBuilder<K>,
+    membership: Membership,
+    kinds: Vec<KindStarter>,
+}
+
+impl<K: Object> ShardedBuilder<K> {
+    /// As [`ControllerBuilder::owns`]; in label mode the sharder also keeps
+    /// `C`'s objects on their controller owner's shard.
+    pub fn owns<C: Object>(mut self) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
+        let client = self.builder.manager().client();
+        self.kinds.push(labeller::owned::<C>(
+            client,
+            OwnerKind {
+                group: K::group(&()).into_owned(),
+                kind: K::kind(&()).into_owned(),
+                namespaced: <K::Scope as ScopeInfo>::NAMESPACED,
+            },
+        ));
+        self.builder = self.builder.owns::<C>();
+        self
+    }
+
+    /// Builds the controller with `reconciler` behind the shard's gate;
+    /// see the [module documentation](self).
+    pub fn complete<M: 'static>(
+        self,
+        reconciler: impl IntoReconciler<K, M>,
+    ) -> Result<Controller, ManagerError> {
+        let mgr = self.builder.manager().clone();
+        match self.membership.config().mode {
+            ShardMode::Filter => complete_filter(&mgr, self.builder, &self.membership, reconciler),
+            ShardMode::Label => {
+                if !self.membership.claim_label_controller() {
+                    return Err(ShardedError::SecondLabelController {
+                        ring: self.membership.config().ring.clone(),
+                    }
+                    .into());
+                }
+                let gate = Arc::new(wiring::label_gate::<K>(&mgr, &self.membership));
+                let controller = self.builder.complete(Sharded {
+                    reconciler,
+                    gate: Gate::Label(Arc::clone(&gate)),
+                })?;
+                install(&mgr, &self.membership);
+                let counters = wiring::add_labeller(&mgr, &self.membership, self.kinds);
+                let informer = mgr.cache().informer::<K>();
+                ShardMetrics::register(
+                    &mgr,
+                    controller.name(),
+                    &self.membership,
+                    super::metrics::Source::Label {
+                        gate,
+                        counters,
+                        owned: Box::new(move || informer.list().len()),
+                    },
+                );
+                add_readiness(&mgr, &controller, &self.membership)?;
+                Ok(controller)
+            }
+        }
+    }
+}
+
+fn add_readiness(
+    mgr: &Manager,
+    controller: &Controller,
+    membership: &Membership,
+) -> Result<(), ManagerError> {
+    let m = membership.clone();
+    mgr.add_readyz_check(
+        format!("shard-{}", controller.name()),
+        check_fn(move || {
+            let view = m.view();
+            if view.settled() && view.ring.contains(m.identity()) && !m.fence().is_cancelled() {
+                Ok(())
+            } else {
+                Err("not a member of a settled epoch yet".to_string())
+            }
+        }),
+    )
+}
+
 /// Completes `builder` with `reconciler` behind a shard gate of
-/// `membership`; see the [module documentation](self).
+/// `membership` (`builder.sharded(membership).complete(reconciler)`); see
+/// the [module documentation](self).
 ///
 /// ```no_run
 /// use controller_runtime::prelude::*;
@@ -164,6 +355,15 @@ pub fn install(mgr: &Manager, membership: &Membership) {
 /// # Ok(()) }
 /// ```
 pub fn complete_sharded<K: Object, M: 'static>(
+    _mgr: &Manager,
+    builder: ControllerBuilder<K>,
+    membership: &Membership,
+    reconciler: impl IntoReconciler<K, M>,
+) -> Result<Controller, ManagerError> {
+    builder.sharded(membership).complete(reconciler)
+}
+
+fn complete_filter<K: Object, M: 'static>(
     mgr: &Manager,
     builder: ControllerBuilder<K>,
     membership: &Membership,
@@ -172,7 +372,7 @@ pub fn complete_sharded<K: Object, M: 'static>(
     let gate = ShardGate::new(membership);
     let controller = builder.complete(Sharded {
         reconciler,
-        gate: gate.clone(),
+        gate: Gate::Ring(gate.clone()),
     })?;
     let queue = controller.queue().clone();
     gate.set_requeue(move |reqs| {
@@ -193,6 +393,25 @@ pub fn complete_sharded<K: Object, M: 'static>(
         gate: gate.clone(),
         membership: membership.clone(),
     });
+    let ring_gate = gate.clone();
+    let identity = membership.identity().to_string();
+    let informer = mgr.cache().informer::<K>();
+    ShardMetrics::register(
+        mgr,
+        controller.name(),
+        membership,
+        super::metrics::Source::Ring {
+            gate: ring_gate,
+            owned: Box::new(move |ring| {
+                informer
+                    .list()
+                    .iter()
+                    .filter_map(|o| Request::from_object(o.as_ref()).ok())
+                    .filter(|r| ring.owns(&identity, &r.to_string()))
+                    .count()
+            }),
+        },
+    );
     let ready = gate.clone();
     mgr.add_readyz_check(
         format!("shard-{}", controller.name()),

@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::{ConfigError, ShardingConfig};
 use super::coordinator;
 use super::replica::Replica;
-use super::view::{ACK_ANNOTATION, RING_LABEL, ROLE_LABEL, ROLE_SHARD, RingView};
+use super::view::{ACK_ANNOTATION, RING_LABEL, ROLE_LABEL, ROLE_SHARD, RingView, ring_state};
 
 /// Errors of shard membership.
 #[derive(Debug, thiserror::Error)]
@@ -199,6 +199,49 @@ impl Membership {
     /// Whether this replica is the ring's sharder now.
     pub fn is_sharder(&self) -> bool {
         self.inner.sharder.load(Ordering::Acquire)
+    }
+
+    /// A receiver reading `true` while this replica is the ring's sharder.
+    pub fn sharder_watch(&self) -> watch::Receiver<bool> {
+        self.inner.sharder_watch.subscribe()
+    }
+
+    /// The client the membership talks through.
+    pub(super) fn client(&self) -> kube_client::Client {
+        self.inner.client.clone()
+    }
+
+    /// The members of the ring state read afresh from the server (`None`
+    /// when it cannot be read).
+    pub(super) async fn fresh_members(&self) -> Option<Vec<String>> {
+        match self
+            .inner
+            .leases
+            .get_opt(&self.inner.config.ring_state_name())
+            .await
+        {
+            Ok(state) => Some(state.map(|s| ring_state(&s).1).unwrap_or_default()),
+            Err(error) => {
+                tracing::debug!(%error, "sharder: reading the ring state");
+                None
+            }
+        }
+    }
+
+    /// How long ago `member`'s shard Lease expired by this replica's
+    /// observations (`None` while live or unknown).
+    pub(super) fn expired_for(&self, member: &str) -> Option<std::time::Duration> {
+        self.inner.observations.lock().expired_for(
+            member,
+            Instant::now(),
+            self.inner.config.lease_duration,
+        )
+    }
+
+    /// Claims the one label-mode controller of this membership; `false`
+    /// when another already has it.
+    pub(super) fn claim_label_controller(&self) -> bool {
+        !self.inner.label_controller.swap(true, Ordering::AcqRel)
     }
 
     /// Successful renewals of the shard Lease so far.

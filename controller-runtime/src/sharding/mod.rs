@@ -20,8 +20,16 @@
 //!   Lease; the replica fences itself when it cannot renew), the informer on
 //!   the ring's Leases, and the sharder (elected on its own Lease) that
 //!   writes the next epoch whenever the live shard Leases change.
-//! - [`assignment`]: the admission gate of one sharded controller: which
-//!   requests it may reconcile now.
+//! - [`assignment`]: the admission gate of one sharded controller in filter
+//!   mode: which requests it may reconcile now.
+//! - [`labels`]: label mode's vocabulary and the sharder's rule (assign,
+//!   drain, relabel); the label gate and the sharder's relabelling loop
+//!   are private.
+//! - [`controller`]: `builder.sharded(&membership)` ([`controller::ShardedExt`]),
+//!   which puts the reconciler behind the gate of the configured mode, runs
+//!   the membership, registers the `sharding_*` metrics and a readiness
+//!   check.
+//! - [`manifests`]: a Deployment of N replicas with the Leases' RBAC.
 //!
 //! # Objects in the API
 //!
@@ -91,11 +99,27 @@
 //!
 //! # Modes
 //!
-//! *Filter* (what is built): every replica caches everything; the gate
-//! admits only the replica's keys. It saves reconcile work, not memory.
-//! *Label* (not built yet): the sharder labels each object with its shard
-//! and each replica's informers select on their own label, so each caches
-//! about 1/N.
+//! *Filter* ([`config::ShardMode::Filter`], the default): every replica
+//! caches everything; the gate admits only the replica's keys by the rule
+//! above. It saves reconcile work, not memory.
+//!
+//! *Label* ([`config::ShardMode::Label`]): the replica that is the ring's
+//! sharder labels each object `shard.informer-rs.io/<ring>=<identity>` by
+//! the ring, and each replica's informers select their own label, so each
+//! caches about 1/N of the objects (the sharder also keeps a metadata-only
+//! cache of all of them). Ownership is the label, not the epoch: a replica
+//! reconciles what its cache holds labelled with its identity. A move is a
+//! handshake (see [`labels`]): the sharder sets a drain label, the old
+//! shard, with nothing of the object in flight, removes both labels, then
+//! the sharder labels the object (after its owned objects) for the new
+//! shard. A stopped shard (no longer a member of the ring state) cannot
+//! answer; its objects are relabelled directly, once the membership rules
+//! above have dropped it. Owned objects carry their controller owner's
+//! shard. Limits: a deletion that happens while an object is between
+//! shards (drained, not yet relabelled) is seen by no shard (use a
+//! finalizer, whose removal is an update the new shard sees); objects whose
+//! labels are edited by hand can be reconciled twice; one label-mode
+//! controller per ring.
 //!
 //! ```
 //! use controller_runtime::sharding::ring::Ring;
@@ -107,7 +131,13 @@ pub mod assignment;
 pub mod config;
 pub mod controller;
 mod coordinator;
+mod label_gate;
+mod labeller;
+pub mod labels;
+pub mod manifests;
 pub mod membership;
+mod metrics;
 mod replica;
 pub mod ring;
 pub mod view;
+mod wiring;

@@ -30,7 +30,9 @@ pub(super) struct Replica {
     pub(super) fence: CancellationToken,
     pub(super) observations: Mutex<Observations>,
     pub(super) sharder: AtomicBool,
+    pub(super) sharder_watch: watch::Sender<bool>,
     pub(super) installed: AtomicBool,
+    pub(super) label_controller: AtomicBool,
     pub(super) renewals: AtomicU64,
 }
 
@@ -47,7 +49,9 @@ impl Replica {
             fence: CancellationToken::new(),
             observations: Mutex::new(Observations::default()),
             sharder: AtomicBool::new(false),
+            sharder_watch: watch::channel(false).0,
             installed: AtomicBool::new(false),
+            label_controller: AtomicBool::new(false),
             renewals: AtomicU64::new(0),
         }
     }
@@ -94,5 +98,10 @@ impl Replica {
 
     pub(super) fn set_sharder(&self, leading: bool) {
         self.sharder.store(leading, Ordering::Release);
+        self.sharder_watch.send_if_modified(|s| {
+            let changed = *s != leading;
+            *s = leading;
+            changed
+        });
     }
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use controller_runtime::manager::{Manager, ManagerError};
 use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
-use controller_runtime::sharding::controller::complete_sharded;
+use controller_runtime::sharding::config::ShardMode;
+use controller_runtime::sharding::controller::ShardedExt;
 use controller_runtime::sharding::membership::Membership;
 use controller_runtime::sharding::ring::Ring;
 use envtest::TestEnv;
@@ -119,8 +120,8 @@ impl Replica {
     }
 }
 
-/// Starts replica `id` of ring `ring` with `workers` workers and `work` per
-/// reconcile.
+/// Starts replica `id` of ring `ring` (filter mode) with `workers` workers
+/// and `work` per reconcile.
 pub async fn start_replica(
     env: &TestEnv,
     ring: &str,
@@ -129,31 +130,44 @@ pub async fn start_replica(
     workers: usize,
     work: Duration,
 ) -> Replica {
+    start_replica_in(env, ring, id, timeline, workers, work, ShardMode::Filter).await
+}
+
+/// Starts replica `id` of ring `ring` in `mode`; in label mode its
+/// ConfigMap cache selects its own shard label.
+pub async fn start_replica_in(
+    env: &TestEnv,
+    ring: &str,
+    id: &str,
+    timeline: &Arc<Timeline>,
+    workers: usize,
+    work: Duration,
+    mode: ShardMode,
+) -> Replica {
     let gate = Arc::new(GateState::default());
     let client = kube_client::client::ClientBuilder::try_from(env.client_config())
         .unwrap()
         .with_layer(&GateLayer(Arc::clone(&gate)))
         .build();
+    let config = ring_config(ring, id).mode(mode);
     let mgr = Manager::builder(client.clone())
         .graceful_shutdown_timeout(Duration::from_secs(5))
+        .cache_options::<ConfigMap>(config.informer_options())
         .build()
         .await
         .unwrap();
-    let membership = Membership::new(client.clone(), ring_config(ring, id)).unwrap();
-    complete_sharded(
-        &mgr,
-        mgr.controller::<ConfigMap>()
-            .named("sharded-cm")
-            .max_concurrent_reconciles(workers),
-        &membership,
-        Recorder {
+    let membership = Membership::new(client.clone(), config).unwrap();
+    mgr.controller::<ConfigMap>()
+        .named("sharded-cm")
+        .max_concurrent_reconciles(workers)
+        .sharded(&membership)
+        .complete(Recorder {
             replica: id.to_string(),
             api: Api::namespaced(client, NS),
             timeline: Arc::clone(timeline),
             work,
-        },
-    )
-    .unwrap();
+        })
+        .unwrap();
     let stop = CancellationToken::new();
     let run = tokio::spawn({
         let (mgr, stop) = (mgr.clone(), stop.clone());
@@ -176,19 +190,24 @@ pub fn object(name: &str, v: &str) -> ConfigMap {
     cm
 }
 
-/// Sets `v` on every named ConfigMap (creating it when missing).
+/// Sets `v` on every named ConfigMap (creating it when missing; a write
+/// that meets a concurrent one, such as a sharder's relabelling, is retried
+/// on the fresh object).
 pub async fn write_all(api: &Api<ConfigMap>, names: &[String], v: &str) {
     for name in names {
         let cm = object(name, v);
-        match api.get_opt(name).await.unwrap() {
-            Some(mut current) => {
-                current.data = cm.data;
-                api.replace(name, &PostParams::default(), &current)
-                    .await
-                    .unwrap();
-            }
-            None => {
-                api.create(&PostParams::default(), &cm).await.unwrap();
+        for attempt in 0.. {
+            let result = match api.get_opt(name).await.unwrap() {
+                Some(mut current) => {
+                    current.data = cm.data.clone();
+                    api.replace(name, &PostParams::default(), &current).await
+                }
+                None => api.create(&PostParams::default(), &cm).await,
+            };
+            match result {
+                Ok(_) => break,
+                Err(kube_client::Error::Api(s)) if s.code == 409 && attempt < 20 => {}
+                Err(e) => panic!("writing {name}: {e}"),
             }
         }
     }

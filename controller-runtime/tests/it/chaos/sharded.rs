@@ -14,6 +14,12 @@
 //! - each live replica's cache equals a fresh LIST (filter mode caches
 //!   everything).
 //!
+//! Even seeds run in label mode: the sharder labels each object with its
+//! shard and each replica caches its own label only. There the run also
+//! checks that every object carries exactly its owner's shard label and no
+//! drain label, and that each replica's cache equals a fresh LIST of its
+//! share.
+//!
 //! `CHAOS_SEEDS` and `CHAOS_SEED` pick the seeds as for the main suite;
 //! `CHAOS_SHARDED_PARALLEL` (default 12) how many run at once: a run mostly
 //! waits for Leases to expire, so more of them share the CPU well.
@@ -25,7 +31,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
-use informer_core::shared_informer::SharedIndexInformer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
 use kube_client::api::ListParams;
@@ -34,9 +39,11 @@ use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
 use super::env_u64;
+use controller_runtime::sharding::config::ShardMode;
+
 use crate::sharding::LEASE;
 use crate::sharding_fleet::{
-    NS, Replica, Timeline, check_no_overlap, last_seen, owners, start_replica, write_all,
+    NS, Replica, Timeline, check_no_overlap, last_seen, owners, start_replica_in, write_all,
 };
 
 const RING: &str = "chaos";
@@ -65,6 +72,7 @@ enum Step {
 
 struct Schedule {
     seed: u64,
+    mode: ShardMode,
     replicas: usize,
     objects: usize,
     reconcile_ms: u64,
@@ -100,6 +108,11 @@ impl Schedule {
         }
         Schedule {
             seed,
+            mode: if seed.is_multiple_of(2) {
+                ShardMode::Label
+            } else {
+                ShardMode::Filter
+            },
             replicas,
             objects,
             reconcile_ms: rng.random_range(0..15),
@@ -112,8 +125,8 @@ impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "sharded seed {} ({} replicas, {} objects, reconcile {} ms):",
-            self.seed, self.replicas, self.objects, self.reconcile_ms
+            "sharded seed {} ({:?} mode, {} replicas, {} objects, reconcile {} ms):",
+            self.seed, self.mode, self.replicas, self.objects, self.reconcile_ms
         )?;
         for (i, step) in self.steps.iter().enumerate() {
             writeln!(f, "  {i:2}: {step:?}")?;
@@ -181,6 +194,7 @@ struct Fleet<'a> {
     replicas: Vec<Replica>,
     next_id: usize,
     work: Duration,
+    mode: ShardMode,
     outcome: Outcome,
 }
 
@@ -188,7 +202,8 @@ impl Fleet<'_> {
     async fn start_one(&mut self) {
         self.next_id += 1;
         let id = format!("r{}", self.next_id);
-        let r = start_replica(self.env, RING, &id, &self.timeline, 2, self.work).await;
+        let r =
+            start_replica_in(self.env, RING, &id, &self.timeline, 2, self.work, self.mode).await;
         self.replicas.push(r);
     }
 
@@ -225,6 +240,7 @@ async fn run_seed(schedule: &Schedule) -> Result<Outcome, String> {
         replicas: Vec::new(),
         next_id: 0,
         work: Duration::from_millis(schedule.reconcile_ms),
+        mode: schedule.mode,
         outcome: Outcome::default(),
     };
     let mut want = schedule.replicas;
@@ -393,12 +409,41 @@ async fn check(fleet: &Fleet<'_>, names: &[String], still: Option<Instant>) -> R
             })
             .collect()
     };
-    let server = versions(&mut listed.iter());
+    let shard_label = format!("shard.informer-rs.io/{RING}");
+    let drain_label = format!("drain.shard.informer-rs.io/{RING}");
+    let label_of = |c: &ConfigMap, label: &str| {
+        c.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(label))
+            .cloned()
+    };
+    if fleet.mode == ShardMode::Label {
+        // Every object carries exactly its owner's shard label.
+        let all_names: Vec<String> = listed
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        let expected = owners(&sorted, &all_names);
+        for c in &listed {
+            let name = c.metadata.name.clone().unwrap_or_default();
+            let want = expected.get(&format!("{NS}/{name}"));
+            let (shard, drain) = (label_of(c, &shard_label), label_of(c, &drain_label));
+            if shard.as_ref() != want || drain.is_some() {
+                return Err(format!(
+                    "{name} is labelled {shard:?} (drain {drain:?}); its owner is {want:?}"
+                ));
+            }
+        }
+    }
     for r in &fleet.replicas {
-        let informer: SharedIndexInformer<ConfigMap> = r.mgr.informer_factory().informer();
+        let mut share = listed.iter().filter(|c| {
+            fleet.mode == ShardMode::Filter || label_of(c, &shard_label).as_deref() == Some(&r.id)
+        });
+        let server = versions(&mut share);
+        let informer = r.mgr.cache().informer::<ConfigMap>();
         let cached = versions(
             &mut informer
-                .indexer()
                 .list()
                 .iter()
                 .map(AsRef::as_ref)

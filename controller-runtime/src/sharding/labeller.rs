@@ -1,0 +1,403 @@
+//! Label mode's sharder side: while this replica is the ring's sharder, it
+//! watches the metadata of every object of the sharded kind and its owned
+//! kinds (unfiltered, metadata only) and moves labels towards the ring:
+//! assigns new objects, drains objects whose shard the ring no longer
+//! names, relabels them once drained or once their shard has stopped, and
+//! keeps owned objects on their owner's shard. See [`labels`](super::labels)
+//! for the handshake and [`decide`] for the rule.
+//!
+//! Each look takes the objects' labels from the caches first and reads the
+//! ring state afresh afterwards, so that "not a member" always means
+//! "stopped since it was labelled" (members leave only once stopped).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::future::BoxFuture;
+use informer_core::factory::{InformerOptions, SharedInformerFactory};
+use informer_core::key::ObjectOrTombstone;
+use informer_core::shared_informer::{ResourceEventHandler, SharedIndexInformer};
+use kube_client::Api;
+use kube_client::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube_client::core::metadata::PartialObjectMeta;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::config::ShardingConfig;
+use super::labels::{Decision, Labelled, decide, drain_patch, relabel_patch};
+use super::membership::Membership;
+use super::ring::{Ring, object_key};
+use crate::object::Object;
+
+/// One object as the sharder sees it.
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    namespace: Option<String>,
+    name: String,
+    /// The request key of the primary it belongs to.
+    key: String,
+    labelled: Labelled,
+    resource_version: String,
+}
+
+/// The metadata cache of one kind and how to patch its objects.
+pub(super) trait KindCache: Send + Sync {
+    fn entries(&self, cfg: &ShardingConfig) -> Vec<Entry>;
+    fn has_synced(&self) -> bool;
+    fn patch(&self, entry: &Entry, patch: serde_json::Value) -> BoxFuture<'static, bool>;
+}
+
+/// How to start one kind's metadata cache on a factory.
+pub(super) type KindStarter = Arc<
+    dyn Fn(&SharedInformerFactory, &[String], watch::Sender<u64>) -> Box<dyn KindCache>
+        + Send
+        + Sync,
+>;
+
+struct Typed<K: Object> {
+    /// One per cached namespace (or one over all).
+    informers: Vec<SharedIndexInformer<PartialObjectMeta<K>>>,
+    client: kube_client::Client,
+    /// How an object's primary key is found: its own key (the primary
+    /// kind), or its controller owner's of the primary kind.
+    key_of: fn(&PartialObjectMeta<K>, &OwnerKind) -> Option<String>,
+    owner: OwnerKind,
+}
+
+/// The primary kind, as owner references name it.
+#[derive(Debug, Clone)]
+pub(super) struct OwnerKind {
+    pub(super) group: String,
+    pub(super) kind: String,
+    pub(super) namespaced: bool,
+}
+
+fn own_key<K>(m: &PartialObjectMeta<K>, _: &OwnerKind) -> Option<String> {
+    let name = m.metadata.name.as_deref()?;
+    Some(
+        match m.metadata.namespace.as_deref().filter(|n| !n.is_empty()) {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_string(),
+        },
+    )
+}
+
+fn owner_key<K>(m: &PartialObjectMeta<K>, owner: &OwnerKind) -> Option<String> {
+    let by_primary = m.metadata.owner_references.iter().flatten().any(|r| {
+        r.controller == Some(true)
+            && r.kind == owner.kind
+            && r.api_version.rsplit_once('/').map_or("", |(g, _)| g) == owner.group
+    });
+    by_primary.then(|| object_key(&m.metadata, owner.namespaced))
+}
+
+struct Changed(watch::Sender<u64>);
+
+impl<T: Send + Sync + 'static> ResourceEventHandler<T> for Changed {
+    fn on_add(&self, _: Arc<T>, _: bool) {
+        self.0.send_modify(|n| *n += 1);
+    }
+    fn on_update(&self, _: Arc<T>, _: Arc<T>) {
+        self.0.send_modify(|n| *n += 1);
+    }
+    fn on_delete(&self, _: ObjectOrTombstone<T>) {
+        self.0.send_modify(|n| *n += 1);
+    }
+}
+
+impl<K: Object> KindCache for Typed<K> {
+    fn entries(&self, cfg: &ShardingConfig) -> Vec<Entry> {
+        let (shard_label, drain_label) = (cfg.shard_label(), cfg.drain_label());
+        self.informers
+            .iter()
+            .flat_map(|i| i.indexer().list())
+            .filter_map(|m| {
+                Some(Entry {
+                    key: (self.key_of)(&m, &self.owner)?,
+                    namespace: m.metadata.namespace.clone(),
+                    name: m.metadata.name.clone()?,
+                    labelled: Labelled::of(m.metadata.labels.as_ref(), &shard_label, &drain_label),
+                    resource_version: m.metadata.resource_version.clone().unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+
+    fn has_synced(&self) -> bool {
+        self.informers.iter().all(SharedIndexInformer::has_synced)
+    }
+
+    fn patch(&self, entry: &Entry, patch: serde_json::Value) -> BoxFuture<'static, bool> {
+        let resource = ApiResource::erase::<K>(&());
+        let api: Api<DynamicObject> = match &entry.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        let name = entry.name.clone();
+        Box::pin(async move {
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => true,
+                Err(error) => {
+                    tracing::debug!(%error, object = %name, "sharder: relabelling (retried next look)");
+                    false
+                }
+            }
+        })
+    }
+}
+
+/// Starts the metadata cache of the primary kind `K`.
+pub(super) fn primary<K: Object>(client: kube_client::Client) -> KindStarter {
+    starter::<K>(client, own_key::<K>, None)
+}
+
+/// Starts the metadata cache of an owned kind `C` of the primary `owner`.
+pub(super) fn owned<C: Object>(client: kube_client::Client, owner: OwnerKind) -> KindStarter {
+    starter::<C>(client, owner_key::<C>, Some(owner))
+}
+
+fn starter<K: Object>(
+    client: kube_client::Client,
+    key_of: fn(&PartialObjectMeta<K>, &OwnerKind) -> Option<String>,
+    owner: Option<OwnerKind>,
+) -> KindStarter {
+    Arc::new(move |factory, namespaces, changed| {
+        let scopes: Vec<Option<&str>> = if namespaces.is_empty() {
+            vec![None]
+        } else {
+            namespaces.iter().map(|n| Some(n.as_str())).collect()
+        };
+        let informers: Vec<_> = scopes
+            .into_iter()
+            .map(|ns| {
+                let informer = factory.metadata_informer_in::<K>(ns, InformerOptions::new());
+                // A fresh informer of a fresh factory: registering cannot fail.
+                let _ = informer.add_event_handler(Changed(changed.clone()));
+                informer
+            })
+            .collect();
+        Box::new(Typed {
+            informers,
+            client: client.clone(),
+            key_of,
+            owner: owner.clone().unwrap_or(OwnerKind {
+                group: String::new(),
+                kind: String::new(),
+                namespaced: true,
+            }),
+        })
+    })
+}
+
+/// Counters of the sharder's relabelling.
+#[derive(Debug, Default)]
+pub(super) struct LabelCounters {
+    /// Objects labelled with a new shard (after a drain or a stop).
+    pub(super) moves: AtomicU64,
+    /// Drains asked for.
+    pub(super) drains: AtomicU64,
+    /// New objects labelled for the first time.
+    pub(super) assigned: AtomicU64,
+    /// Objects per shard at the last look (by label).
+    pub(super) per_shard: Mutex<HashMap<String, u64>>,
+    /// Seconds from a stopped shard's Lease expiry to the relabelling of
+    /// its last object, one value per stopped shard (drained by metrics).
+    pub(super) reassign_seconds: Mutex<Vec<f64>>,
+}
+
+/// The sharder's relabelling loop of one sharded controller.
+pub(super) struct Labeller {
+    pub(super) membership: Membership,
+    /// The cached namespaces (empty: all).
+    pub(super) namespaces: Vec<String>,
+    pub(super) kinds: Vec<KindStarter>,
+    pub(super) counters: Arc<LabelCounters>,
+}
+
+impl Labeller {
+    /// Runs until `stop`: relabels while this replica is the sharder.
+    pub(super) async fn run(&self, stop: CancellationToken) {
+        let mut sharder = self.membership.sharder_watch();
+        loop {
+            if !*sharder.borrow_and_update() {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    r = sharder.changed() => if r.is_err() { return } else { continue },
+                }
+            }
+            self.lead(&stop, &mut sharder).await;
+            if stop.is_cancelled() {
+                return;
+            }
+        }
+    }
+
+    /// Relabels until this replica stops being the sharder (or `stop`).
+    async fn lead(&self, stop: &CancellationToken, sharder: &mut watch::Receiver<bool>) {
+        let cfg = self.membership.config().clone();
+        let factory = SharedInformerFactory::builder(self.membership.client()).build();
+        let (changed, mut changes) = watch::channel(0u64);
+        let caches: Vec<Box<dyn KindCache>> = self
+            .kinds
+            .iter()
+            .map(|k| k(&factory, &self.namespaces, changed.clone()))
+            .collect();
+        factory.start();
+        let mut ring = self.membership.subscribe();
+        let mut dead_since: HashMap<String, Instant> = HashMap::new();
+        loop {
+            if caches.iter().all(|c| c.has_synced()) {
+                self.look(&cfg, &caches, &mut dead_since).await;
+            }
+            tokio::select! {
+                () = stop.cancelled() => break,
+                r = sharder.changed() => if r.is_err() || !*sharder.borrow_and_update() { break },
+                _ = changes.changed() => {}
+                _ = ring.changed() => {}
+                () = tokio::time::sleep(cfg.retry_period) => {}
+            }
+        }
+        factory.shutdown().await;
+    }
+
+    /// One look over every object; see the module documentation.
+    async fn look(
+        &self,
+        cfg: &ShardingConfig,
+        caches: &[Box<dyn KindCache>],
+        dead_since: &mut HashMap<String, Instant>,
+    ) {
+        // Labels first, the ring state afterwards (see the module docs).
+        let (primary, owned) = match caches.split_first() {
+            Some((p, o)) => (p, o),
+            None => return,
+        };
+        let primaries = primary.entries(cfg);
+        let mut children: HashMap<String, Vec<(usize, Entry)>> = HashMap::new();
+        for (i, c) in owned.iter().enumerate() {
+            for e in c.entries(cfg) {
+                children.entry(e.key.clone()).or_default().push((i, e));
+            }
+        }
+        let members = match self.membership.fresh_members().await {
+            Some(m) if !m.is_empty() => m,
+            _ => return,
+        };
+        let ring = Ring::with_virtual_nodes(members.iter().cloned(), cfg.virtual_nodes);
+        let (shard_label, drain_label) = (cfg.shard_label(), cfg.drain_label());
+        let relabel = |e: &Entry, to: Option<&str>| {
+            relabel_patch(&shard_label, &drain_label, to, &e.resource_version)
+        };
+        let now = Instant::now();
+        for p in &primaries {
+            if let Some(s) = &p.labelled.shard
+                && !members.contains(s)
+                && !dead_since.contains_key(s)
+            {
+                let expired = self.membership.expired_for(s).unwrap_or_default();
+                dead_since.insert(s.clone(), now.checked_sub(expired).unwrap_or(now));
+            }
+        }
+        let mut per_shard: HashMap<String, u64> = HashMap::new();
+        let mut stopped_left: HashMap<String, u64> = HashMap::new();
+        for p in &primaries {
+            let Some(target) = ring.owner(&p.key) else {
+                continue;
+            };
+            let kids = children.remove(&p.key).unwrap_or_default();
+            let decision = decide(&p.labelled, target, &members);
+            match decision {
+                Decision::Keep | Decision::Wait | Decision::Drain | Decision::Undrain => {
+                    if let Some(shard) = &p.labelled.shard {
+                        *per_shard.entry(shard.clone()).or_default() += 1;
+                    }
+                }
+                Decision::Assign | Decision::Reassign => {}
+            }
+            match decision {
+                Decision::Keep => {
+                    // Owned objects follow their owner's shard.
+                    for (i, c) in &kids {
+                        if c.labelled.shard.as_deref() != Some(target) || c.labelled.draining {
+                            owned[*i].patch(c, relabel(c, Some(target))).await;
+                        }
+                    }
+                }
+                Decision::Wait => {}
+                Decision::Drain => {
+                    if primary
+                        .patch(p, drain_patch(&drain_label, &p.resource_version))
+                        .await
+                    {
+                        self.counters.drains.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Decision::Undrain => {
+                    primary.patch(p, relabel(p, Some(target))).await;
+                }
+                Decision::Assign | Decision::Reassign => {
+                    // Owned objects first, so that the new shard finds them
+                    // in its cache when it gets the owner.
+                    let mut all = true;
+                    for (i, c) in &kids {
+                        if c.labelled.shard.as_deref() != Some(target) || c.labelled.draining {
+                            all &= owned[*i].patch(c, relabel(c, Some(target))).await;
+                        }
+                    }
+                    if !all {
+                        if let Some(s) = p.labelled.shard.clone() {
+                            *stopped_left.entry(s).or_default() += 1;
+                        }
+                        continue;
+                    }
+                    if primary.patch(p, relabel(p, Some(target))).await {
+                        *per_shard.entry(target.to_string()).or_default() += 1;
+                        let counter = match (&decision, &p.labelled.shard) {
+                            (Decision::Assign, None) if !p.labelled.draining => {
+                                &self.counters.assigned
+                            }
+                            _ => &self.counters.moves,
+                        };
+                        counter.fetch_add(1, Ordering::Relaxed);
+                    } else if let Some(s) = p.labelled.shard.clone() {
+                        *stopped_left.entry(s).or_default() += 1;
+                    }
+                }
+            }
+        }
+        // Owned objects whose owner the sharder has not seen (yet).
+        for (_, kids) in children {
+            for (i, c) in kids {
+                let Some(target) = ring.owner(&c.key) else {
+                    continue;
+                };
+                if matches!(
+                    decide(&c.labelled, target, &members),
+                    Decision::Assign | Decision::Reassign
+                ) {
+                    owned[i].patch(&c, relabel(&c, Some(target))).await;
+                }
+            }
+        }
+        // Time to reassign a stopped shard's objects: from when its Lease
+        // expired (by this replica's observations) to the look that moved
+        // its last object.
+        dead_since.retain(|shard, since| {
+            let done = !stopped_left.contains_key(shard) && !per_shard.contains_key(shard);
+            if done {
+                self.counters
+                    .reassign_seconds
+                    .lock()
+                    .push(now.duration_since(*since).as_secs_f64());
+            }
+            !done
+        });
+        *self.counters.per_shard.lock() = per_shard;
+    }
+}

@@ -1,0 +1,251 @@
+//! Sharding metrics, registered in the manager's registry for each sharded
+//! controller (label `controller`), read from the gates and the sharder's
+//! counters when scraped:
+//!
+//! | metric | kind | mode | meaning |
+//! |---|---|---|---|
+//! | `sharding_owned_objects` | gauge | both | objects of the sharded kind this replica owns now |
+//! | `sharding_epoch` | gauge | both | the ring epoch this replica acts on |
+//! | `sharding_requests_dropped_total` | counter | both | requests not reconciled: another shard's |
+//! | `sharding_requests_parked_total` | counter | filter | requests held until a handover settled |
+//! | `sharding_keys_moved_in_total` | counter | filter | keys queued because they moved to this replica |
+//! | `sharding_epochs_acknowledged_total` | counter | filter | epochs this controller acknowledged |
+//! | `sharding_drains_acknowledged_total` | counter | label | objects this replica let go of |
+//! | `sharding_objects` | gauge, `shard` | label, sharder | objects per shard label at the sharder's last look |
+//! | `sharding_moves_total` | counter | label, sharder | objects relabelled to a new shard |
+//! | `sharding_drains_total` | counter | label, sharder | drains asked for |
+//! | `sharding_assigned_total` | counter | label, sharder | new objects labelled |
+//! | `sharding_reassign_seconds` | histogram | label, sharder | from a stopped shard's Lease expiry to its last object relabelled |
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Opts};
+
+use super::assignment::ShardGate;
+use super::label_gate::LabelGate;
+use super::labeller::LabelCounters;
+use super::membership::Membership;
+use super::ring::Ring;
+use crate::manager::Manager;
+
+/// Where a controller's figures come from.
+pub(super) enum Source {
+    Ring {
+        gate: ShardGate,
+        owned: Box<dyn Fn(&Ring) -> usize + Send + Sync>,
+    },
+    Label {
+        gate: Arc<LabelGate>,
+        counters: Arc<LabelCounters>,
+        owned: Box<dyn Fn() -> usize + Send + Sync>,
+    },
+}
+
+struct Families {
+    owned: IntGauge,
+    epoch: IntGauge,
+    dropped: IntCounter,
+    parked: IntCounter,
+    moved_in: IntCounter,
+    acknowledged: IntCounter,
+    released: IntCounter,
+    per_shard: IntGaugeVec,
+    moves: IntCounter,
+    drains: IntCounter,
+    assigned: IntCounter,
+    reassign: Histogram,
+}
+
+/// The collector of one sharded controller.
+pub(super) struct ShardMetrics {
+    membership: Membership,
+    source: Source,
+    families: Families,
+}
+
+fn opts(name: &str, help: &str, controller: &str) -> Opts {
+    Opts::new(name, help).const_label("controller", controller)
+}
+
+impl Families {
+    fn new(controller: &str) -> prometheus::Result<Families> {
+        let c = |name: &str, help: &str| IntCounter::with_opts(opts(name, help, controller));
+        let g = |name: &str, help: &str| IntGauge::with_opts(opts(name, help, controller));
+        Ok(Families {
+            owned: g(
+                "sharding_owned_objects",
+                "Objects of the sharded kind this replica owns now.",
+            )?,
+            epoch: g("sharding_epoch", "The ring epoch this replica acts on.")?,
+            dropped: c(
+                "sharding_requests_dropped_total",
+                "Requests not reconciled because another shard owns them.",
+            )?,
+            parked: c(
+                "sharding_requests_parked_total",
+                "Requests held until a handover settled (filter mode).",
+            )?,
+            moved_in: c(
+                "sharding_keys_moved_in_total",
+                "Keys queued because they moved to this replica (filter mode).",
+            )?,
+            acknowledged: c(
+                "sharding_epochs_acknowledged_total",
+                "Ring epochs this controller acknowledged (filter mode).",
+            )?,
+            released: c(
+                "sharding_drains_acknowledged_total",
+                "Objects this replica let go of after a drain (label mode).",
+            )?,
+            per_shard: IntGaugeVec::new(
+                opts(
+                    "sharding_objects",
+                    "Objects per shard label at the sharder's last look (label mode, sharder only).",
+                    controller,
+                ),
+                &["shard"],
+            )?,
+            moves: c(
+                "sharding_moves_total",
+                "Objects the sharder relabelled to a new shard (label mode).",
+            )?,
+            drains: c(
+                "sharding_drains_total",
+                "Drains the sharder asked for (label mode).",
+            )?,
+            assigned: c(
+                "sharding_assigned_total",
+                "New objects the sharder labelled (label mode).",
+            )?,
+            reassign: Histogram::with_opts(
+                HistogramOpts::new(
+                    "sharding_reassign_seconds",
+                    "From a stopped shard's Lease expiry to the relabelling of its last object \
+                     (label mode, sharder only).",
+                )
+                .const_label("controller", controller)
+                .buckets(vec![
+                    0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0,
+                ]),
+            )?,
+        })
+    }
+
+    fn collectors(&self) -> [&dyn Collector; 12] {
+        [
+            &self.owned,
+            &self.epoch,
+            &self.dropped,
+            &self.parked,
+            &self.moved_in,
+            &self.acknowledged,
+            &self.released,
+            &self.per_shard,
+            &self.moves,
+            &self.drains,
+            &self.assigned,
+            &self.reassign,
+        ]
+    }
+}
+
+/// Raises `counter` to `value` (counters only grow).
+fn catch_up(counter: &IntCounter, value: u64) {
+    let now = counter.get();
+    if value > now {
+        counter.inc_by(value - now);
+    }
+}
+
+fn gauge(value: usize) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+impl ShardMetrics {
+    /// Registers the metrics of `controller` in `mgr`'s registry (a
+    /// failure is logged: metrics never stop a controller).
+    pub(super) fn register(
+        mgr: &Manager,
+        controller: &str,
+        membership: &Membership,
+        source: Source,
+    ) {
+        let families = match Families::new(controller) {
+            Ok(f) => f,
+            Err(error) => {
+                tracing::warn!(%error, controller, "sharding metrics not created");
+                return;
+            }
+        };
+        let collector = ShardMetrics {
+            membership: membership.clone(),
+            source,
+            families,
+        };
+        if let Err(error) = mgr.metrics().register(Box::new(collector)) {
+            tracing::warn!(%error, controller, "sharding metrics not registered");
+        }
+    }
+
+    fn update(&self) {
+        let f = &self.families;
+        let view = self.membership.view();
+        f.epoch.set(i64::try_from(view.epoch).unwrap_or(i64::MAX));
+        match &self.source {
+            Source::Ring { gate, owned } => {
+                let stats = gate.stats();
+                f.owned.set(gauge(owned(&view.ring)));
+                catch_up(&f.dropped, stats.dropped);
+                catch_up(&f.parked, stats.parked);
+                catch_up(&f.moved_in, stats.moved_in);
+                catch_up(&f.acknowledged, stats.acknowledged);
+            }
+            Source::Label {
+                gate,
+                counters,
+                owned,
+            } => {
+                let stats = gate.stats();
+                f.owned.set(gauge(owned()));
+                catch_up(&f.dropped, stats.dropped);
+                catch_up(&f.released, stats.released);
+                catch_up(&f.moves, counters.moves.load(Ordering::Relaxed));
+                catch_up(&f.drains, counters.drains.load(Ordering::Relaxed));
+                catch_up(&f.assigned, counters.assigned.load(Ordering::Relaxed));
+                f.per_shard.reset();
+                if self.membership.is_sharder() {
+                    for (shard, n) in counters.per_shard.lock().iter() {
+                        f.per_shard
+                            .with_label_values(&[shard.as_str()])
+                            .set(i64::try_from(*n).unwrap_or(i64::MAX));
+                    }
+                }
+                for seconds in counters.reassign_seconds.lock().drain(..) {
+                    f.reassign.observe(seconds);
+                }
+            }
+        }
+    }
+}
+
+impl Collector for ShardMetrics {
+    fn desc(&self) -> Vec<&Desc> {
+        self.families
+            .collectors()
+            .into_iter()
+            .flat_map(|c| c.desc())
+            .collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        self.update();
+        self.families
+            .collectors()
+            .into_iter()
+            .flat_map(|c| c.collect())
+            .collect()
+    }
+}
