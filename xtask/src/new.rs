@@ -2,13 +2,20 @@
 //!
 //! The project is one crate: a custom resource (`src/resource.rs`), its
 //! controller (`src/controller.rs`), a `main` with a manager and flags that
-//! runs a demo on the embedded API server when no cluster is configured, a
-//! `manifests` binary writing `deploy/` from the code (CRD, RBAC,
-//! ServiceAccount, Deployment), envtest integration tests, a Dockerfile and a
-//! README. The files are templates under `xtask/templates/`, rendered by
-//! replacing `{{placeholders}}`; names are checked first, and nothing is
-//! written unless every file can be (an existing file is only replaced with
-//! `--force`).
+//! runs a demo on the embedded API server when no cluster is configured
+//! (the `demo` cargo feature, on by default, off in the Dockerfile's
+//! release build), a `manifests` binary writing `deploy/` from the code
+//! (CRD, RBAC, ServiceAccount, Deployment), envtest integration tests, a
+//! Dockerfile and a README. `--webhooks` adds a defaulter, a validator and
+//! an older version of the kind converted through the hub
+//! (`src/webhooks.rs`), their manifests and their envtest tests.
+//!
+//! The files are templates under `xtask/templates/`, rendered by replacing
+//! `{{placeholders}}` and keeping or dropping `{{#flag}}` ... `{{/flag}}`
+//! sections (`{{^flag}}` for the inverse; the markers stand on lines of
+//! their own); a template may exist only under a flag. Names are checked
+//! first, and nothing is written unless every file can be (an existing file
+//! is only replaced with `--force`).
 
 mod validate;
 
@@ -56,6 +63,15 @@ pub enum NewError {
         /// The placeholder left.
         placeholder: String,
     },
+    /// A template's `{{#flag}}` sections do not nest or close, or name an
+    /// unknown flag (a bug in xtask).
+    #[error("template {template}: {problem}")]
+    Section {
+        /// The template file.
+        template: &'static str,
+        /// What is wrong, with the line number.
+        problem: String,
+    },
 }
 
 /// `cargo xtask new NAME --group G --version V --kind K ...`
@@ -90,6 +106,11 @@ pub struct Args {
     /// Depend on this published version of the framework.
     #[arg(long, group = "framework")]
     pub framework_version: Option<String>,
+    /// Add admission webhooks (a defaulter and a validator) and an older
+    /// version of the kind converted to VERSION by a conversion webhook,
+    /// served by the manager with self-managed certificates.
+    #[arg(long)]
+    pub webhooks: bool,
     /// Replace files that already exist.
     #[arg(long)]
     pub force: bool,
@@ -110,12 +131,21 @@ impl Framework {
     /// The dependency specification of the framework's crate `krate`.
     fn dependency(&self, krate: &str) -> String {
         match self {
+            Framework::Version(v) => toml_string(v),
+            _ => format!("{{ {} }}", self.dependency_fields(krate)),
+        }
+    }
+
+    /// The same as the fields of an inline table (`path = "..."`), for a
+    /// table that adds more (`optional = true`).
+    fn dependency_fields(&self, krate: &str) -> String {
+        match self {
             Framework::Path(root) => {
                 let path = root.join(krate);
-                format!("{{ path = {} }}", toml_string(&path.display().to_string()))
+                format!("path = {}", toml_string(&path.display().to_string()))
             }
-            Framework::Git(url) => format!("{{ git = {} }}", toml_string(url)),
-            Framework::Version(v) => toml_string(v),
+            Framework::Git(url) => format!("git = {}", toml_string(url)),
+            Framework::Version(v) => format!("version = {}", toml_string(v)),
         }
     }
 }
@@ -150,6 +180,8 @@ pub struct Project {
     pub namespaced: bool,
     /// The framework dependency.
     pub framework: Framework,
+    /// With `--webhooks`: the older version converted to [`Project::version`].
+    pub old_version: Option<String>,
 }
 
 impl Project {
@@ -173,11 +205,37 @@ impl Project {
             kind: kind.into(),
             namespaced,
             framework,
+            old_version: None,
         })
+    }
+
+    /// Adds the webhooks: a defaulter, a validator, and the version before
+    /// [`Project::version`] (`v1` -> `v1beta1`, `v2` -> `v1`, `v1beta2` ->
+    /// `v1beta1`, `v1beta1` -> `v1alpha1`) served and converted through the
+    /// hub. `v1alpha1` has no older version and is refused.
+    pub fn with_webhooks(mut self) -> Result<Self, NewError> {
+        let old = validate::older_version(&self.version).ok_or_else(|| NewError::InvalidName {
+            what: "version",
+            value: self.version.clone(),
+            reason: "--webhooks adds the version before it, converted to it, and there is none \
+                     before v<N>alpha1: scaffold v1 (or v1beta1, v1alpha2, ...)"
+                .into(),
+        })?;
+        self.old_version = Some(old);
+        Ok(self)
+    }
+
+    /// The flags `{{#flag}}` sections and conditional templates test.
+    fn flags(&self) -> Vec<(&'static str, bool)> {
+        vec![
+            ("webhooks", self.old_version.is_some()),
+            ("namespaced", self.namespaced),
+        ]
     }
 
     fn values(&self) -> Vec<(&'static str, String)> {
         let plural = validate::plural(&self.kind);
+        let old_version = self.old_version.clone().unwrap_or_default();
         vec![
             ("name", self.name.clone()),
             ("crate", validate::crate_ident(&self.name)),
@@ -205,20 +263,33 @@ impl Project {
                 self.framework.dependency("controller-runtime"),
             ),
             ("envtest_dep", self.framework.dependency("envtest")),
+            (
+                "envtest_dep_inline",
+                self.framework.dependency_fields("envtest"),
+            ),
+            ("old_version", old_version),
         ]
     }
 }
 
-/// One template: where it goes in the project and its text.
+/// One template: where it goes in the project, its text, and the flag it
+/// is written under (always when `None`).
 struct Template {
     path: &'static str,
     text: &'static str,
+    when: Option<&'static str>,
 }
 
 macro_rules! templates {
-    ($($path:literal),* $(,)?) => {
-        &[$(Template { path: $path, text: include_str!(concat!("../templates/", $path, ".tmpl")) }),*]
+    ($($path:literal $(if $flag:literal)?),* $(,)?) => {
+        &[$(Template {
+            path: $path,
+            text: include_str!(concat!("../templates/", $path, ".tmpl")),
+            when: templates!(@when $($flag)?),
+        }),*]
     };
+    (@when) => { None };
+    (@when $flag:literal) => { Some($flag) };
 }
 
 /// Every file of a new project.
@@ -233,11 +304,67 @@ const TEMPLATES: &[Template] = templates![
     "src/resource.rs",
     "src/controller.rs",
     "src/manifests.rs",
+    "src/webhooks.rs" if "webhooks",
     "src/bin/manifests.rs",
     "tests/it/main.rs",
     "tests/it/reconcile.rs",
     "tests/it/manifests.rs",
+    "tests/it/webhooks.rs" if "webhooks",
 ];
+
+/// Keeps the lines of `text` inside `{{#flag}}` ... `{{/flag}}` when the
+/// flag is set and drops them otherwise (`{{^flag}}` the other way round);
+/// the marker lines themselves go. Sections nest.
+fn sections(
+    template: &'static str,
+    text: &str,
+    flags: &[(&'static str, bool)],
+) -> Result<String, NewError> {
+    let problem = |line: usize, problem: String| NewError::Section {
+        template,
+        problem: format!("line {line}: {problem}"),
+    };
+    let mut out = String::with_capacity(text.len());
+    // (flag, line opened, whether its lines are kept)
+    let mut open: Vec<(&str, usize, bool)> = Vec::new();
+    for (index, line) in text.split_inclusive('\n').enumerate() {
+        let number = index + 1;
+        let marker = line
+            .trim()
+            .strip_prefix("{{")
+            .and_then(|m| m.strip_suffix("}}"))
+            .and_then(|m| m.chars().next().map(|c| (c, &m[1..])))
+            .filter(|(c, _)| matches!(c, '#' | '^' | '/'));
+        let Some((sigil, name)) = marker else {
+            if open.iter().all(|(_, _, keep)| *keep) {
+                out.push_str(line);
+            }
+            continue;
+        };
+        if sigil == '/' {
+            match open.pop() {
+                Some((opened, _, _)) if opened == name => continue,
+                Some((opened, at, _)) => {
+                    return Err(problem(
+                        number,
+                        format!("{{{{/{name}}}}} closes {{{{#{opened}}}}} of line {at}"),
+                    ));
+                }
+                None => return Err(problem(number, format!("{{{{/{name}}}}} closes nothing"))),
+            }
+        }
+        let value = flags
+            .iter()
+            .find(|(flag, _)| *flag == name)
+            .map(|(_, value)| *value)
+            .ok_or_else(|| problem(number, format!("unknown flag {name:?}")))?;
+        open.push((name, number, if sigil == '#' { value } else { !value }));
+    }
+    if let Some((name, at, _)) = open.pop() {
+        return Err(problem(at, format!("{{{{#{name}}}}} is never closed")));
+    }
+    Ok(out)
+}
 
 /// Replaces every `{{key}}` of `text`; fails on a placeholder without a value.
 fn render(
@@ -277,9 +404,15 @@ fn render(
 /// The rendered files of `project`: (relative path, contents).
 pub fn files(project: &Project) -> Result<Vec<(&'static str, String)>, NewError> {
     let values = project.values();
+    let flags = project.flags();
+    let on = |flag: &str| flags.iter().any(|(f, v)| *f == flag && *v);
     TEMPLATES
         .iter()
-        .map(|t| Ok((t.path, render(t.path, t.text, &values)?)))
+        .filter(|t| t.when.is_none_or(on))
+        .map(|t| {
+            let text = sections(t.path, t.text, &flags)?;
+            Ok((t.path, render(t.path, &text, &values)?))
+        })
         .collect()
 }
 
@@ -343,7 +476,7 @@ pub fn run(args: &Args) -> Result<(), NewError> {
     {
         return Err(NewError::NotAFramework(root.clone()));
     }
-    let project = Project::new(
+    let mut project = Project::new(
         &args.name,
         &args.group,
         &args.version,
@@ -351,6 +484,9 @@ pub fn run(args: &Args) -> Result<(), NewError> {
         !args.cluster,
         framework.clone(),
     )?;
+    if args.webhooks {
+        project = project.with_webhooks()?;
+    }
     let dir = args
         .path
         .clone()
@@ -371,8 +507,9 @@ pub fn run(args: &Args) -> Result<(), NewError> {
         dir.display()
     );
     println!(
-        "next:\n  cd {}\n  cargo test       # the reconcile and the manifests against the embedded API server\n  cargo run        # a demo on the embedded API server (or the cluster in KUBECONFIG)",
-        dir.display()
+        "next:\n  cd {}\n  cargo test       # the reconcile{} and the manifests against the embedded API server\n  cargo run        # a demo on the embedded API server (or the cluster in KUBECONFIG)",
+        dir.display(),
+        if args.webhooks { ", the webhooks" } else { "" }
     );
     Ok(())
 }

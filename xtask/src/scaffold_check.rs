@@ -1,10 +1,17 @@
 //! `cargo xtask test-scaffold`: what a user does after `cargo xtask new`,
-//! checked end to end. It scaffolds a project into a temporary directory with
-//! a path dependency on this checkout, runs its tests (which reconcile
-//! against envtest and install its generated manifests into envtest), runs
-//! its demo on the embedded API server, writes its `deploy/` with the
-//! `manifests` binary and checks that every file parses as YAML and holds the
-//! expected objects.
+//! checked end to end. It scaffolds a project with `--webhooks` into a
+//! temporary directory with a path dependency on this checkout, runs its
+//! tests (which reconcile against envtest, call its webhooks through
+//! envtest's admission and conversion, and install its generated manifests
+//! into envtest), runs its demo on the embedded API server, checks that the
+//! build without the `demo` feature (the release image's) builds and has no
+//! envtest in its dependencies, writes its `deploy/` with the `manifests`
+//! binary (for every namespace and for one) and checks that every file
+//! parses as YAML and holds the expected objects.
+//!
+//! One project, with webhooks: the templates without them are covered by
+//! xtask's unit tests (every variant renders), and `--no-webhooks` checks
+//! that variant end to end.
 //!
 //! The project builds into this workspace's target directory (or
 //! `CARGO_TARGET_DIR`), so dependencies already built for the workspace are
@@ -64,6 +71,9 @@ pub struct Args {
     /// Scaffold a cluster-scoped kind instead of a namespaced one.
     #[arg(long)]
     pub cluster: bool,
+    /// Scaffold without `--webhooks`.
+    #[arg(long)]
+    pub no_webhooks: bool,
     /// Depend on the framework at this checkout (default: this checkout).
     #[arg(long)]
     pub framework_path: Option<PathBuf>,
@@ -80,6 +90,29 @@ fn cargo(dir: &Path, target: &Path, args: &[&str]) -> Result<(), CheckError> {
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", target);
     run_command(cmd, format!("cargo {}", args.join(" ")), dir)
+}
+
+fn cargo_output(dir: &Path, target: &Path, args: &[&str]) -> Result<String, CheckError> {
+    let program = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let command = format!("cargo {}", args.join(" "));
+    println!("==> {command}");
+    let output = Command::new(&program)
+        .args(args)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target)
+        .output()
+        .map_err(|source| CheckError::Spawn {
+            command: command.clone(),
+            source,
+        })?;
+    if !output.status.success() {
+        return Err(CheckError::Failed {
+            command,
+            dir: dir.to_path_buf(),
+            status: output.status,
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 fn run_command(mut cmd: Command, command: String, dir: &Path) -> Result<(), CheckError> {
@@ -101,6 +134,15 @@ fn run_command(mut cmd: Command, command: String, dir: &Path) -> Result<(), Chec
 
 /// Parses every YAML document of `file` and returns their kinds.
 pub fn kinds_in(file: &Path) -> Result<Vec<String>, CheckError> {
+    Ok(objects_in(file)?
+        .into_iter()
+        .map(|(kind, _, _)| kind)
+        .collect())
+}
+
+/// Parses every YAML document of `file` and returns their kind, name and
+/// namespace (empty when cluster-scoped).
+pub fn objects_in(file: &Path) -> Result<Vec<(String, String, String)>, CheckError> {
     let problem = |problem: String| CheckError::Manifest {
         file: file.to_path_buf(),
         problem,
@@ -121,7 +163,8 @@ pub fn kinds_in(file: &Path) -> Result<Vec<String>, CheckError> {
                     "a document without apiVersion, kind or metadata.name: {doc}"
                 )))
             } else {
-                Ok(kind.to_string())
+                let namespace = doc["metadata"]["namespace"].as_str().unwrap_or_default();
+                Ok((kind.to_string(), name.to_string(), namespace.to_string()))
             }
         })
         .collect()
@@ -142,7 +185,7 @@ pub fn run(args: &Args) -> Result<(), CheckError> {
         Some(path) => std::path::absolute(path).unwrap_or_else(|_| path.clone()),
         None => root.clone(),
     };
-    let project = Project::new(
+    let mut project = Project::new(
         "demo",
         "demo.example.com",
         "v1",
@@ -150,6 +193,10 @@ pub fn run(args: &Args) -> Result<(), CheckError> {
         !args.cluster,
         Framework::Path(framework.clone()),
     )?;
+    let webhooks = !args.no_webhooks;
+    if webhooks {
+        project = project.with_webhooks()?;
+    }
     new::write(&project, &dir, true)?;
     std::fs::copy(framework.join("Cargo.lock"), dir.join("Cargo.lock")).map_err(|e| {
         CheckError::Manifest {
@@ -157,9 +204,13 @@ pub fn run(args: &Args) -> Result<(), CheckError> {
             problem: format!("cannot copy the workspace lock file: {e}"),
         }
     })?;
-    pass(&format!("cargo xtask new demo wrote {}", dir.display()));
+    pass(&format!(
+        "cargo xtask new demo{} wrote {}",
+        if webhooks { " --webhooks" } else { "" },
+        dir.display()
+    ));
 
-    let result = check(&dir, &target);
+    let result = check(&dir, &target, webhooks, !args.cluster);
     if args.keep || result.is_err() {
         println!("project kept in {}", dir.display());
     } else {
@@ -168,9 +219,39 @@ pub fn run(args: &Args) -> Result<(), CheckError> {
     result
 }
 
-fn check(dir: &Path, target: &Path) -> Result<(), CheckError> {
+fn check(dir: &Path, target: &Path, webhooks: bool, namespaced: bool) -> Result<(), CheckError> {
     cargo(dir, target, &["test"])?;
-    pass("cargo test (reconcile and manifests against envtest)");
+    pass(if webhooks {
+        "cargo test (reconcile, webhooks and manifests against envtest)"
+    } else {
+        "cargo test (reconcile and manifests against envtest)"
+    });
+
+    // The release image's build: without `demo`, so without envtest.
+    cargo(
+        dir,
+        target,
+        &["build", "--no-default-features", "--bin", "demo"],
+    )?;
+    let tree = cargo_output(
+        dir,
+        target,
+        &[
+            "tree",
+            "--no-default-features",
+            "--edges",
+            "normal,build",
+            "--prefix",
+            "none",
+        ],
+    )?;
+    if let Some(line) = tree.lines().find(|l| l.starts_with("envtest ")) {
+        return Err(CheckError::Manifest {
+            file: dir.join("Cargo.toml"),
+            problem: format!("without the demo feature the binary still depends on {line}"),
+        });
+    }
+    pass("cargo build --no-default-features (no envtest in the controller binary)");
 
     // The demo, as `cargo run` runs it with no cluster configured: no
     // KUBECONFIG and a home without ~/.kube/config. The binary is run
@@ -202,13 +283,8 @@ fn check(dir: &Path, target: &Path) -> Result<(), CheckError> {
             "deploy",
         ],
     )?;
-    let mut kinds = BTreeSet::new();
-    for file in ["crd.yaml", "rbac.yaml", "manager.yaml"] {
-        let path = dir.join("deploy").join(file);
-        kinds.extend(kinds_in(&path)?);
-        pass(&format!("deploy/{file} parses"));
-    }
-    for expected in [
+    let mut files = vec!["crd.yaml", "rbac.yaml", "manager.yaml"];
+    let mut expected = vec![
         "CustomResourceDefinition",
         "ServiceAccount",
         "ClusterRole",
@@ -217,14 +293,77 @@ fn check(dir: &Path, target: &Path) -> Result<(), CheckError> {
         "RoleBinding",
         "Namespace",
         "Deployment",
-    ] {
-        if !kinds.contains(expected) {
-            return Err(CheckError::Manifest {
-                file: dir.join("deploy"),
-                problem: format!("no {expected} among {kinds:?}"),
-            });
-        }
+    ];
+    if webhooks {
+        files.push("webhooks.yaml");
+        expected.extend([
+            "Service",
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration",
+        ]);
     }
-    pass("deploy/ holds the CRD, RBAC, ServiceAccount, Namespace and Deployment");
+    let deploy = dir.join("deploy");
+    let kinds = kinds_of(&deploy, &files)?;
+    expect_kinds(&deploy, &kinds, &expected)?;
+    pass(&format!("deploy/ holds {}", expected.join(", ")));
+
+    // Confined to one namespace: the controller's rules become a Role there.
+    cargo(
+        dir,
+        target,
+        &[
+            "run",
+            "--quiet",
+            "--bin",
+            "manifests",
+            "--",
+            "--out",
+            "deploy-team-a",
+            "--watch-namespace",
+            "team-a",
+        ],
+    )?;
+    let rbac = dir.join("deploy-team-a").join("rbac.yaml");
+    let roles = objects_in(&rbac)?;
+    let controller = |kind: &str| {
+        roles
+            .iter()
+            .any(|(k, name, _)| k == kind && name == "demo-controller")
+    };
+    let in_team_a = roles
+        .iter()
+        .any(|(k, name, ns)| k == "Role" && name == "demo-controller" && ns == "team-a");
+    if namespaced && (!in_team_a || controller("ClusterRole")) {
+        return Err(CheckError::Manifest {
+            file: rbac,
+            problem: format!(
+                "--watch-namespace team-a: expected the controller's Role in team-a and no ClusterRole, got {roles:?}"
+            ),
+        });
+    }
+    pass("manifests --watch-namespace team-a: the controller's Role in team-a");
     Ok(())
+}
+
+fn kinds_of(deploy: &Path, files: &[&str]) -> Result<BTreeSet<String>, CheckError> {
+    let mut kinds = BTreeSet::new();
+    for file in files {
+        kinds.extend(kinds_in(&deploy.join(file))?);
+        pass(&format!("deploy/{file} parses"));
+    }
+    Ok(kinds)
+}
+
+fn expect_kinds(
+    deploy: &Path,
+    kinds: &BTreeSet<String>,
+    expected: &[&str],
+) -> Result<(), CheckError> {
+    match expected.iter().find(|k| !kinds.contains(**k)) {
+        Some(missing) => Err(CheckError::Manifest {
+            file: deploy.to_path_buf(),
+            problem: format!("no {missing} among {kinds:?}"),
+        }),
+        None => Ok(()),
+    }
 }

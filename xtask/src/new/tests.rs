@@ -28,15 +28,200 @@ fn file<'a>(files: &'a [(&'static str, String)], path: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {path}"))
 }
 
+fn with_webhooks(namespaced: bool) -> Project {
+    project(namespaced)
+        .with_webhooks()
+        .expect("v1 has an older version")
+}
+
+/// Every variant: namespaced or not, with or without webhooks.
+fn variants() -> Vec<Project> {
+    vec![
+        project(true),
+        project(false),
+        with_webhooks(true),
+        with_webhooks(false),
+    ]
+}
+
 #[test]
-fn every_template_renders_without_placeholders() {
-    for namespaced in [true, false] {
-        let files = files(&project(namespaced)).expect("render");
-        assert_eq!(files.len(), TEMPLATES.len());
+fn every_template_renders_without_placeholders_or_markers() {
+    let conditional = TEMPLATES.iter().filter(|t| t.when.is_some()).count();
+    for p in variants() {
+        let files = files(&p).expect("render");
+        let expected = if p.old_version.is_some() {
+            TEMPLATES.len()
+        } else {
+            TEMPLATES.len() - conditional
+        };
+        assert_eq!(files.len(), expected);
         for (path, text) in &files {
-            assert!(!text.contains("{{"), "{path} keeps a placeholder");
+            assert!(
+                !text.contains("{{"),
+                "{path} keeps a placeholder or a marker"
+            );
             assert!(!text.is_empty(), "{path} is empty");
         }
+    }
+}
+
+#[test]
+fn the_webhooks_flag_adds_files_and_sections() {
+    let plain = files(&project(true)).expect("render");
+    let hooks = files(&with_webhooks(true)).expect("render");
+    let paths = |f: &[(&'static str, String)]| f.iter().map(|(p, _)| *p).collect::<Vec<_>>();
+    assert!(!paths(&plain).contains(&"src/webhooks.rs"));
+    assert!(!paths(&plain).contains(&"tests/it/webhooks.rs"));
+    assert!(paths(&hooks).contains(&"src/webhooks.rs"));
+    assert!(paths(&hooks).contains(&"tests/it/webhooks.rs"));
+
+    assert!(!file(&plain, "src/lib.rs").contains("pub mod webhooks;"));
+    assert!(file(&hooks, "src/lib.rs").contains("pub mod webhooks;"));
+    assert!(file(&hooks, "tests/it/main.rs").contains("mod webhooks;"));
+    let main = file(&hooks, "src/main.rs");
+    assert!(main.contains("builder.webhook_server(demo::webhooks::options())"));
+    assert!(main.contains("demo::webhooks::register(&mgr)?"));
+    assert!(main.contains("ENABLE_WEBHOOKS"));
+    assert!(!file(&plain, "src/main.rs").contains("webhook"));
+
+    // The older version v1 converts from.
+    let resource = file(&hooks, "src/resource.rs");
+    assert!(resource.contains("pub mod v1beta1 {"));
+    assert!(resource.contains(r#"version = "v1beta1","#));
+    assert!(resource.contains("storage = false"));
+    assert!(!file(&plain, "src/resource.rs").contains("v1beta1"));
+    let webhooks = file(&hooks, "src/webhooks.rs");
+    assert!(webhooks.contains("impl Convertible<Widget> for v1beta1::Widget"));
+    assert!(webhooks.contains("impl Defaulter<Widget> for WidgetDefaults"));
+    assert!(webhooks.contains("impl Validator<Widget> for WidgetRules"));
+
+    // The manifests: a webhooks.yaml, the port, the certificates' RBAC.
+    let manifests = file(&hooks, "src/manifests.rs");
+    assert!(manifests.contains(r#"file: "webhooks.yaml""#));
+    assert!(manifests.contains("WEBHOOK_PORT: i32 = 9443"));
+    assert!(manifests.contains(
+        r#""mutatingwebhookconfigurations", [webhooks::MUTATING], [Verb::Get, Verb::Patch]"#
+    ));
+    assert!(manifests.contains(
+        r#""customresourcedefinitions", [Widget::crd_name()], [Verb::Get, Verb::Patch]"#
+    ));
+    assert!(!file(&plain, "src/manifests.rs").contains("webhook"));
+    assert!(file(&hooks, "Dockerfile").contains("EXPOSE 8080 8081 9443"));
+    assert!(file(&plain, "Dockerfile").contains("EXPOSE 8080 8081\n"));
+    assert!(file(&hooks, "README.md").contains("webhooks.yaml"));
+}
+
+#[test]
+fn webhooks_need_an_older_version() {
+    let p = Project::new(
+        "demo",
+        "demo.example.com",
+        "v1alpha1",
+        "Widget",
+        true,
+        Framework::Version("0.1".into()),
+    )
+    .expect("valid names");
+    let err = p.with_webhooks().expect_err("no version before v1alpha1");
+    assert!(err.to_string().contains("v1alpha1"), "{err}");
+    let p = Project::new(
+        "demo",
+        "demo.example.com",
+        "v2",
+        "Widget",
+        true,
+        Framework::Version("0.1".into()),
+    )
+    .expect("valid names")
+    .with_webhooks()
+    .expect("v2 converts from v1");
+    assert_eq!(p.old_version.as_deref(), Some("v1"));
+}
+
+#[test]
+fn the_demo_and_envtest_stay_out_of_the_release_build() {
+    let rendered = files(&project(true)).expect("render");
+    let cargo = file(&rendered, "Cargo.toml");
+    assert!(cargo.contains(r#"default = ["demo"]"#));
+    assert!(cargo.contains(r#"demo = ["dep:envtest"]"#));
+    assert!(cargo.contains(r#"envtest = { path = "/checkout/envtest", optional = true }"#));
+    let dev = cargo
+        .split("[dev-dependencies]")
+        .nth(1)
+        .expect("dev-dependencies");
+    assert!(dev.contains(r#"envtest = { path = "/checkout/envtest" }"#));
+    assert!(file(&rendered, "Dockerfile").contains("cargo build --release --no-default-features"));
+    let main = file(&rendered, "src/main.rs");
+    assert!(main.contains("#[cfg(feature = \"demo\")]\nasync fn demo("));
+    assert!(main.contains("#[cfg(not(feature = \"demo\"))]"));
+    assert!(file(&rendered, "README.md").contains("--no-default-features"));
+
+    // The other framework sources keep the optional flag.
+    let mut git = project(true);
+    git.framework = Framework::Git("https://example.invalid/informer-rs".into());
+    let cargo = files(&git).expect("render");
+    assert!(
+        file(&cargo, "Cargo.toml").contains(
+            r#"envtest = { git = "https://example.invalid/informer-rs", optional = true }"#
+        )
+    );
+    let mut version = project(true);
+    version.framework = Framework::Version("0.1".into());
+    let cargo = files(&version).expect("render");
+    assert!(
+        file(&cargo, "Cargo.toml").contains(r#"envtest = { version = "0.1", optional = true }"#)
+    );
+}
+
+#[test]
+fn the_scope_and_the_reconciler_helpers_reach_the_files() {
+    let rendered = files(&project(true)).expect("render");
+    let main = file(&rendered, "src/main.rs");
+    assert!(main.contains(r#"std::env::var("WATCH_NAMESPACE")"#));
+    assert!(main.contains(".namespace(flags.watch_namespace.clone())"));
+    let manifests = file(&rendered, "src/manifests.rs");
+    assert!(manifests.contains("WidgetReconciler::rbac_role(namespace)"));
+    assert!(manifests.contains(r#"envs.push(env("WATCH_NAMESPACE", watch.join(",")))"#));
+    assert!(file(&rendered, "src/bin/manifests.rs").contains("--watch-namespace"));
+    let controller = file(&rendered, "src/controller.rs");
+    assert!(controller.contains("create_or_patch(&config_maps"));
+    assert!(controller.contains("set_controller_reference("));
+    assert!(controller.contains("status.conditions.set_condition("));
+    assert!(controller.contains("observed_generation(obj.as_ref())"));
+    assert!(controller.contains("owns(ConfigMap)"));
+    // The Role test is for namespaced kinds only.
+    let test = |p: &Project| files(p).map(|f| file(&f, "tests/it/reconcile.rs").to_string());
+    assert!(
+        test(&project(true))
+            .expect("render")
+            .contains("fn a_role_in_the_watched_namespace_is_enough")
+    );
+    assert!(
+        !test(&project(false))
+            .expect("render")
+            .contains("fn a_role_in_the_watched_namespace_is_enough")
+    );
+}
+
+#[test]
+fn sections_keep_drop_nest_and_refuse_mistakes() {
+    let flags = [("a", true), ("b", false)];
+    let text = "1\n{{#a}}\n2\n{{#b}}\n3\n{{/b}}\n{{^b}}\n4\n{{/b}}\n{{/a}}\n{{^a}}\n5\n{{/a}}\n6\n";
+    assert_eq!(
+        sections("t", text, &flags).ok().as_deref(),
+        Some("1\n2\n4\n6\n")
+    );
+    for (bad, says) in [
+        ("{{#a}}\nx\n", "never closed"),
+        ("x\n{{/a}}\n", "closes nothing"),
+        (
+            "{{#a}}\n{{#b}}\n{{/a}}\n{{/b}}\n",
+            "closes {{#b}} of line 2",
+        ),
+        ("{{#c}}\n{{/c}}\n", "unknown flag \"c\""),
+    ] {
+        let err = sections("t", bad, &flags).expect_err(bad);
+        assert!(err.to_string().contains(says), "{bad:?}: {err}");
     }
 }
 
@@ -48,12 +233,13 @@ fn names_reach_the_files() {
     assert!(resource.contains(r#"group = "demo.example.com""#));
     assert!(resource.contains(r#"kind = "Widget", namespaced,"#));
     assert!(resource.contains("pub struct WidgetSpec"));
-    assert!(file(files, "src/controller.rs").contains(r#"#[controller(for = Widget, finalizer = "demo.example.com/cleanup", name = "demo-controller")]"#));
-    assert!(file(files, "src/bin/manifests.rs").contains("demo::manifests::render()"));
+    assert!(file(files, "src/controller.rs").contains(r#"#[controller(for = Widget, owns(ConfigMap), finalizer = "demo.example.com/cleanup", name = "demo-controller")]"#));
+    assert!(file(files, "src/bin/manifests.rs").contains("demo::manifests::render(&watch)"));
     let cargo = file(files, "Cargo.toml");
     assert!(cargo.contains(r#"name = "demo""#));
     assert!(cargo.contains(r#"controller-runtime = { path = "/checkout/controller-runtime" }"#));
     assert!(cargo.contains(r#"envtest = { path = "/checkout/envtest" }"#));
+    assert!(file(files, "src/controller.rs").contains("status.conditions.set_condition("));
 
     let cluster = super::files(&project(false)).expect("render");
     assert!(file(&cluster, "src/resource.rs").contains(r#"kind = "Widget","#));
@@ -132,7 +318,8 @@ fn existing_files_are_kept_without_force() {
     let dir = scratch("keep");
     let p = project(true);
     let written = write(&p, &dir, false).expect("first write");
-    assert_eq!(written.len(), TEMPLATES.len());
+    let always = TEMPLATES.iter().filter(|t| t.when.is_none()).count();
+    assert_eq!(written.len(), always);
 
     let main = dir.join("src/main.rs");
     std::fs::write(&main, "// my edits").expect("edit");
@@ -140,7 +327,7 @@ fn existing_files_are_kept_without_force() {
     let NewError::Exists(paths) = &err else {
         panic!("expected Exists, got {err}");
     };
-    assert_eq!(paths.len(), TEMPLATES.len());
+    assert_eq!(paths.len(), always);
     assert!(err.to_string().contains("--force"));
     assert_eq!(
         std::fs::read_to_string(&main).ok().as_deref(),

@@ -224,6 +224,37 @@ pub fn version(version: &str) -> Result<(), NewError> {
     }
 }
 
+/// The version before a valid `version`, in Kubernetes' version order:
+/// `v2` -> `v1`, `v1` -> `v1beta1`, `v1beta2` -> `v1beta1`, `v1beta1` ->
+/// `v1alpha1`, `v1alpha2` -> `v1alpha1`; `None` for `v<N>alpha1` (and for
+/// anything [`version`] refuses).
+pub fn older_version(version: &str) -> Option<String> {
+    let rest = version.strip_prefix('v')?;
+    let digits_end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    let (major, tail) = rest.split_at(digits_end);
+    let major: u32 = major.parse().ok()?;
+    if tail.is_empty() {
+        return Some(if major > 1 {
+            format!("v{}", major - 1)
+        } else {
+            "v1beta1".into()
+        });
+    }
+    let (stage, minor) = if let Some(minor) = tail.strip_prefix("beta") {
+        ("beta", minor)
+    } else {
+        ("alpha", tail.strip_prefix("alpha")?)
+    };
+    let minor: u32 = minor.parse().ok()?;
+    match (stage, minor) {
+        (_, m) if m > 1 => Some(format!("v{major}{stage}{}", m - 1)),
+        ("beta", _) => Some(format!("v{major}alpha1")),
+        _ => None,
+    }
+}
+
 /// A kind: UpperCamelCase ASCII (a capital letter, then letters and
 /// digits), at most 63 characters, not ending in `List` (the API server
 /// names the list type `<Kind>List`) and not a name the generated code uses.
@@ -383,6 +414,21 @@ mod tests {
             "v1alpha1x",
         ] {
             assert!(reason(version(bad)).contains("use v<N>"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn older_versions() {
+        for (version, older) in [
+            ("v1", Some("v1beta1")),
+            ("v2", Some("v1")),
+            ("v1beta2", Some("v1beta1")),
+            ("v1beta1", Some("v1alpha1")),
+            ("v3alpha2", Some("v3alpha1")),
+            ("v1alpha1", None),
+            ("x1", None),
+        ] {
+            assert_eq!(older_version(version).as_deref(), older, "{version}");
         }
     }
 
