@@ -93,6 +93,19 @@ where
             .collect()
     }
 
+    /// Removes the handler registered by
+    /// [`add_event_handler`](Self::add_event_handler) (its registrations,
+    /// in the order returned) from every informer.
+    pub fn remove_event_handler(
+        &self,
+        registrations: &[ResourceEventHandlerRegistration],
+    ) -> Result<(), InformerError> {
+        for (informer, registration) in self.informers.iter().zip(registrations) {
+            informer.remove_event_handler(registration)?;
+        }
+        Ok(())
+    }
+
     /// Sets the transform of every informer (only before they start; see
     /// [`SharedIndexInformer::set_transform`]).
     pub fn set_transform(&self, transform: Transform<K>) -> Result<(), InformerError> {

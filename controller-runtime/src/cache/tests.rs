@@ -68,6 +68,16 @@ async fn several_namespaces_get_one_informer_each_and_cluster_kinds_one() {
     assert!(cms.get(Some("b"), "x").is_none());
     assert!(cms.get(Some("c"), "x").is_none());
     assert_eq!(cms.list().len(), 2);
+    let registrations = cms
+        .add_event_handler(informer_core::shared_informer::handler_fn::<ConfigMap>())
+        .unwrap();
+    assert_eq!(registrations.len(), 2, "one handler per namespace");
+    let reversed: Vec<_> = registrations.iter().rev().cloned().collect();
+    assert!(
+        cms.remove_event_handler(&reversed).is_err(),
+        "each registration belongs to its namespace's informer"
+    );
+    cms.remove_event_handler(&registrations).unwrap();
     assert!(cms.informers()[0].indexer().get_by_key("a/x").is_some());
 }
 

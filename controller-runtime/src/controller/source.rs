@@ -143,10 +143,8 @@ impl<W: Watched> Source for KindSource<W> {
             })
         };
         let remove = Box::new(move || {
-            for (informer, registration) in informer.informers().iter().zip(registrations.iter()) {
-                if let Err(error) = informer.remove_event_handler(registration) {
-                    tracing::debug!(%error, "removing a controller's informer handler");
-                }
+            if let Err(error) = informer.remove_event_handler(&registrations) {
+                tracing::debug!(%error, "removing a controller's informer handlers");
             }
         });
         Ok(SourceRegistration {
