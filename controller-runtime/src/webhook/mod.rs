@@ -12,6 +12,7 @@
 //! | [`SelfSigned`] | a CA and a serving certificate made without cert-manager |
 //! | [`CertDir`] | a pair mounted from a directory (cert-manager), reloaded when the files change |
 //! | [`SecretCerts`] | those kept in a Secret shared by the replicas, their CA bundle in every `caBundle`, renewed and the CA rotated before expiry |
+//! | [`WebhookDeclaration`], [`WebhookManifests`] | what `#[controller(webhooks(...))]` declares, and the configurations, Service, CRD conversion, options and RBAC built from it |
 //!
 //! This module sits in layer 3, right under the manager, which runs the
 //! server as a runnable (as it runs its health and metrics servers); it
@@ -43,6 +44,7 @@ mod cabundle;
 mod certdir;
 mod certsecret;
 mod conversion;
+mod manifests;
 mod metrics;
 mod options;
 mod review;
@@ -59,6 +61,10 @@ pub use certsecret::{
 pub use conversion::{Conversion, ConversionError, Convertible, Hub};
 /// The admission operation (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
 pub use kube_client::core::admission::Operation;
+pub use manifests::{
+    DEFAULT_SERVICE, FailurePolicy, ManifestError, SERVICE_PORT, WebhookDeclaration,
+    WebhookManifests,
+};
 pub use metrics::{InFlight, WebhookMetrics};
 pub use options::{CertKeeper, CertSourceError, WebhookOptions};
 pub use selfsigned::{CA_VALIDITY, CertError, SelfSigned, service_dns_names};

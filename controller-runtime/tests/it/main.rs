@@ -28,6 +28,7 @@ mod webhook;
 mod webhook_certs;
 mod webhook_client;
 mod webhook_conversion;
+mod webhook_derive;
 mod webhook_envtest;
 mod webhook_manager;
 mod widget;

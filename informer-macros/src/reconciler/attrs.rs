@@ -17,6 +17,7 @@ pub const OPTIONS: &[&str] = &[
     "predicate",
     "name",
     "leader_election",
+    "webhooks",
 ];
 
 /// Options `#[rbac(...)]` accepts.
@@ -97,6 +98,8 @@ pub struct ReconcilerArgs {
     pub leader_election: bool,
     /// Extra RBAC rules.
     pub rbac: Vec<RbacRule>,
+    /// The webhooks declared for the primary kind.
+    pub webhooks: Option<super::webhooks::Webhooks>,
 }
 
 /// Types compared by their tokens (`Deployment` and `apps::v1::Deployment`
@@ -239,6 +242,7 @@ impl ReconcilerArgs {
         let mut name = None;
         let mut leader_election = None;
         let mut rbac = Vec::new();
+        let mut webhooks = None;
         let mut first_attr: Option<&Attribute> = None;
         for attr in &input.attrs {
             if attr.path().is_ident("rbac") {
@@ -303,6 +307,10 @@ impl ReconcilerArgs {
                         set_once(&mut name, lit, &meta.path)
                     }
                     "leader_election" => set_once(&mut leader_election, (), &meta.path),
+                    "webhooks" => {
+                        let w = super::webhooks::parse(&meta)?;
+                        set_once(&mut webhooks, w, &meta.path)
+                    }
                     other => Err(syn::Error::new(
                         meta.path.span(),
                         suggest::unknown("controller option", other, OPTIONS),
@@ -328,6 +336,7 @@ impl ReconcilerArgs {
             name,
             leader_election: leader_election.is_some(),
             rbac,
+            webhooks,
         })
     }
 }

@@ -55,7 +55,34 @@ fn permissions(args: &ReconcilerArgs) -> TokenStream {
             calls.push(quote!(.named_rule(#group, #resource, #names, [#(#verbs),*])));
         }
     }
+    if args.webhooks.is_some() {
+        calls.push(quote!(.merge(Self::WEBHOOKS.permissions::<#for_>())));
+    }
     quote!(#cr::rbac::Permissions::new() #(#calls)*)
+}
+
+/// `WEBHOOKS` and `webhooks(namespace)`, when `webhooks(...)` is declared.
+fn webhook_items(args: &ReconcilerArgs) -> TokenStream {
+    let cr = quote!(::controller_runtime);
+    let for_ = &args.for_;
+    let Some(w) = &args.webhooks else {
+        return TokenStream::new();
+    };
+    let decl = super::webhooks::declaration(w);
+    quote! {
+        /// The webhooks declared in `#[controller(webhooks(...))]` for the
+        /// reconciled kind.
+        pub const WEBHOOKS: #cr::webhook::WebhookDeclaration = #decl;
+
+        /// The manifests of the declared webhooks with their Service in
+        /// `namespace`: the webhook configurations, the Service, the
+        /// conversion stanza of the kind's CRD, the manager's
+        /// `WebhookOptions` and the certificates' RBAC rules (also in
+        /// [`Self::permissions`]).
+        pub fn webhooks(namespace: &str) -> #cr::webhook::WebhookManifests {
+            #cr::webhook::WebhookManifests::for_kind::<#for_>(namespace, Self::WEBHOOKS)
+        }
+    }
 }
 
 /// The predicate given to `with_event_filter`, if any.
@@ -198,6 +225,7 @@ pub fn expand(input: &DeriveInput, args: &ReconcilerArgs) -> TokenStream {
         #cr::__private::assert_reconciler::<#for_, #ident>();
     };
     let setup = setup(&wrapper, args);
+    let webhooks = webhook_items(args);
     let flow = finalizer_flow(input, &wrapper, args);
     quote! {
         #[automatically_derived]
@@ -226,6 +254,8 @@ pub fn expand(input: &DeriveInput, args: &ReconcilerArgs) -> TokenStream {
             }
 
             #setup
+
+            #webhooks
 
             #[doc(hidden)]
             #[allow(dead_code)]

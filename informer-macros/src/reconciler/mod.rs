@@ -2,7 +2,8 @@
 //! `#[controller(...)]`, and everything derived from it — the controller
 //! registration with the manager, the finalizer flow, and the least-privilege
 //! RBAC role that covers exactly what the wiring uses, plus the extra rules
-//! declared with `#[rbac(...)]`.
+//! declared with `#[rbac(...)]`; with `webhooks(...)`, the declaration the
+//! webhook manifests are built from, and the rules its certificates need.
 //!
 //! Parsing ([`attrs`]) is kept apart from code generation ([`expand`]), so
 //! every mistake is reported with a span before any code is written.
@@ -10,6 +11,7 @@
 mod attrs;
 mod expand;
 mod suggest;
+mod webhooks;
 
 use proc_macro2::TokenStream;
 use syn::DeriveInput;

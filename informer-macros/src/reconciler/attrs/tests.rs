@@ -137,3 +137,50 @@ fn values_are_checked() {
             .starts_with("`#[rbac]` needs `resources`")
     );
 }
+
+#[test]
+fn webhooks_parse_with_policy_and_service() {
+    let args = parse(parse_quote! {
+        #[controller(for = Foo, webhooks(defaulting, validating, conversion, failure_policy = "Ignore", service = "demo-webhook-service"))]
+        struct R;
+    })
+    .unwrap();
+    let w = args.webhooks.unwrap();
+    assert!(w.defaulting && w.validating && w.conversion);
+    assert_eq!(w.failure_policy.unwrap(), "Ignore");
+    assert_eq!(w.service.unwrap().value(), "demo-webhook-service");
+    let plain =
+        parse(parse_quote! { #[controller(for = Foo, webhooks(validating))] struct R; }).unwrap();
+    let w = plain.webhooks.unwrap();
+    assert!(w.validating && !w.defaulting && w.failure_policy.is_none());
+}
+
+#[test]
+fn webhook_mistakes_are_named() {
+    let e = error(parse_quote! { #[controller(for = Foo, webhooks(validatng))] struct R; });
+    assert!(e.contains("did you mean `validating`"), "{e}");
+    let e = error(
+        parse_quote! { #[controller(for = Foo, webhooks(validating, failure_policy = "ignore"))] struct R; },
+    );
+    assert!(e.contains("did you mean `Ignore`"), "{e}");
+    let e = error(
+        parse_quote! { #[controller(for = Foo, webhooks(failure_policy = "Fail"))] struct R; },
+    );
+    assert!(e.contains("at least one of"), "{e}");
+    let e = error(parse_quote! { #[controller(for = Foo, webhooks())] struct R; });
+    assert!(e.contains("at least one of"), "{e}");
+    let e = error(
+        parse_quote! { #[controller(for = Foo, webhooks(validating, validating))] struct R; },
+    );
+    assert!(e.contains("given twice"), "{e}");
+    let e = error(
+        parse_quote! { #[controller(for = Foo, webhooks(validating, service = "Web_Hooks"))] struct R; },
+    );
+    assert!(e.contains("must be a Service name"), "{e}");
+    let e = error(
+        parse_quote! { #[controller(for = Foo, webhooks(validating), webhooks(defaulting))] struct R; },
+    );
+    assert!(e.contains("duplicate option `webhooks`"), "{e}");
+    let e = error(parse_quote! { #[controller(for = Foo, webhook(validating))] struct R; });
+    assert!(e.contains("did you mean `webhooks`"), "{e}");
+}

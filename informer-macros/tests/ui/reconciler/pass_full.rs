@@ -13,7 +13,8 @@ use controller_runtime::reconcile::Cleanup;
     finalizer = "example.com/cleanup",
     predicate = generation_changed,
     name = "web-controller",
-    leader_election
+    leader_election,
+    webhooks(defaulting, validating, failure_policy = "Ignore", service = "web-webhooks")
 )]
 #[rbac(group = "", resources(pods, "pods/log"), verbs(get, list))]
 #[rbac(group = "", resources(configmaps), verbs(get), names("settings"))]
@@ -68,4 +69,11 @@ fn main() {
     assert!(perms.allows("", "pods/log", "get"));
     assert!(!PlainWatcher::permissions().allows("coordination.k8s.io", "leases", "update"));
     assert_eq!(Web::rbac_role("ns").metadata.namespace.as_deref(), Some("ns"));
+    // The webhooks' certificates are in the role; the manifests name the same objects.
+    assert!(perms.allows("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"));
+    assert!(!PlainWatcher::permissions().allows("", "secrets", "create"));
+    let hooks = Web::webhooks("web-system");
+    assert_eq!(hooks.service_name(), "web-webhooks");
+    assert_eq!(Web::WEBHOOKS.failure_policy, controller_runtime::webhook::FailurePolicy::Ignore);
+    assert!(hooks.validating_configuration().is_some() && hooks.mutating_configuration().is_some());
 }
