@@ -17,6 +17,10 @@
 //!   adjacently tagged enum whose content is a string in one variant and an
 //!   object in another keeps an untyped `x-kubernetes-preserve-unknown-fields`
 //!   node: the server stores it as written and no longer validates it);
+//! - a union of strings and objects (unit variants beside struct or newtype
+//!   variants of an externally tagged enum, or an untagged string-or-object)
+//!   becomes an untyped `x-kubernetes-preserve-unknown-fields` node the same
+//!   way, since one node cannot be typed both;
 //! - a schema that accepts anything (`serde_json::Value`) becomes
 //!   `x-kubernetes-preserve-unknown-fields`, and so does a map of such values;
 //! - `exclusiveMinimum: n` (JSON Schema 2020-12) becomes `minimum: n,
@@ -25,8 +29,8 @@
 //!   know are dropped, and keywords it refuses (`$schema`, `title`,
 //!   `examples`, `readOnly`, `additionalProperties: false`...) are removed.
 //!
-//! Whatever cannot be made structural (unions of unrelated types, a variant
-//! that is sometimes a string and sometimes an object, recursion) is a
+//! Whatever cannot be made structural (unions of other unrelated types, such
+//! as a boolean and a string; recursion) is a
 //! [`SchemaError`] naming the JSON path where it happened.
 
 mod merge;
@@ -511,11 +515,20 @@ impl Rewriter<'_> {
                 return Ok(json!({"type": "array", "items": items}));
             }
         }
+        // Unit variants (strings) beside struct, newtype or tuple variants
+        // (objects: externally tagged), or an untagged string-or-object: a
+        // structural schema has one type per node and may not name types
+        // inside a junctor, so what accepts both is one untyped node the
+        // API server stores as written (no server-side validation of it;
+        // the typed decode still checks it).
+        if types.iter().all(|t| matches!(t, Some("string" | "object"))) {
+            return Ok(preserve_unknown());
+        }
         let shown: Vec<&str> = types.iter().map(|t| t.unwrap_or("any")).collect();
         Err(non_structural(
             path,
             format!(
-                "an enum whose variants serialize to different JSON types {shown:?} (for example unit and struct variants of an externally tagged enum); \
+                "an enum whose variants serialize to different JSON types {shown:?} (for example a boolean and a string in an untagged enum); \
                  make every variant a struct variant, tag the enum internally (#[serde(tag = \"...\")]), or mark the field with #[schemars(schema_with = ...)] and x-kubernetes-preserve-unknown-fields"
             ),
         ))

@@ -227,14 +227,41 @@ fn externally_tagged_struct_variants_keep_exactly_one_variant() {
 }
 
 #[test]
-fn unit_and_struct_variants_together_are_refused_with_the_path() {
+fn unit_and_struct_variants_together_become_an_untyped_preserved_node() {
+    /// How it listens.
     #[derive(JsonSchema)]
     struct Holder {
         mode: Mixed,
+        /// Maybe.
+        fallback: Option<Mixed>,
+    }
+    let v = structural_of::<Holder>().unwrap();
+    assert_eq!(
+        v["properties"]["mode"],
+        json!({"x-kubernetes-preserve-unknown-fields": true})
+    );
+    let fallback = &v["properties"]["fallback"];
+    assert_eq!(
+        fallback["x-kubernetes-preserve-unknown-fields"], true,
+        "{fallback}"
+    );
+    assert!(fallback.get("type").is_none(), "{fallback}");
+    assert_eq!(v["required"], json!(["mode"]));
+    // A CRD holding it builds.
+    let info = CrdVersionInfo::new("example.com", "v1", "Listener", "listeners");
+    let crd = version_crd(&info, |g| g.subschema_for::<Holder>(), None, None).unwrap();
+    assert_eq!(crd.spec.versions.len(), 1);
+}
+
+#[test]
+fn unrelated_scalars_are_still_refused_with_the_path() {
+    #[derive(JsonSchema)]
+    struct Holder {
+        flag: Unrelated,
     }
     match structural_of::<Holder>() {
         Err(SchemaError::NonStructural { path, reason }) => {
-            assert_eq!(path, ".mode");
+            assert_eq!(path, ".flag");
             assert!(reason.contains("different JSON types"), "{reason}");
         }
         other => panic!("expected NonStructural, got {other:?}"),
