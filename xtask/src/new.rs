@@ -309,6 +309,7 @@ const TEMPLATES: &[Template] = templates![
     "tests/it/main.rs",
     "tests/it/reconcile.rs",
     "tests/it/manifests.rs",
+    "tests/it/metrics.rs",
     "tests/it/webhooks.rs" if "webhooks",
 ];
 

@@ -204,6 +204,28 @@ fn the_scope_and_the_reconciler_helpers_reach_the_files() {
 }
 
 #[test]
+fn metrics_are_secure_in_the_deployment_and_plain_locally() {
+    let rendered = files(&project(true)).expect("render");
+    let main = file(&rendered, "src/main.rs");
+    assert!(main.contains(r#""--metrics-secure" => flags.metrics_secure = true"#));
+    assert!(
+        main.contains("metrics_secure: false,"),
+        "plain HTTP by default"
+    );
+    assert!(main.contains("builder.metrics_secure(SecureMetrics::new())"));
+    let manifests = file(&rendered, "src/manifests.rs");
+    assert!(manifests.contains(r#""--metrics-secure".to_string()"#));
+    assert!(manifests.contains("METRICS_PORT: i32 = 8443"));
+    assert!(manifests.contains("Permissions::new().secure_metrics().cluster_role(METRICS_AUTH)"));
+    assert!(manifests.contains("metrics_reader_cluster_role(METRICS_READER)"));
+    assert!(manifests.contains(r#"doc("manager.yaml", &metrics_service())"#));
+    assert!(file(&rendered, "tests/it/main.rs").contains("mod metrics;"));
+    assert!(
+        file(&rendered, "tests/it/metrics.rs").contains(".metrics_secure(SecureMetrics::new())")
+    );
+}
+
+#[test]
 fn sections_keep_drop_nest_and_refuse_mistakes() {
     let flags = [("a", true), ("b", false)];
     let text = "1\n{{#a}}\n2\n{{#b}}\n3\n{{/b}}\n{{^b}}\n4\n{{/b}}\n{{/a}}\n{{^a}}\n5\n{{/a}}\n6\n";
