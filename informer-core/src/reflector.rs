@@ -37,6 +37,7 @@
 
 mod backoff;
 mod fifo_store;
+mod initial_events;
 mod run;
 
 use std::sync::Arc;

@@ -1,6 +1,5 @@
 //! The list-and-watch loop of a [`Reflector`].
 
-use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
@@ -10,8 +9,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, debug_span, info, info_span, warn};
 
 use super::backoff::Backoff;
+use super::initial_events::InitialEvents;
 use super::{DEFAULT_PAGE_SIZE, Reflector, ReflectorError};
-use crate::key::object_key;
 use crate::list_watch::{
     DecodeFailure, ListRequest, ListWatchError, WatchEvent, WatchRequest, WatchStream,
 };
@@ -447,7 +446,8 @@ where
     }
 
     /// The initial state from a WATCH with `sendInitialEvents=true`: events
-    /// up to the initial-events-end bookmark become one `replace`. Returns
+    /// up to the initial-events-end bookmark become one `replace` (paged,
+    /// as they arrive, for a store that takes a LIST by page). Returns
     /// the stream, which goes on as a normal watch.
     async fn streaming_list(
         &self,
@@ -484,7 +484,14 @@ where
                 watch_error(e)
             })?;
         let deadline = Self::deadline(timeout);
-        let mut objects: HashMap<String, K> = HashMap::new();
+        let page_size = match self.config.page_size {
+            Some(n) if n > 0 => n,
+            _ => DEFAULT_PAGE_SIZE,
+        };
+        let mut initial = InitialEvents::begin(
+            &*self.store,
+            usize::try_from(page_size).unwrap_or(usize::MAX),
+        );
         let mut events = 0usize;
         loop {
             let next = tokio::select! {
@@ -511,19 +518,15 @@ where
                 WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
                     // Transformed as it arrives, like a listed page, so the
                     // whole untransformed state is never held.
-                    objects.insert(object_key(&obj), self.store.prepare_listed(obj));
+                    initial.upsert(&*self.store, self.store.prepare_listed(obj));
                 }
-                WatchEvent::Deleted(obj) => {
-                    objects.remove(&object_key(&obj));
-                }
+                WatchEvent::Deleted(obj) => initial.delete(&*self.store, obj),
                 WatchEvent::Undecodable(failure) => {
                     self.skip_undecodable(std::slice::from_ref(&failure))
                 }
                 WatchEvent::Bookmark(b) if b.is_initial_events_end() => {
-                    let items: Vec<K> = objects.into_values().collect();
-                    let count = items.len();
                     st.rv_unavailable = false;
-                    self.store.replace_prepared(items, &b.resource_version);
+                    let count = initial.finish(&*self.store, &b.resource_version);
                     self.set_resource_version(st, &b.resource_version);
                     self.metrics
                         .list_completed(&self.name, count, 1, started.elapsed());

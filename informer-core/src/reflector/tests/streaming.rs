@@ -134,3 +134,114 @@ async fn a_streaming_list_expired_midway_lists_the_newest_data() {
     assert_eq!(h.lw.lists(), vec![list_req(Some(500), "", None)]);
     h.stop().await;
 }
+
+/// A reflector streaming into a real DeltaFIFO (which takes lists by page),
+/// the FIFO optionally knowing `known` objects already.
+fn streaming_into_fifo(
+    steps: Vec<Step>,
+    page_size: u32,
+    known: &[&str],
+) -> (
+    Arc<FakeLw>,
+    Arc<crate::delta_fifo::DeltaFifo<Obj>>,
+    Bump,
+    CancellationToken,
+) {
+    let bump = Bump::new();
+    let lw = FakeLw::new(&bump, steps);
+    let indexer = Arc::new(crate::store::Indexer::new());
+    for name in known {
+        indexer.add(Arc::new(cm(name, "1"))).unwrap();
+    }
+    let fifo = Arc::new(crate::delta_fifo::DeltaFifo::new(Some(indexer)));
+    let reflector = Reflector::builder(lw.clone(), fifo.clone())
+        .name("test")
+        .streaming_list(true)
+        .page_size(page_size)
+        .build();
+    let cancel = CancellationToken::new();
+    tokio::spawn(reflector.run(cancel.clone()));
+    (lw, fifo, bump, cancel)
+}
+
+/// Pops everything queued: each key with its delta kinds.
+fn drain(
+    fifo: &crate::delta_fifo::DeltaFifo<Obj>,
+) -> Vec<(String, Vec<crate::delta_fifo::DeltaType>)> {
+    let mut out = Vec::new();
+    while !fifo.is_empty() {
+        let next = fifo.pop(|d| (d.key.to_string(), d.deltas.iter().map(|d| d.kind).collect()));
+        match futures::FutureExt::now_or_never(next) {
+            Some(Ok(item)) => out.push(item),
+            other => panic!(
+                "a queued item pops at once, got {:?}",
+                other.map(|r| r.is_ok())
+            ),
+        }
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn streamed_objects_reach_a_paged_store_before_the_end_bookmark() {
+    let (lw, fifo, bump, cancel) = streaming_into_fifo(
+        vec![Step::Watch(vec![
+            add("a", "5"),
+            add("b", "6"),
+            add("c", "7"),
+            Item::Hang,
+        ])],
+        2,
+        &[],
+    );
+    let probe = lw.clone();
+    bump.until("the stream hangs before its end", move || probe.hung() == 1)
+        .await;
+    // The first full page is in the FIFO; the third object waits for its
+    // page to fill or the bookmark; nothing is synced yet.
+    assert_eq!(fifo.len(), 2);
+    assert!(!fifo.has_synced());
+    assert_eq!(fifo.last_sync_resource_version(), None);
+    use crate::delta_fifo::DeltaType::Replaced;
+    assert_eq!(
+        drain(&fifo),
+        [
+            ("ns/a".to_owned(), vec![Replaced]),
+            ("ns/b".to_owned(), vec![Replaced])
+        ]
+    );
+    cancel.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streamed_state_in_pages_ends_like_one_replace() {
+    let (lw, fifo, bump, cancel) = streaming_into_fifo(
+        vec![Step::Watch(vec![
+            add("a", "5"),
+            add("b", "6"),
+            add("c", "7"),
+            Item::Event(WatchEvent::Deleted(cm("a", "8"))),
+            Item::Event(initial_events_end("9")),
+            Item::Hang,
+        ])],
+        2,
+        &["old", "b"],
+    );
+    let probe = lw.clone();
+    bump.until("the stream hangs after its end", move || probe.hung() == 1)
+        .await;
+    assert_eq!(fifo.last_sync_resource_version().as_deref(), Some("9"));
+    use crate::delta_fifo::DeltaType::{Deleted, Replaced};
+    assert_eq!(
+        drain(&fifo),
+        [
+            ("ns/a".to_owned(), vec![Replaced, Deleted]),
+            ("ns/b".to_owned(), vec![Replaced]),
+            ("ns/c".to_owned(), vec![Replaced]),
+            ("ns/old".to_owned(), vec![Deleted]),
+        ],
+        "listed objects replaced, the deleted one deleted, a tombstone for the known one no event listed"
+    );
+    assert!(fifo.has_synced());
+    cancel.cancel();
+}
