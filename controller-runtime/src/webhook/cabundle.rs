@@ -15,7 +15,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube_client::Client;
 use kube_client::api::{Api, Patch, PatchParams};
 
-use super::certsecret::{CertSecretError, api_err};
+use super::cert_error::{CertSecretError, api_err};
 
 /// The objects whose `caBundle`s hold the CA bundle, by name.
 pub(super) struct BundleTargets<'a> {

@@ -43,8 +43,9 @@ use kube_client::{Client, Error as KubeError};
 use tokio_util::sync::CancellationToken;
 
 use super::cabundle::BundleTargets;
+use super::cert_error::{CertSecretError, api_err};
 use super::selfsigned::{CA_VALIDITY, CertError, NextCa, SelfSigned, service_dns_names};
-use super::tls::{CertResolver, TlsError};
+use super::tls::CertResolver;
 
 /// The annotation holding the serving certificate's expiry (Unix seconds).
 pub const NOT_AFTER_ANNOTATION: &str = "webhook.informer-rs.dev/not-after";
@@ -120,33 +121,6 @@ impl Clock for SystemClock {
     }
 }
 
-/// Why the certificates could not be kept.
-#[derive(Debug, thiserror::Error)]
-pub enum CertSecretError {
-    /// An API call failed.
-    #[error("{action}: {source}")]
-    Api {
-        /// What was being done.
-        action: String,
-        /// The client's error (the API's Status preserved).
-        source: KubeError,
-    },
-    /// Making a certificate failed.
-    #[error(transparent)]
-    Generate(#[from] CertError),
-    /// The stored pair could not be loaded.
-    #[error("loading the certificate from Secret {secret}: {source}")]
-    Load {
-        /// `namespace/name`.
-        secret: String,
-        /// Why.
-        source: TlsError,
-    },
-    /// Other replicas kept winning the race.
-    #[error("Secret {0} kept changing under us")]
-    Contended(String),
-}
-
 /// Where the certificates live and what gets their CA.
 ///
 /// ```no_run
@@ -187,11 +161,6 @@ impl std::fmt::Debug for SecretCerts {
             .field("validity", &self.validity)
             .finish_non_exhaustive()
     }
-}
-
-pub(super) fn api_err(action: impl Into<String>) -> impl FnOnce(KubeError) -> CertSecretError {
-    let action = action.into();
-    move |source| CertSecretError::Api { action, source }
 }
 
 fn status_code(e: &KubeError) -> Option<u16> {

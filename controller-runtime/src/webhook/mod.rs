@@ -41,6 +41,7 @@
 
 mod admission;
 mod cabundle;
+mod cert_error;
 mod certdir;
 mod certsecret;
 mod conversion;
@@ -53,9 +54,10 @@ mod server;
 mod tls;
 
 pub use admission::{AdmissionContext, Defaulter, Denial, Validator, Warnings};
+pub use cert_error::CertSecretError;
 pub use certdir::{CertDir, CertDirError};
 pub use certsecret::{
-    CA_NOT_AFTER_ANNOTATION, CA_ROTATION_ANNOTATION, CertSecretError, Clock, DEFAULT_CA_OVERLAP,
+    CA_NOT_AFTER_ANNOTATION, CA_ROTATION_ANNOTATION, Clock, DEFAULT_CA_OVERLAP,
     NOT_AFTER_ANNOTATION, SecretCerts, SystemClock,
 };
 pub use conversion::{Conversion, ConversionError, Convertible, Hub};

@@ -13,8 +13,9 @@ use std::time::Duration;
 use kube_client::Client;
 use tokio_util::sync::CancellationToken;
 
+use super::cert_error::CertSecretError;
 use super::certdir::{CertDir, CertDirError};
-use super::certsecret::{CertSecretError, SecretCerts};
+use super::certsecret::SecretCerts;
 use super::server::DEFAULT_PORT;
 use super::tls::CertResolver;
 
