@@ -2,7 +2,9 @@
 //! subresource write (dry runs included): mutating webhooks first, one
 //! after the other, their `JSONPatch` answers applied and
 //! `reinvocationPolicy: IfNeeded` webhooks called once more when a later
-//! one changed the object; then (after the caller's schema validation)
+//! one changed the object (a webhook matched through another version of a
+//! custom resource sees, and patches, the object in its rule's version:
+//! [`versions`]); then (after the caller's schema validation)
 //! ValidatingAdmissionPolicies ([`policy`]) and validating webhooks. Each webhook is matched by its rules, match policy,
 //! namespace and object selectors and CEL `matchConditions`; a dry run
 //! refuses a webhook with side effects; a denial answers the status the
@@ -18,6 +20,7 @@ pub mod client;
 pub mod policy;
 pub mod review;
 pub mod rules;
+mod versions;
 
 use crate::error::{ApiError, Cause, Details};
 use crate::http::state::Server;
@@ -26,6 +29,8 @@ use crate::resources::schema::expr::{Activation, Expression};
 use review::{Attributes, Verdict};
 use serde_json::Value;
 use std::time::Duration;
+pub use versions::Convert;
+use versions::Versions;
 
 const GROUP: &str = "admissionregistration.k8s.io";
 const MUTATING: &str = "admissionregistration.k8s.io/mutatingwebhookconfigurations";
@@ -68,6 +73,17 @@ pub struct Admission {
     mutating: Vec<Hook>,
     validating: Vec<Hook>,
     policies: policy::Policies,
+    /// The resource's served versions, for a custom resource.
+    versions: Option<Versions>,
+}
+
+/// A webhook's answer to one call.
+#[derive(Debug)]
+struct Call {
+    verdict: Verdict,
+    /// The object as sent, when it was converted to the version the
+    /// webhook's rule names.
+    converted: Option<Value>,
 }
 
 /// The outcome of the mutating phase.
@@ -100,8 +116,24 @@ impl Admission {
             mutating: hooks_of(srv, MUTATING),
             validating: hooks_of(srv, VALIDATING),
             policies: policy::Policies::load(srv),
+            versions: None,
         };
-        (!a.mutating.is_empty() || !a.validating.is_empty() || !a.policies.is_empty()).then_some(a)
+        if a.mutating.is_empty() && a.validating.is_empty() && a.policies.is_empty() {
+            return None;
+        }
+        Some(Admission {
+            versions: Versions::load(srv, info),
+            ..a
+        })
+    }
+
+    /// Convert a custom resource's objects with `convert` for webhooks
+    /// whose rule names another version than the request's.
+    pub fn with_conversion(mut self, convert: Convert) -> Admission {
+        if let Some(v) = &mut self.versions {
+            v.set_convert(convert);
+        }
+        self
     }
 
     /// Whether any mutating webhook is configured.
@@ -124,10 +156,16 @@ impl Admission {
         let mut due: Vec<usize> = Vec::new();
         for (i, hook) in self.mutating.iter().enumerate() {
             let seen = (!object.is_null()).then_some(&object);
-            let Some(v) = call_if_matching(srv, hook, attrs, seen, warnings).await? else {
+            let Some(call) = self
+                .call_if_matching(srv, hook, attrs, seen, warnings)
+                .await?
+            else {
                 continue;
             };
-            if apply_patch(hook, v, &mut object, attrs)? {
+            if self
+                .apply_patch(srv, hook, call, &mut object, attrs)
+                .await?
+            {
                 changed = true;
                 for j in &invoked {
                     if !due.contains(j) {
@@ -142,8 +180,13 @@ impl Admission {
         for i in due {
             let hook = &self.mutating[i];
             let seen = (!object.is_null()).then_some(&object);
-            if let Some(v) = call_if_matching(srv, hook, attrs, seen, warnings).await? {
-                changed |= apply_patch(hook, v, &mut object, attrs)?;
+            if let Some(call) = self
+                .call_if_matching(srv, hook, attrs, seen, warnings)
+                .await?
+            {
+                changed |= self
+                    .apply_patch(srv, hook, call, &mut object, attrs)
+                    .await?;
             }
         }
         Ok(Mutated { object, changed })
@@ -163,14 +206,16 @@ impl Admission {
         self.policies.validate(srv, attrs, object, warnings)?;
         let calls = self.validating.iter().map(|hook| async move {
             let mut w = Vec::new();
-            let r = call_if_matching(srv, hook, attrs, object, &mut w).await;
+            let r = self
+                .call_if_matching(srv, hook, attrs, object, &mut w)
+                .await;
             (hook, r, w)
         });
         let mut first_error = None;
         for (hook, result, w) in futures::future::join_all(calls).await {
             warnings.extend(w);
             let err = match result {
-                Ok(Some(v)) if !v.allowed => Some(denied(hook.name(), &v.status)),
+                Ok(Some(c)) if !c.verdict.allowed => Some(denied(hook.name(), &c.verdict.status)),
                 Ok(_) => None,
                 Err(e) => Some(e),
             };
@@ -183,24 +228,147 @@ impl Admission {
             None => Ok(()),
         }
     }
+
+    /// Apply a mutating webhook's answer: a denial is an error, a patch
+    /// changes the object (answers whether it did). A patch to an object
+    /// sent in another version applies there, and the result is converted
+    /// back to the request's version.
+    async fn apply_patch(
+        &self,
+        srv: &Server,
+        hook: &Hook,
+        call: Call,
+        object: &mut Value,
+        attrs: &Attributes,
+    ) -> Result<bool, ApiError> {
+        if !call.verdict.allowed {
+            return Err(denied(hook.name(), &call.verdict.status));
+        }
+        let Some(patch) = call.verdict.patch.filter(|_| attrs.operation != "DELETE") else {
+            return Ok(false);
+        };
+        match (call.converted, &self.versions) {
+            (Some(mut sent), Some(versions)) => {
+                if !patch_in_place(hook, &mut sent, &patch)? {
+                    return Ok(false);
+                }
+                *object = versions.convert(srv, &sent, &attrs.version).await?;
+                Ok(true)
+            }
+            _ => patch_in_place(hook, object, &patch),
+        }
+    }
+
+    /// Call `hook` if it matches the request; `Ok(None)` when it does not
+    /// (or failed under `Ignore`).
+    async fn call_if_matching(
+        &self,
+        srv: &Server,
+        hook: &Hook,
+        attrs: &Attributes,
+        object: Option<&Value>,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<Call>, ApiError> {
+        let spec = &hook.spec;
+        let scope = rules::Scope {
+            group: &attrs.resource_group,
+            version: &attrs.version,
+            resource: &attrs.resource,
+            sub: &attrs.sub,
+            operation: attrs.operation,
+            namespaced: attrs.namespaced,
+        };
+        let eq = match (spec["matchPolicy"].as_str(), &self.versions) {
+            (Some("Exact"), _) => rules::Equivalents::Exact,
+            (_, Some(v)) => rules::Equivalents::Versions(v.served()),
+            (_, None) => rules::Equivalents::AnyVersion,
+        };
+        let Some(version) = rules::matched_version(&spec["rules"], &scope, eq) else {
+            return Ok(None);
+        };
+        if let Some(labels) = namespace_labels(srv, attrs, object)
+            && !rules::selector_matches(
+                &spec["namespaceSelector"],
+                labels.as_object().map(|_| &labels),
+            )
+        {
+            return Ok(None);
+        }
+        if !rules::object_selector_matches(
+            &spec["objectSelector"],
+            object,
+            attrs.old_object.as_ref(),
+        ) {
+            return Ok(None);
+        }
+        // The webhook sees the write in its rule's version.
+        let versioned = match &self.versions {
+            Some(versions) if version != attrs.version => {
+                let mut a = attrs.clone();
+                a.webhook_version = Some(version.clone());
+                if let Some(old) = &attrs.old_object {
+                    a.old_object = Some(versions.convert(srv, old, &version).await?);
+                }
+                let o = match object {
+                    Some(o) => Some(versions.convert(srv, o, &version).await?),
+                    None => None,
+                };
+                Some((a, o))
+            }
+            _ => None,
+        };
+        let (attrs, object) = match &versioned {
+            Some((a, o)) => (a, o.as_ref()),
+            None => (attrs, object),
+        };
+        let uid = uuid::Uuid::new_v4().to_string();
+        match conditions_hold(spec, attrs, &uid, object) {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(why) => return failed(hook, why),
+        }
+        if attrs.dry_run && !matches!(spec["sideEffects"].as_str(), Some("None" | "NoneOnDryRun")) {
+            return Err(ApiError::bad_request(format!(
+                "admission webhook {:?} does not support dry run",
+                hook.name()
+            )));
+        }
+        let body = serde_json::to_vec(&attrs.review(&uid, object)).unwrap_or_default();
+        let limit = srv.config.max_body_bytes;
+        let answer = client::post(
+            &spec["clientConfig"],
+            &srv.config.webhook_services,
+            body,
+            hook.timeout(),
+            limit,
+        )
+        .await;
+        let verdict = match answer {
+            Ok(b) => review::parse(&b, &uid),
+            Err(e) => Err(format!("failed to call webhook: {e}")),
+        };
+        match verdict {
+            Ok(v) => {
+                warnings.extend(v.warnings.iter().cloned());
+                let converted = versioned.and_then(|(_, o)| o);
+                Ok(Some(Call {
+                    verdict: v,
+                    converted,
+                }))
+            }
+            Err(why) => failed(hook, why),
+        }
+    }
 }
 
-/// Apply a mutating webhook's verdict: a denial is an error, a patch
-/// changes the object (answers whether it did).
-fn apply_patch(
+/// A JSON patch applied to `object` (answers whether it changed it).
+fn patch_in_place(
     hook: &Hook,
-    v: Verdict,
     object: &mut Value,
-    attrs: &Attributes,
+    patch: &json_patch::Patch,
 ) -> Result<bool, ApiError> {
-    if !v.allowed {
-        return Err(denied(hook.name(), &v.status));
-    }
-    let Some(patch) = v.patch.filter(|_| attrs.operation != "DELETE") else {
-        return Ok(false);
-    };
     let before = object.clone();
-    json_patch::patch(object, &patch).map_err(|e| {
+    json_patch::patch(object, patch).map_err(|e| {
         ApiError::internal(format!(
             "Internal error occurred: admission webhook {:?} returned a patch that cannot be applied: {e}",
             hook.name()
@@ -248,7 +416,7 @@ fn denied(name: &str, status: &Value) -> ApiError {
 }
 
 /// A failed call: refuses the write under `Fail`, skipped under `Ignore`.
-fn failed(hook: &Hook, why: String) -> Result<Option<Verdict>, ApiError> {
+fn failed<T>(hook: &Hook, why: String) -> Result<Option<T>, ApiError> {
     if hook.fail_closed() {
         Err(ApiError::internal(format!(
             "Internal error occurred: failed calling webhook {:?}: {why}",
@@ -278,74 +446,6 @@ pub(crate) fn namespace_labels(
     let key = (String::new(), attrs.namespace.clone());
     let ns = srv.store.txn(|t| t.get("/namespaces", &key));
     Some(ns.map_or(Value::Null, |n| n.value["metadata"]["labels"].clone()))
-}
-
-/// Call `hook` if it matches the request; `Ok(None)` when it does not
-/// (or failed under `Ignore`).
-async fn call_if_matching(
-    srv: &Server,
-    hook: &Hook,
-    attrs: &Attributes,
-    object: Option<&Value>,
-    warnings: &mut Vec<String>,
-) -> Result<Option<Verdict>, ApiError> {
-    let spec = &hook.spec;
-    let scope = rules::Scope {
-        group: &attrs.resource_group,
-        version: &attrs.version,
-        resource: &attrs.resource,
-        sub: &attrs.sub,
-        operation: attrs.operation,
-        namespaced: attrs.namespaced,
-    };
-    let equivalent = spec["matchPolicy"].as_str() != Some("Exact");
-    if !rules::rules_match(&spec["rules"], &scope, equivalent) {
-        return Ok(None);
-    }
-    if let Some(labels) = namespace_labels(srv, attrs, object)
-        && !rules::selector_matches(
-            &spec["namespaceSelector"],
-            labels.as_object().map(|_| &labels),
-        )
-    {
-        return Ok(None);
-    }
-    if !rules::object_selector_matches(&spec["objectSelector"], object, attrs.old_object.as_ref()) {
-        return Ok(None);
-    }
-    let uid = uuid::Uuid::new_v4().to_string();
-    match conditions_hold(spec, attrs, &uid, object) {
-        Ok(true) => {}
-        Ok(false) => return Ok(None),
-        Err(why) => return failed(hook, why),
-    }
-    if attrs.dry_run && !matches!(spec["sideEffects"].as_str(), Some("None" | "NoneOnDryRun")) {
-        return Err(ApiError::bad_request(format!(
-            "admission webhook {:?} does not support dry run",
-            hook.name()
-        )));
-    }
-    let body = serde_json::to_vec(&attrs.review(&uid, object)).unwrap_or_default();
-    let limit = srv.config.max_body_bytes;
-    let answer = client::post(
-        &spec["clientConfig"],
-        &srv.config.webhook_services,
-        body,
-        hook.timeout(),
-        limit,
-    )
-    .await;
-    let verdict = match answer {
-        Ok(b) => review::parse(&b, &uid),
-        Err(e) => Err(format!("failed to call webhook: {e}")),
-    };
-    match verdict {
-        Ok(v) => {
-            warnings.extend(v.warnings.iter().cloned());
-            Ok(Some(v))
-        }
-        Err(why) => failed(hook, why),
-    }
 }
 
 /// Whether every CEL `matchCondition` of a webhook holds.

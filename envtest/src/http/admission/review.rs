@@ -1,9 +1,11 @@
 //! The `admission.k8s.io/v1` AdmissionReview exchanged with a webhook: the
 //! request built from a write (uid, kind, resource, subresource, the
 //! request's own kind and resource, name, namespace, operation, user,
-//! object, old object, dry run, options), the same request as the CEL
-//! `request` variable, and the checks of the answer (its type, a
-//! `response` naming the request's uid, a `JSONPatch` patch).
+//! object, old object, dry run, options; kind, resource and objects in the
+//! version the webhook's rule names when it matched through an equivalent
+//! one), the same request as the CEL `request` variable, and the checks of
+//! the answer (its type, a `response` naming the request's uid, a
+//! `JSONPatch` patch).
 
 use crate::http::authz::UserInfo;
 use base64::Engine;
@@ -17,6 +19,12 @@ pub struct Attributes {
     pub group: String,
     /// Version of the object's kind (the request's version).
     pub version: String,
+    /// The version a webhook's rule named when it matched the request
+    /// through another version of the resource (`matchPolicy:
+    /// Equivalent`): the review's `kind` and `resource` say it, its
+    /// `requestKind` and `requestResource` the request's version, and its
+    /// objects are in it. `None`: the request's version.
+    pub webhook_version: Option<String>,
     /// Kind of the object (`Scale` for the scale subresource).
     pub kind: String,
     /// Group of the resource.
@@ -44,12 +52,12 @@ pub struct Attributes {
 }
 
 impl Attributes {
-    fn gvk(&self) -> Value {
-        json!({"group": self.group, "version": self.version, "kind": self.kind})
+    fn gvk(&self, version: &str) -> Value {
+        json!({"group": self.group, "version": version, "kind": self.kind})
     }
 
-    fn gvr(&self) -> Value {
-        json!({"group": self.resource_group, "version": self.version, "resource": self.resource})
+    fn gvr(&self, version: &str) -> Value {
+        json!({"group": self.resource_group, "version": version, "resource": self.resource})
     }
 
     /// The `request` of an AdmissionReview (and the CEL `request`
@@ -57,10 +65,11 @@ impl Attributes {
     pub fn request(&self, uid: &str) -> Value {
         let mut r = Map::new();
         r.insert("uid".into(), json!(uid));
-        r.insert("kind".into(), self.gvk());
-        r.insert("resource".into(), self.gvr());
-        r.insert("requestKind".into(), self.gvk());
-        r.insert("requestResource".into(), self.gvr());
+        let version = self.webhook_version.as_deref().unwrap_or(&self.version);
+        r.insert("kind".into(), self.gvk(version));
+        r.insert("resource".into(), self.gvr(version));
+        r.insert("requestKind".into(), self.gvk(&self.version));
+        r.insert("requestResource".into(), self.gvr(&self.version));
         if !self.sub.is_empty() {
             r.insert("subResource".into(), json!(self.sub));
             r.insert("requestSubResource".into(), json!(self.sub));

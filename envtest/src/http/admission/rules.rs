@@ -59,13 +59,50 @@ pub fn rule_matches(rule: &Value, s: &Scope<'_>, any_version: bool) -> bool {
         && resource_matches(&rule["resources"], s.resource, s.sub)
 }
 
-/// Does any of `rules` match? `equivalent` says whether a rule naming
-/// another version of the same group and resource counts (matchPolicy
-/// `Equivalent`, the default).
-pub fn rules_match(rules: &Value, s: &Scope<'_>, equivalent: bool) -> bool {
+/// Which other versions of a request's resource a webhook's rules may
+/// match it through (its match policy, and what envtest knows of the
+/// resource's versions).
+#[derive(Debug, Clone, Copy)]
+pub enum Equivalents<'a> {
+    /// `matchPolicy: Exact`: only the request's version.
+    Exact,
+    /// `Equivalent` for a kind envtest serves in one version (built-in
+    /// kinds): a rule naming any version matches, in the request's version.
+    AnyVersion,
+    /// `Equivalent` for a custom resource: these served versions, in the
+    /// CRD's order.
+    Versions(&'a [String]),
+}
+
+/// The version a webhook's `rules` match a request in: the request's own
+/// when a rule names it, else (`Equivalent`) the first equivalent version
+/// a rule names, earlier rules first, as kube-apiserver picks it; `None`
+/// when nothing matches.
+pub fn matched_version(rules: &Value, s: &Scope<'_>, eq: Equivalents<'_>) -> Option<String> {
     let rules = rules.as_array().map(Vec::as_slice).unwrap_or(&[]);
-    rules.iter().any(|r| rule_matches(r, s, false))
-        || (equivalent && rules.iter().any(|r| rule_matches(r, s, true)))
+    if rules.iter().any(|r| rule_matches(r, s, false)) {
+        return Some(s.version.to_string());
+    }
+    match eq {
+        Equivalents::Exact => None,
+        Equivalents::AnyVersion => rules
+            .iter()
+            .any(|r| rule_matches(r, s, true))
+            .then(|| s.version.to_string()),
+        Equivalents::Versions(versions) => rules.iter().find_map(|r| {
+            versions
+                .iter()
+                .filter(|v| v.as_str() != s.version)
+                .find(|v| {
+                    let other = Scope {
+                        version: v.as_str(),
+                        ..s.clone()
+                    };
+                    rule_matches(r, &other, false)
+                })
+                .cloned()
+        }),
+    }
 }
 
 /// A `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) as a
@@ -154,6 +191,39 @@ mod tests {
         assert!(!rule_matches(&r, &scope("pods", "", "CREATE"), true));
         assert!(rule_matches(&r, &scope("pods", "", "DELETE"), true));
         assert!(!rule_matches(&r, &scope("pods", "", "DELETE"), false));
+    }
+
+    #[test]
+    fn equivalent_versions_are_picked_earlier_rules_first() {
+        let s = Scope {
+            group: "example.com",
+            version: "v1alpha1",
+            resource: "foos",
+            sub: "",
+            operation: "CREATE",
+            namespaced: true,
+        };
+        let rule = |v: &str| json!({"apiGroups": ["example.com"], "apiVersions": [v], "operations": ["*"], "resources": ["foos"]});
+        let served = [
+            "v1".to_string(),
+            "v1beta1".to_string(),
+            "v1alpha1".to_string(),
+        ];
+        let eq = Equivalents::Versions(&served);
+        let two = json!([rule("v1beta1"), rule("v1")]);
+        assert_eq!(matched_version(&two, &s, eq).as_deref(), Some("v1beta1"));
+        let own = json!([rule("v1"), rule("v1alpha1")]);
+        assert_eq!(matched_version(&own, &s, eq).as_deref(), Some("v1alpha1"));
+        let unserved = json!([rule("v2")]);
+        assert_eq!(matched_version(&unserved, &s, eq), None);
+        assert_eq!(
+            matched_version(&unserved, &s, Equivalents::AnyVersion).as_deref(),
+            Some("v1alpha1")
+        );
+        assert_eq!(
+            matched_version(&json!([rule("v1")]), &s, Equivalents::Exact),
+            None
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ use crate::resources::registry::ResourceInfo;
 use crate::resources::validation::{FieldCheck, FieldValidation};
 use crate::storage::{ObjKey, StoredObject, Txn};
 use axum::response::Response;
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -75,6 +76,7 @@ pub(super) fn attributes(
     Attributes {
         group: info.group.clone(),
         version: info.version.clone(),
+        webhook_version: None,
         kind: info.kind.clone(),
         resource_group: info.group.clone(),
         resource: info.plural.clone(),
@@ -137,7 +139,29 @@ where
 /// but conversion when the request's version is not the storage version.
 pub(super) fn admission_of(srv: &Server, info: &ResourceInfo) -> Option<Admission> {
     Admission::load(srv, info)
+        .map(|a| a.with_conversion(convert_for_webhook))
         .or_else(|| conversion::converts_writes(srv, info).then(Admission::default))
+}
+
+/// `obj` (of `info`'s resource) in `desired` (`group/version`) for an
+/// admission webhook whose rule names that version: by the CRD's
+/// conversion webhook, else (`strategy: None`) by rewriting `apiVersion`.
+fn convert_for_webhook<'a>(
+    srv: &'a Server,
+    info: &'a ResourceInfo,
+    mut obj: Value,
+    desired: String,
+) -> BoxFuture<'a, Result<Value, ApiError>> {
+    Box::pin(async move {
+        let Some(conv) = conversion::of(srv, info) else {
+            obj["apiVersion"] = json!(desired);
+            return Ok(obj);
+        };
+        conversion::convert(srv, &conv, &info.kind, vec![obj], &desired)
+            .await?
+            .pop()
+            .ok_or_else(|| ApiError::internal("conversion lost the object"))
+    })
 }
 
 /// The object a mutating webhook sees on create: no identity yet.
@@ -418,7 +442,8 @@ pub(super) async fn delete(
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
     let info = &t.info;
-    let Some(adm) = Admission::load(srv, info) else {
+    let Some(adm) = Admission::load(srv, info).map(|a| a.with_conversion(convert_for_webhook))
+    else {
         return Ok(());
     };
     let Some(old) = srv.store.txn(|txn| txn.get(&info.storage_key(), key)) else {
