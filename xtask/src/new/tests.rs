@@ -99,12 +99,16 @@ fn the_webhooks_flag_adds_files_and_sections() {
     let manifests = file(&hooks, "src/manifests.rs");
     assert!(manifests.contains(r#"file: "webhooks.yaml""#));
     assert!(manifests.contains("WEBHOOK_PORT: i32 = 9443"));
-    assert!(manifests.contains(
-        r#""mutatingwebhookconfigurations", [webhooks::MUTATING], [Verb::Get, Verb::Patch]"#
+    assert!(manifests.contains("webhooks::manifests().permissions().cluster_role(WEBHOOK_CERTS)"));
+    assert!(manifests.contains("hooks.validating_configuration()"));
+    assert!(file(&hooks, "src/controller.rs").contains(
+        r#"webhooks(defaulting, validating, conversion, service = "demo-webhook-service")"#
     ));
-    assert!(manifests.contains(
-        r#""customresourcedefinitions", [Widget::crd_name()], [Verb::Get, Verb::Patch]"#
-    ));
+    assert!(!file(&plain, "src/controller.rs").contains("webhooks("));
+    assert!(
+        file(&hooks, "src/resource.rs")
+            .contains("crate::webhooks::manifests().conversion_crd(both)")
+    );
     assert!(!file(&plain, "src/manifests.rs").contains("webhook"));
     assert!(file(&hooks, "Dockerfile").contains("EXPOSE 8080 8081 9443"));
     assert!(file(&plain, "Dockerfile").contains("EXPOSE 8080 8081\n"));
