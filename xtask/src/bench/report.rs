@@ -12,7 +12,7 @@ use serde::Deserialize;
 pub const SIDES: [&str; 3] = ["informer-rs", "kube-runtime", "floor"];
 
 /// Scenario ids, titles and their prose, in report order.
-const SCENARIOS: [(&str, &str, &str); 9] = [
+const SCENARIOS: [(&str, &str, &str); 10] = [
     (
         "sync",
         "1. Initial sync",
@@ -57,6 +57,11 @@ const SCENARIOS: [(&str, &str, &str); 9] = [
         "webhook",
         "9. Admission webhook over TLS",
         include_str!("../../templates/performance/webhook.md"),
+    ),
+    (
+        "sharding",
+        "10. Sharding in label mode",
+        include_str!("../../templates/performance/sharding.md"),
     ),
 ];
 const INTRO: &str = include_str!("../../templates/performance/intro.md");
@@ -330,6 +335,7 @@ fn targets(session: &Session) -> String {
         }
     }
     scope_targets(session, &mut line);
+    sharding_targets(session, &mut line);
     let relist = session
         .records
         .iter()
@@ -392,6 +398,59 @@ fn scope_targets(session: &Session, line: &mut impl FnMut(&str, &str, String, Op
             ),
             Some(m <= f / 5.0 && m <= k),
         );
+    }
+}
+
+/// The sharding targets (label mode): retained heap per replica at N
+/// replicas at most 1.2/N of one replica's, and throughput at N replicas at
+/// least 0.8 × N × one replica's.
+fn sharding_targets(session: &Session, line: &mut impl FnMut(&str, &str, String, Option<bool>)) {
+    let case_of = |n: usize| {
+        session
+            .records
+            .iter()
+            .find(|r| r.scenario == "sharding" && r.case.contains(&format!(" {n} replicas,")))
+            .map(|r| r.case.clone())
+    };
+    let Some(one) = case_of(1) else { return };
+    let at = |case: &str, metric| find(session, "sharding", case, metric, 0);
+    let (Some(heap1), Some(rate1)) = (
+        at(&one, "retained heap per replica"),
+        at(&one, "throughput"),
+    ) else {
+        return;
+    };
+    for n in [2usize, 4] {
+        let Some(case) = case_of(n) else { continue };
+        let nf = n as f64;
+        if let Some(heap) = at(&case, "retained heap per replica") {
+            line(
+                &format!("sharding-heap-{n}"),
+                &format!("heap per replica ≤ 1.2/{n} of one replica's ({case})"),
+                format!(
+                    "{} KiB vs {} KiB: {:.2} × (target ≤ {:.2} ×)",
+                    number(heap),
+                    number(heap1),
+                    heap / heap1,
+                    1.2 / nf
+                ),
+                Some(heap <= heap1 * 1.2 / nf),
+            );
+        }
+        if let Some(rate) = at(&case, "throughput") {
+            line(
+                &format!("sharding-throughput-{n}"),
+                &format!("throughput ≥ 0.8 × {n} × one replica's ({case})"),
+                format!(
+                    "{} vs {} reconciles/s: {:.2} × (target ≥ {:.1} ×)",
+                    number(rate),
+                    number(rate1),
+                    rate / rate1,
+                    0.8 * nf
+                ),
+                Some(rate >= rate1 * 0.8 * nf),
+            );
+        }
     }
 }
 
