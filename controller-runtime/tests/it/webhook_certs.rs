@@ -332,9 +332,8 @@ async fn rotation_swaps_the_serving_certificate_while_a_client_keeps_succeeding(
         },
     )
     .await;
-    hammer_stop.cancel();
-    hammer.await.unwrap();
     stop.cancel();
+    hammer.await.unwrap();
     assert_eq!(
         failed.lock().clone(),
         Vec::<String>::new(),
