@@ -13,24 +13,11 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use parking_lot::Mutex;
 
+use crate::fixture::spawn_manager;
 use crate::{config_map, eventually};
 
 const LIMIT: Duration = Duration::from_secs(15);
 const SECRET_VALUE: &str = "s3cr3t-value-never-cached";
-
-fn run(
-    mgr: &Manager,
-) -> (
-    CancellationToken,
-    tokio::task::JoinHandle<Result<(), ManagerError>>,
-) {
-    let stop = CancellationToken::new();
-    let task = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
-    (stop, task)
-}
 
 fn secret(name: &str, labels: &[(&str, &str)]) -> Secret {
     let mut s = Secret::default();
@@ -84,7 +71,7 @@ async fn a_controller_owning_secret_metadata_is_reconciled_by_their_changes_and_
             seen: Arc::clone(&seen),
         })
         .unwrap();
-    let (stop, task) = run(&mgr);
+    let (stop, task) = spawn_manager(&mgr);
     let saw = |what: &'static str| {
         let seen = Arc::clone(&seen);
         move || {
@@ -147,8 +134,9 @@ async fn a_controller_owning_secret_metadata_is_reconciled_by_their_changes_and_
     task.await.unwrap().unwrap();
 }
 
-#[tokio::test]
-async fn the_managers_metadata_cache_follows_the_kinds_selector_and_holds_no_data() {
+/// The Secrets `ours` (team a) and `theirs` (team b) on a started server,
+/// and a manager whose Secret cache selects `team=a`.
+async fn team_secrets_and_a_manager_of_team_a() -> (envtest::TestEnv, Api<Secret>, Manager) {
     let env = envtest::TestEnv::start().await.unwrap();
     let secrets: Api<Secret> = Api::namespaced(env.client(), "default");
     for (name, team) in [("ours", "a"), ("theirs", "b")] {
@@ -162,8 +150,26 @@ async fn the_managers_metadata_cache_follows_the_kinds_selector_and_holds_no_dat
         .build()
         .await
         .unwrap();
+    (env, secrets, mgr)
+}
+
+/// Labels the Secret `name` `team: a`, into the manager's selector.
+async fn label_team_a(secrets: &Api<Secret>, name: &str) {
+    secrets
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"team": "a"}}})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_managers_metadata_cache_follows_the_kinds_selector_and_holds_no_data() {
+    let (env, secrets, mgr) = team_secrets_and_a_manager_of_team_a().await;
     let cached = mgr.cache().metadata_informer::<Secret>();
-    let (stop, task) = run(&mgr);
+    let (stop, task) = spawn_manager(&mgr);
     let names = || {
         let mut names: Vec<String> = cached.list().iter().map(|s| s.name_any()).collect();
         names.sort();
@@ -174,14 +180,7 @@ async fn the_managers_metadata_cache_follows_the_kinds_selector_and_holds_no_dat
     })
     .await;
     assert_eq!(names(), ["ours"]);
-    secrets
-        .patch(
-            "theirs",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"team": "a"}}})),
-        )
-        .await
-        .unwrap();
+    label_team_a(&secrets, "theirs").await;
     eventually(LIMIT, "'theirs' labelled in", || async {
         (names() == ["ours", "theirs"]).then_some(())
     })
@@ -229,39 +228,20 @@ impl ObjectReconciler<PartialObjectMeta<Secret>> for LabelsOf {
 
 #[tokio::test]
 async fn a_controller_for_a_kinds_metadata_reconciles_it_within_the_kinds_selector() {
-    let env = envtest::TestEnv::start().await.unwrap();
-    let secrets: Api<Secret> = Api::namespaced(env.client(), "default");
-    for (name, team) in [("ours", "a"), ("theirs", "b")] {
-        secrets
-            .create(&PostParams::default(), &secret(name, &[("team", team)]))
-            .await
-            .unwrap();
-    }
     // The selector given for Secret applies to the Secret metadata informer.
-    let mgr = Manager::builder(env.client())
-        .cache_options::<Secret>(InformerOptions::new().label_selector("team=a"))
-        .build()
-        .await
-        .unwrap();
+    let (_env, secrets, mgr) = team_secrets_and_a_manager_of_team_a().await;
     let seen = Arc::new(Mutex::new(Vec::new()));
     let controller = mgr
         .controller::<PartialObjectMeta<Secret>>()
         .complete(LabelsOf(Arc::clone(&seen)))
         .unwrap();
     assert_eq!(controller.name(), "secret");
-    let (stop, task) = run(&mgr);
+    let (stop, task) = spawn_manager(&mgr);
     eventually(LIMIT, "the Secret in the selector reconciled", || async {
         seen.lock().contains(&"ours:a".to_string()).then_some(())
     })
     .await;
-    secrets
-        .patch(
-            "theirs",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"team": "a"}}})),
-        )
-        .await
-        .unwrap();
+    label_team_a(&secrets, "theirs").await;
     eventually(LIMIT, "the Secret labelled in reconciled", || async {
         seen.lock().contains(&"theirs:a".to_string()).then_some(())
     })

@@ -11,10 +11,11 @@ use controller_runtime::informer_core::factory::InformerOptions;
 use controller_runtime::informer_core::selector::LabelSelector;
 use controller_runtime::informer_core::shared_informer::handler_fn;
 use controller_runtime::prelude::*;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use parking_lot::Mutex;
 
+use crate::fixture::{assert_nothing_forbidden, copy_into_secret, create_namespace, spawn_manager};
 use crate::{config_map, eventually};
 
 const LIMIT: Duration = Duration::from_secs(15);
@@ -32,47 +33,15 @@ impl ObjectReconciler<ConfigMap> for ScopedCopier {
         cm: Arc<ConfigMap>,
         ctx: &ObjectContext<ConfigMap>,
     ) -> Result<Action, Self::Error> {
-        let name = format!("{}-copy", cm.name_any());
-        let secrets = ctx.api_for::<Secret>();
-        if secrets.get_opt(&name).await?.is_none() {
-            let mut s = Secret::default();
-            s.metadata.name = Some(name);
-            s.metadata.owner_references = cm.controller_owner_ref(&()).map(|o| vec![o]);
-            s.string_data = cm.data.clone();
-            secrets.create(&PostParams::default(), &s).await?;
-        }
-        Ok(Action::done())
+        copy_into_secret(&cm, ctx).await
     }
-}
-
-async fn namespace(env: &envtest::TestEnv, name: &str) {
-    let mut ns = Namespace::default();
-    ns.metadata.name = Some(name.into());
-    Api::<Namespace>::all(env.client())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-}
-
-fn run(
-    mgr: &Manager,
-) -> (
-    CancellationToken,
-    tokio::task::JoinHandle<Result<(), ManagerError>>,
-) {
-    let stop = CancellationToken::new();
-    let task = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
-    (stop, task)
 }
 
 #[tokio::test]
 async fn a_namespaced_manager_runs_under_a_namespaced_role_without_a_403() {
     let env = envtest::TestEnv::start().await.unwrap();
-    namespace(&env, "team-a").await;
-    namespace(&env, "team-b").await;
+    create_namespace(&env.client(), "team-a").await;
+    create_namespace(&env.client(), "team-b").await;
     let client = env
         .client_with_role(
             "team-a",
@@ -88,7 +57,7 @@ async fn a_namespaced_manager_runs_under_a_namespaced_role_without_a_403() {
         .unwrap();
     assert_eq!(mgr.cache().scope().namespace_name(), Some("team-a"));
     ScopedCopier.setup(&mgr).unwrap();
-    let (stop, task) = run(&mgr);
+    let (stop, task) = spawn_manager(&mgr);
 
     for ns in ["team-a", "team-b"] {
         Api::<ConfigMap>::namespaced(env.client(), ns)
@@ -115,11 +84,7 @@ async fn a_namespaced_manager_runs_under_a_namespaced_role_without_a_403() {
     let secrets_b: Api<Secret> = Api::namespaced(env.client(), "team-b");
     assert!(secrets_b.get_opt("web-copy").await.unwrap().is_none());
 
-    let forbidden = forbidden_requests(&env);
-    assert!(
-        forbidden.is_empty(),
-        "requests outside the Role: {forbidden:?}"
-    );
+    assert_nothing_forbidden(&env, "the Role");
     stop.cancel();
     task.await.unwrap().unwrap();
 }
@@ -163,7 +128,7 @@ async fn a_selector_restricted_cache_sees_only_matching_objects_and_follows_labe
                 }),
         )
         .unwrap();
-    let (stop, task) = run(&mgr);
+    let (stop, task) = spawn_manager(&mgr);
     let names = || async {
         let mut names: Vec<String> = mgr
             .cache()
@@ -216,19 +181,11 @@ async fn a_selector_restricted_cache_sees_only_matching_objects_and_follows_labe
     task.await.unwrap().unwrap();
 }
 
-fn forbidden_requests(env: &envtest::TestEnv) -> Vec<String> {
-    env.request_log()
-        .into_iter()
-        .filter(|r| r.status == 403)
-        .map(|r| format!("{} {}?{}", r.method, r.path, r.query))
-        .collect()
-}
-
 #[tokio::test]
 async fn a_manager_of_two_namespaces_runs_under_their_roles_and_never_sees_a_third() {
     let env = envtest::TestEnv::start().await.unwrap();
     for ns in ["team-a", "team-b", "team-c"] {
-        namespace(&env, ns).await;
+        create_namespace(&env.client(), ns).await;
     }
     // One service account, a Role and RoleBinding in each of its two
     // namespaces, nothing cluster-wide.
@@ -249,7 +206,7 @@ async fn a_manager_of_two_namespaces_runs_under_their_roles_and_never_sees_a_thi
     assert_eq!(mgr.cache().informer::<ConfigMap>().informers().len(), 2);
     ScopedCopier.setup(&mgr).unwrap();
     let lister = mgr.cache().lister::<ConfigMap>();
-    let (stop, task) = run(&mgr);
+    let (stop, task) = spawn_manager(&mgr);
 
     for ns in ["team-c", "team-a", "team-b"] {
         Api::<ConfigMap>::namespaced(env.client(), ns)
@@ -305,11 +262,7 @@ async fn a_manager_of_two_namespaces_runs_under_their_roles_and_never_sees_a_thi
     .await;
     let secrets_c: Api<Secret> = Api::namespaced(env.client(), "team-c");
     assert!(secrets_c.get_opt("web-copy").await.unwrap().is_none());
-    let forbidden = forbidden_requests(&env);
-    assert!(
-        forbidden.is_empty(),
-        "requests outside the Roles: {forbidden:?}"
-    );
+    assert_nothing_forbidden(&env, "the Roles");
     stop.cancel();
     task.await.unwrap().unwrap();
 }
@@ -357,7 +310,7 @@ async fn a_cache_transform_changes_what_is_cached_and_managed_fields_stay_stripp
         .build()
         .await
         .unwrap();
-    let (stop, task) = run(&mgr);
+    let (stop, task) = spawn_manager(&mgr);
     eventually(LIMIT, "the manager started", || async {
         mgr.cache().is_started().then_some(())
     })

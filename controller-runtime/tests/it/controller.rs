@@ -14,9 +14,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{DeleteParams, PostParams};
 use tokio_util::sync::CancellationToken;
 
+use crate::fixture::{spawn_manager, stop_manager};
 use crate::widget::{
     Journal, Widget, WidgetReconciler, add_widget_controller, cm_data, cm_name, configmaps,
-    fixture, spawn_manager, stop_manager, wait_until, widget, widgets,
+    fixture, wait_until, widget, widgets,
 };
 
 const LONG: Duration = Duration::from_secs(20);

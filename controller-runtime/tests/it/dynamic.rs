@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::eventually;
+use crate::fixture::{assert_nothing_forbidden, spawn_manager};
 
 const LIMIT: Duration = Duration::from_secs(15);
 const SA: &str = "gizmo-controller";
@@ -90,11 +91,7 @@ async fn a_dynamic_controller_for_a_crd_installed_at_run_time_reconciles_under_i
         .await
         .unwrap();
     let mgr = Manager::builder(client).build().await.unwrap();
-    let stop = CancellationToken::new();
-    let task = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
+    let (stop, task) = spawn_manager(&mgr);
 
     install_gizmo_crd(&env).await;
     let resource = gizmos();
@@ -155,16 +152,7 @@ async fn a_dynamic_controller_for_a_crd_installed_at_run_time_reconciles_under_i
     })
     .await;
 
-    let forbidden: Vec<String> = env
-        .request_log()
-        .into_iter()
-        .filter(|r| r.status == 403)
-        .map(|r| format!("{} {}?{}", r.method, r.path, r.query))
-        .collect();
-    assert!(
-        forbidden.is_empty(),
-        "outside the computed rules: {forbidden:?}"
-    );
+    assert_nothing_forbidden(&env, "the computed rules");
     stop.cancel();
     task.await.unwrap().unwrap();
 }

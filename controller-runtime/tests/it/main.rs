@@ -14,6 +14,7 @@ mod controller;
 mod dynamic;
 mod events;
 mod finalizer;
+mod fixture;
 mod leaderelection;
 mod manager;
 mod metrics_secure;

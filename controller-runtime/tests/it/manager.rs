@@ -21,9 +21,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::fixture::{spawn_manager, stop_manager};
 use crate::widget::{
     Journal, NS, Widget, WidgetError, WidgetReconciler, add_widget_controller, cm_data, configmaps,
-    env_with_crd, fixture_with, spawn_manager, stop_manager, wait_until, widget, widgets,
+    env_with_crd, fixture_with, wait_until, widget, widgets,
 };
 
 const LEASE: Duration = Duration::from_secs(2);

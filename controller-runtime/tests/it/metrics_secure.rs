@@ -10,24 +10,21 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use controller_runtime::manager::Manager;
 use controller_runtime::metrics::SecureMetrics;
 use controller_runtime::rbac::{Permissions, metrics_reader_cluster_role};
 use envtest::TestEnv;
-use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
 use k8s_openapi::api::core::v1::Secret;
 use kube_client::api::Api;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
-use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
 use crate::eventually;
-use crate::webhook_certs::create_namespace;
+use crate::fixture::create_namespace;
+use crate::webhook_client::{TlsClient, root_store};
 
 /// Accepts any server certificate: a scraper of the certificate the
 /// manager makes in memory (kubebuilder's `insecureSkipVerify`).
@@ -78,10 +75,7 @@ impl ServerCertVerifier for AnyCert {
 
 /// A scraper: GETs over HTTPS, a new connection each time.
 #[derive(Clone)]
-struct Scraper {
-    connector: TlsConnector,
-    addr: SocketAddr,
-}
+struct Scraper(TlsClient);
 
 impl Scraper {
     /// Trusting the CA in `ca_pem`, or any certificate with `None`.
@@ -91,39 +85,19 @@ impl Scraper {
             .with_safe_default_protocol_versions()
             .unwrap();
         let config = match ca_pem {
-            Some(pem) => {
-                let mut roots = rustls::RootCertStore::empty();
-                for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-                    roots.add(cert.unwrap()).unwrap();
-                }
-                builder.with_root_certificates(roots).with_no_client_auth()
-            }
+            Some(pem) => builder
+                .with_root_certificates(root_store(pem))
+                .with_no_client_auth(),
             None => builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
                 .with_no_client_auth(),
         };
-        Scraper {
-            connector: TlsConnector::from(Arc::new(config)),
-            addr,
-        }
+        Scraper(TlsClient::with_config(addr, config))
     }
 
     /// GET `/metrics` with this `Authorization` header (if any): status, body.
     async fn get(&self, authorization: Option<&[u8]>) -> Result<(u16, String), String> {
-        let tcp = tokio::net::TcpStream::connect(self.addr)
-            .await
-            .map_err(|e| e.to_string())?;
-        let name = ServerName::try_from("localhost").unwrap();
-        let tls = self
-            .connector
-            .connect(name, tcp)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
         let mut req = http::Request::get("/metrics").header("host", "localhost");
         if let Some(value) = authorization {
             req = req.header(
@@ -131,17 +105,7 @@ impl Scraper {
                 http::HeaderValue::from_bytes(value).unwrap(),
             );
         }
-        let resp = send
-            .send_request(req.body(Empty::<Bytes>::new()).unwrap())
-            .await
-            .map_err(|e| e.to_string())?;
-        let status = resp.status().as_u16();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
+        let (status, body) = self.0.send(req.body(Full::default()).unwrap()).await?;
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
     }
 
@@ -150,6 +114,30 @@ impl Scraper {
             .await
             .unwrap()
     }
+
+    /// The first answer, once the server serves HTTPS, to a GET with this
+    /// bearer token (if any).
+    async fn first(&self, token: Option<&str>) -> (u16, String) {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        eventually(Duration::from_secs(10), "HTTPS served", || {
+            let (s, auth) = (self.clone(), auth.clone());
+            async move { s.get(auth.as_deref().map(str::as_bytes)).await.ok() }
+        })
+        .await
+    }
+}
+
+/// Binds Prometheus' service account `monitoring/prometheus` to the
+/// metrics-reader ClusterRole; a new token of it.
+async fn reader_token(env: &TestEnv) -> String {
+    env.client_with_cluster_role(
+        "monitoring",
+        "prometheus",
+        &metrics_reader_cluster_role("metrics-reader"),
+    )
+    .await
+    .unwrap();
+    env.service_account_token("monitoring", "prometheus")
 }
 
 /// How many reviews of `plural` envtest has answered.
@@ -216,11 +204,7 @@ async fn scrapes_are_authenticated_and_authorized_by_the_api_server() {
     let scraper = Scraper::new(addr, Some(&ca));
 
     // No token at all.
-    let (status, body) = eventually(Duration::from_secs(10), "HTTPS served", || {
-        let s = scraper.clone();
-        async move { s.get(None).await.ok() }
-    })
-    .await;
+    let (status, body) = scraper.first(None).await;
     assert_eq!(status, 401, "{body}");
     assert!(body.contains("no bearer token"), "{body}");
     // Malformed headers: a clear 401, and the server keeps serving.
@@ -250,14 +234,7 @@ async fn scrapes_are_authenticated_and_authorized_by_the_api_server() {
 
     // Bound to the metrics-reader ClusterRole: allowed (a new token, as
     // the old one's 403 is cached for 10 s).
-    env.client_with_cluster_role(
-        "monitoring",
-        "prometheus",
-        &metrics_reader_cluster_role("metrics-reader"),
-    )
-    .await
-    .unwrap();
-    let token = env.service_account_token("monitoring", "prometheus");
+    let token = reader_token(&env).await;
     let (status, body) = scraper.with_token(&token).await;
     assert_eq!(status, 200, "{body}");
     assert!(
@@ -298,20 +275,8 @@ async fn a_manager_without_the_review_permissions_answers_500_and_a_made_certifi
     let (addr, stop) = manager(&env, Permissions::new().secure_metrics(), secure).await;
     // The certificate made in memory: the scraper skips verification.
     let scraper = Scraper::new(addr, None);
-    env.client_with_cluster_role(
-        "monitoring",
-        "prometheus",
-        &metrics_reader_cluster_role("metrics-reader"),
-    )
-    .await
-    .unwrap();
-    let token = env.service_account_token("monitoring", "prometheus");
-    let (status, body) = eventually(Duration::from_secs(10), "HTTPS served", || {
-        let s = scraper.clone();
-        let auth = format!("Bearer {token}");
-        async move { s.get(Some(auth.as_bytes())).await.ok() }
-    })
-    .await;
+    let token = reader_token(&env).await;
+    let (status, body) = scraper.first(Some(&token)).await;
     assert_eq!(status, 200, "{body}");
     let before = reviews(&env, "tokenreviews");
     assert_eq!(scraper.with_token(&token).await.0, 200);
@@ -321,12 +286,7 @@ async fn a_manager_without_the_review_permissions_answers_500_and_a_made_certifi
     // Without `create` on the reviews the manager cannot ask: 500, said so.
     let (addr, stop) = manager(&env, Permissions::new(), SecureMetrics::new()).await;
     let scraper = Scraper::new(addr, None);
-    let (status, body) = eventually(Duration::from_secs(10), "HTTPS served", || {
-        let s = scraper.clone();
-        let auth = format!("Bearer {token}");
-        async move { s.get(Some(auth.as_bytes())).await.ok() }
-    })
-    .await;
+    let (status, body) = scraper.first(Some(&token)).await;
     assert_eq!(status, 500, "{body}");
     assert!(body.contains("TokenReview failed"), "{body}");
     assert!(body.contains("tokenreviews"), "{body}");
@@ -355,20 +315,9 @@ async fn a_pair_from_a_directory_is_served() {
     let (addr, stop) = manager(&env, Permissions::new().secure_metrics(), secure).await;
     // Verified against the directory's CA.
     let scraper = Scraper::new(addr, Some(pair.ca_pem()));
-    let (status, body) = eventually(Duration::from_secs(10), "HTTPS served", || {
-        let s = scraper.clone();
-        async move { s.get(None).await.ok() }
-    })
-    .await;
+    let (status, body) = scraper.first(None).await;
     assert_eq!(status, 401, "{body}");
-    env.client_with_cluster_role(
-        "monitoring",
-        "prometheus",
-        &metrics_reader_cluster_role("metrics-reader"),
-    )
-    .await
-    .unwrap();
-    let token = env.service_account_token("monitoring", "prometheus");
+    let token = reader_token(&env).await;
     assert_eq!(scraper.with_token(&token).await.0, 200);
     stop.cancel();
     std::fs::remove_dir_all(&dir).unwrap();

@@ -9,6 +9,7 @@ use std::time::Duration;
 use controller_runtime::prelude::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
+use crate::fixture::{assert_nothing_forbidden, copy_into_secret, spawn_manager};
 use crate::{config_map, eventually};
 
 const FINALIZER: &str = "test.example.com/cleanup";
@@ -28,16 +29,7 @@ impl ObjectReconciler<ConfigMap> for Copier {
         cm: Arc<ConfigMap>,
         ctx: &ObjectContext<ConfigMap>,
     ) -> Result<Action, Self::Error> {
-        let name = format!("{}-copy", cm.name_any());
-        let secrets = ctx.api_for::<Secret>();
-        if secrets.get_opt(&name).await?.is_none() {
-            let mut s = Secret::default();
-            s.metadata.name = Some(name);
-            s.metadata.owner_references = cm.controller_owner_ref(&()).map(|o| vec![o]);
-            s.string_data = cm.data.clone();
-            secrets.create(&PostParams::default(), &s).await?;
-        }
-        Ok(Action::done())
+        copy_into_secret(&cm, ctx).await
     }
 }
 
@@ -68,11 +60,7 @@ async fn the_derived_controller_runs_under_its_generated_role() {
     }
     .setup(&mgr)
     .unwrap();
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
+    let (stop, run) = spawn_manager(&mgr);
 
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     let secrets: Api<Secret> = Api::namespaced(env.client(), "default");
@@ -96,15 +84,7 @@ async fn the_derived_controller_runs_under_its_generated_role() {
     })
     .await;
     assert_eq!(cleanups.load(Ordering::SeqCst), 1);
-    let forbidden: Vec<_> = env
-        .request_log()
-        .into_iter()
-        .filter(|r| r.status == 403)
-        .collect();
-    assert!(
-        forbidden.is_empty(),
-        "requests outside the generated role: {forbidden:?}"
-    );
+    assert_nothing_forbidden(&env, "the generated role");
     stop.cancel();
     run.await.unwrap().unwrap();
 }
@@ -127,11 +107,7 @@ async fn without_the_owned_kind_rule_the_controller_is_forbidden() {
     }
     .setup(&mgr)
     .unwrap();
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
+    let (stop, run) = spawn_manager(&mgr);
     eventually(
         Duration::from_secs(10),
         "a 403 on the secrets watch",

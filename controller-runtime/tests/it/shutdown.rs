@@ -11,9 +11,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::PostParams;
 use tokio::time::Instant;
 
-use crate::widget::{
-    NS, WidgetReconciler, cm_data, fixture_with, spawn_manager, wait_until, widget, widgets,
-};
+use crate::fixture::spawn_manager;
+use crate::widget::{NS, WidgetReconciler, cm_data, fixture_with, wait_until, widget, widgets};
 
 const LEASE: Duration = Duration::from_secs(2);
 const RENEW: Duration = Duration::from_millis(1500);

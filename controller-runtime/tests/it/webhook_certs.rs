@@ -13,7 +13,7 @@ use envtest::TestEnv;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::Client;
 use kube_client::api::{Api, PostParams};
@@ -23,7 +23,11 @@ use serde_json::json;
 use rustls::pki_types::pem::PemObject;
 
 use crate::eventually;
-use crate::webhook_client::{TlsClient, start_with};
+use crate::fixture::{
+    WEBHOOK_SERVICE, converted_crd, create_mutating_config, create_namespace,
+    create_validating_config, create_webhook_namespace, webhook_env,
+};
+use crate::webhook_client::{TlsClient, serve_loopback, start_with};
 
 /// A wall clock the test moves by hand.
 #[derive(Clone)]
@@ -44,79 +48,20 @@ impl Clock for ManualClock {
     }
 }
 
-pub async fn create_namespace(client: &Client, name: &str) {
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+/// Certificates for the test Service, also valid for `localhost`, their CA
+/// written into `gizmo-validating`.
+fn validating_certs(client: &Client, resolver: &CertResolver) -> SecretCerts {
+    SecretCerts::new(client.clone(), "system", WEBHOOK_SERVICE, resolver.clone())
+        .extra_name("localhost")
+        .validating_webhook("gizmo-validating")
 }
 
-/// A webhook `clientConfig` naming the Service `system/webhook-service`.
-fn client_config(path: &str) -> serde_json::Value {
-    json!({"service": {"namespace": "system", "name": "webhook-service", "path": path, "port": 443}})
-}
-
-pub fn validating_config(name: &str, path: &str) -> ValidatingWebhookConfiguration {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "webhooks": [{
-            "name": "vconfigmap.example.com",
-            "clientConfig": client_config(path),
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}],
-            "namespaceSelector": {"matchLabels": {"webhooks": "on"}},
-            "failurePolicy": "Fail",
-            "sideEffects": "None",
-            "admissionReviewVersions": ["v1"],
-        }],
-    }))
-    .unwrap()
-}
-
-pub fn mutating_config(name: &str, path: &str) -> MutatingWebhookConfiguration {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "webhooks": [{
-            "name": "mconfigmap.example.com",
-            "clientConfig": client_config(path),
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}],
-            "namespaceSelector": {"matchLabels": {"webhooks": "on"}},
-            "failurePolicy": "Fail",
-            "sideEffects": "None",
-            "admissionReviewVersions": ["v1"],
-        }],
-    }))
-    .unwrap()
-}
-
-pub fn converted_crd() -> CustomResourceDefinition {
-    use crate::webhook_conversion::{v1, v1alpha1};
-    let mut crd = controller_runtime::crd::merge_versions(vec![
-        v1alpha1::Gizmo::crd().unwrap(),
-        v1::Gizmo::crd().unwrap(),
-    ])
-    .unwrap();
-    crd.spec.conversion = Some(
-        serde_json::from_value(json!({
-            "strategy": "Webhook",
-            "webhook": {"clientConfig": client_config("/convert"), "conversionReviewVersions": ["v1"]},
-        }))
-        .unwrap(),
-    );
-    crd
-}
-
+/// [`validating_certs`] whose CA also goes into `gizmo-mutating` and the
+/// Gizmo CRD.
 fn certs(client: &Client, resolver: &CertResolver) -> SecretCerts {
-    SecretCerts::new(
-        client.clone(),
-        "system",
-        "webhook-service",
-        resolver.clone(),
-    )
-    .extra_name("localhost")
-    .validating_webhook("gizmo-validating")
-    .mutating_webhook("gizmo-mutating")
-    .crd("gizmos.convert.example.com")
+    validating_certs(client, resolver)
+        .mutating_webhook("gizmo-mutating")
+        .crd("gizmos.convert.example.com")
 }
 
 #[tokio::test]
@@ -124,21 +69,8 @@ async fn a_fresh_replica_creates_the_secret_and_fills_every_ca_bundle_a_second_r
     let env = TestEnv::start().await.unwrap();
     let client = env.client();
     create_namespace(&client, "system").await;
-    let path = validate_path::<ConfigMap>();
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &validating_config("gizmo-validating", &path),
-        )
-        .await
-        .unwrap();
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &mutating_config("gizmo-mutating", "/mutate--v1-configmap"),
-        )
-        .await
-        .unwrap();
+    create_validating_config(&client, "gizmo-validating").await;
+    create_mutating_config(&client, "gizmo-mutating").await;
 
     let first = CertResolver::new();
     let pair = certs(&client, &first).ensure().await.unwrap();
@@ -184,20 +116,8 @@ async fn the_ca_is_written_into_the_conversion_webhook_of_a_crd() {
     let env = TestEnv::start().await.unwrap();
     let client = env.client();
     create_namespace(&client, "system").await;
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &validating_config("gizmo-validating", &validate_path::<ConfigMap>()),
-        )
-        .await
-        .unwrap();
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &mutating_config("gizmo-mutating", "/mutate--v1-configmap"),
-        )
-        .await
-        .unwrap();
+    create_validating_config(&client, "gizmo-validating").await;
+    create_mutating_config(&client, "gizmo-mutating").await;
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     crds.create(&PostParams::default(), &converted_crd())
         .await
@@ -367,15 +287,10 @@ async fn serve(
     stop: &tokio_util::sync::CancellationToken,
 ) -> std::net::SocketAddr {
     let (validator, _) = crate::webhook::rules();
-    let listening = controller_runtime::webhook::WebhookServer::new(resolver)
-        .bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
-        .validator::<ConfigMap, _>(validator)
-        .unwrap()
-        .listen()
-        .await
-        .unwrap();
-    let addr = listening.local_addr();
-    tokio::spawn(listening.serve(stop.clone()));
+    let (addr, _) = serve_loopback(resolver, stop, |s| {
+        s.validator::<ConfigMap, _>(validator).unwrap()
+    })
+    .await;
     addr
 }
 
@@ -392,46 +307,21 @@ async fn the_ca_rotates_in_steps_while_envtest_keeps_calling_the_webhook() {
     let stop = tokio_util::sync::CancellationToken::new();
     let resolver = CertResolver::new();
     let live = serve(resolver.clone(), &stop).await;
-    let env = TestEnv::builder()
-        .webhook_service("system/webhook-service", live.to_string())
-        .start()
-        .await
-        .unwrap();
+    let env = webhook_env(WEBHOOK_SERVICE, live).await;
     let client = env.client();
-    create_namespace(&client, "system").await;
-    let ns: Namespace = serde_json::from_value(
-        json!({"metadata": {"name": "team-a", "labels": {"webhooks": "on"}}}),
-    )
-    .unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &validating_config("gizmo-validating", &validate_path::<ConfigMap>()),
-        )
-        .await
-        .unwrap();
+    create_webhook_namespace(&client, "team-a").await;
+    create_validating_config(&client, "gizmo-validating").await;
 
     // Certificates are checked by TLS clients against the real time, so
     // the injected clock moves by minutes: a CA valid 30 minutes (rotated
     // with 10 left), serving certificates valid 15, steps a minute apart.
     let clock = ManualClock::new();
-    let keeper = SecretCerts::new(
-        client.clone(),
-        "system",
-        "webhook-service",
-        resolver.clone(),
-    )
-    .extra_name("localhost")
-    .validating_webhook("gizmo-validating")
-    .validity(Duration::from_secs(15 * 60))
-    .ca_validity(Duration::from_secs(30 * 60))
-    .ca_overlap(Duration::from_secs(60))
-    .check_interval(Duration::from_millis(50))
-    .clock(clock.clone());
+    let keeper = validating_certs(&client, &resolver)
+        .validity(Duration::from_secs(15 * 60))
+        .ca_validity(Duration::from_secs(30 * 60))
+        .ca_overlap(Duration::from_secs(60))
+        .check_interval(Duration::from_millis(50))
+        .clock(clock.clone());
     let first = keeper.ensure().await.unwrap();
     tokio::spawn(keeper.run(stop.clone()));
 

@@ -1,19 +1,24 @@
-//! The webhook tests' HTTPS side: a client trusting one CA over
-//! tokio-rustls and hyper, and a server started on a free loopback port
-//! with fresh certificates and its own metrics registry.
+//! The webhook tests' HTTPS side: a client over tokio-rustls and hyper,
+//! trusting one CA (or verifying as its caller says: the secure metrics
+//! scraper), and a server started on a free loopback port with fresh
+//! certificates and its own metrics registry.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use controller_runtime::webhook::{CertResolver, SelfSigned, WebhookMetrics, WebhookServer};
+use controller_runtime::webhook::{
+    CertResolver, SelfSigned, WebhookError, WebhookMetrics, WebhookServer,
+};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
+use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 use tokio_util::sync::CancellationToken;
 
 /// An HTTPS client trusting one CA; every request opens its own
@@ -26,36 +31,41 @@ pub struct TlsClient {
 
 impl TlsClient {
     pub fn new(addr: SocketAddr, ca_pem: &str) -> Self {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            roots.add(cert.unwrap()).unwrap();
-        }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
-            .with_root_certificates(roots)
+            .with_root_certificates(root_store(ca_pem))
             .with_no_client_auth();
         // Every connection a full handshake: the certificate served now is
         // the one verified (a resumed session would show the old one).
         config.resumption = rustls::client::Resumption::disabled();
+        TlsClient::with_config(addr, config)
+    }
+
+    /// A client verifying the server as `config` says.
+    pub fn with_config(addr: SocketAddr, config: rustls::ClientConfig) -> Self {
         TlsClient {
             connector: TlsConnector::from(Arc::new(config)),
             addr,
         }
     }
 
-    /// The leaf certificate the server presents now, DER.
-    pub async fn peer_leaf(&self) -> Result<Vec<u8>, String> {
+    /// A new connection, handshaken with the server as `localhost`.
+    async fn connect(&self) -> Result<TlsStream<tokio::net::TcpStream>, String> {
         let tcp = tokio::net::TcpStream::connect(self.addr)
             .await
             .map_err(|e| e.to_string())?;
         let name = ServerName::try_from("localhost").unwrap();
-        let tls = self
-            .connector
+        self.connector
             .connect(name, tcp)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())
+    }
+
+    /// The leaf certificate the server presents now, DER.
+    pub async fn peer_leaf(&self) -> Result<Vec<u8>, String> {
+        let tls = self.connect().await?;
         let (_, conn) = tls.get_ref();
         conn.peer_certificates()
             .and_then(|c| c.first())
@@ -63,31 +73,14 @@ impl TlsClient {
             .ok_or_else(|| "no peer certificate".to_owned())
     }
 
-    /// POSTs `body` to `path`; the status and the body.
-    pub async fn post(
-        &self,
-        path: &str,
-        content_type: &str,
-        body: Vec<u8>,
-    ) -> Result<(u16, Bytes), String> {
-        let tcp = tokio::net::TcpStream::connect(self.addr)
-            .await
-            .map_err(|e| e.to_string())?;
-        let name = ServerName::try_from("localhost").unwrap();
-        let tls = self
-            .connector
-            .connect(name, tcp)
-            .await
-            .map_err(|e| e.to_string())?;
+    /// Sends `req` over HTTP/1.1 on a new connection; the status and the
+    /// body.
+    pub async fn send(&self, req: http::Request<Full<Bytes>>) -> Result<(u16, Bytes), String> {
+        let tls = self.connect().await?;
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
             .map_err(|e| e.to_string())?;
         tokio::spawn(conn);
-        let req = http::Request::post(path)
-            .header("host", "localhost")
-            .header("content-type", content_type)
-            .body(Full::new(Bytes::from(body)))
-            .unwrap();
         let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
         let status = resp.status().as_u16();
         let body = resp
@@ -97,6 +90,21 @@ impl TlsClient {
             .map_err(|e| e.to_string())?
             .to_bytes();
         Ok((status, body))
+    }
+
+    /// POSTs `body` to `path`; the status and the body.
+    pub async fn post(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> Result<(u16, Bytes), String> {
+        let req = http::Request::post(path)
+            .header("host", "localhost")
+            .header("content-type", content_type)
+            .body(Full::new(Bytes::from(body)))
+            .unwrap();
+        self.send(req).await
     }
 
     /// POSTs a JSON review; the status and the parsed body (or the text).
@@ -132,7 +140,7 @@ pub struct Running {
     pub metrics: WebhookMetrics,
     pub registry: prometheus::Registry,
     pub stop: CancellationToken,
-    pub done: tokio::task::JoinHandle<Result<(), controller_runtime::webhook::WebhookError>>,
+    pub done: JoinHandle<Result<(), WebhookError>>,
 }
 
 /// Starts `server` on a free loopback port with fresh certificates.
@@ -148,20 +156,35 @@ pub async fn start_with(
 ) -> Running {
     let registry = prometheus::Registry::new();
     let metrics = WebhookMetrics::new(&registry).unwrap();
-    let server = build(
-        WebhookServer::new(resolver)
-            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-            .metrics(metrics.clone()),
-    );
-    let listening = server.listen().await.unwrap();
-    let client = TlsClient::new(listening.local_addr(), ca_pem);
     let stop = CancellationToken::new();
-    let done = tokio::spawn(listening.serve(stop.clone()));
+    let (addr, done) = serve_loopback(resolver, &stop, |s| build(s.metrics(metrics.clone()))).await;
     Running {
-        client,
+        client: TlsClient::new(addr, ca_pem),
         metrics,
         registry,
         stop,
         done,
     }
+}
+
+/// A server serving `resolver`'s pair on a free loopback port, with the
+/// handlers `build` adds, until `stop`: its address and its task.
+pub async fn serve_loopback(
+    resolver: CertResolver,
+    stop: &CancellationToken,
+    build: impl FnOnce(WebhookServer) -> WebhookServer,
+) -> (SocketAddr, JoinHandle<Result<(), WebhookError>>) {
+    let server = build(WebhookServer::new(resolver).bind(SocketAddr::from(([127, 0, 0, 1], 0))));
+    let listening = server.listen().await.unwrap();
+    let addr = listening.local_addr();
+    (addr, tokio::spawn(listening.serve(stop.clone())))
+}
+
+/// The certificates in `ca_pem`, as roots to trust.
+pub fn root_store(ca_pem: &str) -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    roots
 }

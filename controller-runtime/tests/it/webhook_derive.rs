@@ -23,7 +23,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::eventually;
-use crate::webhook_certs::create_namespace;
+use crate::fixture::{assert_nothing_forbidden, spawn_manager, webhook_env};
 
 pub mod v1alpha1 {
     use controller_runtime::CustomResource;
@@ -163,13 +163,8 @@ async fn install_and_run(
 ) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let env = TestEnv::builder()
-        .webhook_service("system/derive-webhooks", addr.to_string())
-        .start()
-        .await
-        .unwrap();
+    let env = webhook_env("derive-webhooks", addr).await;
     let admin = env.client();
-    create_namespace(&admin, "system").await;
     let hooks = DoohickeyReconciler::webhooks("system");
     let crd = hooks
         .conversion_crd(
@@ -211,11 +206,7 @@ async fn install_and_run(
     mgr.webhook_conversion(Conversion::<v1::Doohickey>::new().spoke::<v1alpha1::Doohickey>())
         .unwrap();
     DoohickeyReconciler.setup(&mgr).unwrap();
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
+    let (stop, run) = spawn_manager(&mgr);
     (env, stop, run)
 }
 
@@ -263,15 +254,7 @@ async fn the_derived_manifests_route_reviews_to_the_manager_under_its_derived_ro
     assert_eq!(listed.items[0].spec.size, "3");
 
     // Everything the manager did, it did under the derived role.
-    let forbidden: Vec<_> = env
-        .request_log()
-        .into_iter()
-        .filter(|r| r.status == 403)
-        .collect();
-    assert!(
-        forbidden.is_empty(),
-        "requests outside the derived role: {forbidden:?}"
-    );
+    assert_nothing_forbidden(&env, "the derived role");
     stop.cancel();
     run.await.unwrap().unwrap();
 }

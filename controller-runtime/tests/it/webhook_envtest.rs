@@ -6,22 +6,19 @@
 //! an object written as v1alpha1 reads as v1 and back (get and list) through
 //! the conversion webhook.
 
-use std::net::SocketAddr;
-
-use controller_runtime::webhook::{
-    CertResolver, SecretCerts, WebhookServer, mutate_path, validate_path,
-};
-use envtest::TestEnv;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use controller_runtime::webhook::{CertResolver, SecretCerts};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::api::{Api, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::fixture::{
+    WEBHOOK_SERVICE, converted_crd, create_mutating_config, create_validating_config,
+    create_webhook_namespace, webhook_env,
+};
 use crate::webhook::{ModeDefaults, rules};
-use crate::webhook_certs::{create_namespace, mutating_config, validating_config};
+use crate::webhook_client::serve_loopback;
 
 fn config_map(name: &str, data: serde_json::Value) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name, "namespace": "team-a"}, "data": data}))
@@ -33,48 +30,20 @@ async fn envtest_calls_the_webhooks_with_the_self_managed_certificates() {
     // The server first: its port goes into envtest's service map.
     let (validator, seen) = rules();
     let resolver = CertResolver::new();
-    let listening = WebhookServer::new(resolver.clone())
-        .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .validator::<ConfigMap, _>(validator)
-        .unwrap()
-        .defaulter::<ConfigMap, _>(ModeDefaults)
-        .unwrap()
-        .listen()
-        .await
-        .unwrap();
-    let addr = listening.local_addr().to_string();
     let stop = CancellationToken::new();
-    let served = tokio::spawn(listening.serve(stop.clone()));
+    let (addr, served) = serve_loopback(resolver.clone(), &stop, |s| {
+        s.validator::<ConfigMap, _>(validator)
+            .unwrap()
+            .defaulter::<ConfigMap, _>(ModeDefaults)
+            .unwrap()
+    })
+    .await;
 
-    let env = TestEnv::builder()
-        .webhook_service("system/webhook-service", addr)
-        .start()
-        .await
-        .unwrap();
+    let env = webhook_env(WEBHOOK_SERVICE, addr).await;
     let client = env.client();
-    create_namespace(&client, "system").await;
-    let ns: Namespace = serde_json::from_value(
-        json!({"metadata": {"name": "team-a", "labels": {"webhooks": "on"}}}),
-    )
-    .unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &validating_config("gizmo-validating", &validate_path::<ConfigMap>()),
-        )
-        .await
-        .unwrap();
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &mutating_config("gizmo-mutating", &mutate_path::<ConfigMap>()),
-        )
-        .await
-        .unwrap();
+    create_webhook_namespace(&client, "team-a").await;
+    create_validating_config(&client, "gizmo-validating").await;
+    create_mutating_config(&client, "gizmo-mutating").await;
     SecretCerts::new(client.clone(), "system", "webhook-service", resolver)
         .validating_webhook("gizmo-validating")
         .mutating_webhook("gizmo-mutating")
@@ -145,30 +114,17 @@ async fn envtest_calls_the_webhooks_with_the_self_managed_certificates() {
 async fn an_object_written_as_v1alpha1_reads_as_v1_and_back_through_envtest() {
     use crate::webhook_conversion::{conversion, v1, v1alpha1};
     let resolver = CertResolver::new();
-    let listening = WebhookServer::new(resolver.clone())
-        .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .conversion(conversion())
-        .unwrap()
-        .listen()
-        .await
-        .unwrap();
-    let addr = listening.local_addr().to_string();
     let stop = CancellationToken::new();
-    let served = tokio::spawn(listening.serve(stop.clone()));
-    let env = TestEnv::builder()
-        .webhook_service("system/webhook-service", addr)
-        .start()
+    let (addr, served) = serve_loopback(resolver.clone(), &stop, |s| {
+        s.conversion(conversion()).unwrap()
+    })
+    .await;
+    let env = webhook_env(WEBHOOK_SERVICE, addr).await;
+    let client = env.client();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &converted_crd())
         .await
         .unwrap();
-    let client = env.client();
-    create_namespace(&client, "system").await;
-    let crds = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(client.clone());
-    crds.create(
-        &PostParams::default(),
-        &crate::webhook_certs::converted_crd(),
-    )
-    .await
-    .unwrap();
     SecretCerts::new(client.clone(), "system", "webhook-service", resolver)
         .crd("gizmos.convert.example.com")
         .ensure()

@@ -7,53 +7,27 @@ use std::time::Duration;
 
 use controller_runtime::manager::{Manager, ManagerError};
 use controller_runtime::webhook::WebhookOptions;
-use envtest::TestEnv;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{Api, PostParams};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use crate::eventually;
+use crate::fixture::{
+    WEBHOOK_SERVICE, create_mutating_config, create_validating_config, create_webhook_namespace,
+    spawn_manager, webhook_env,
+};
 use crate::webhook::{ModeDefaults, rules};
-use crate::webhook_certs::{create_namespace, mutating_config, validating_config};
 
 #[tokio::test]
 async fn the_manager_serves_registered_webhooks_with_self_managed_certificates() {
     // The port first: envtest's service map needs it.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let env = TestEnv::builder()
-        .webhook_service("system/webhook-service", addr.to_string())
-        .start()
-        .await
-        .unwrap();
+    let env = webhook_env(WEBHOOK_SERVICE, addr).await;
     let client = env.client();
-    create_namespace(&client, "system").await;
-    let ns: Namespace = serde_json::from_value(
-        json!({"metadata": {"name": "team-a", "labels": {"webhooks": "on"}}}),
-    )
-    .unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &validating_config("cm-validating", "/validate--v1-configmap"),
-        )
-        .await
-        .unwrap();
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &mutating_config("cm-mutating", "/mutate--v1-configmap"),
-        )
-        .await
-        .unwrap();
+    create_webhook_namespace(&client, "team-a").await;
+    create_validating_config(&client, "cm-validating").await;
+    create_mutating_config(&client, "cm-mutating").await;
 
     let mgr = Manager::builder(client.clone())
         .webhook_server(
@@ -83,11 +57,7 @@ async fn the_manager_serves_registered_webhooks_with_self_managed_certificates()
         "not ready before it serves"
     );
 
-    let stop = CancellationToken::new();
-    let running = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
+    let (stop, running) = spawn_manager(&mgr);
     eventually(
         Duration::from_secs(20),
         "the manager ready, webhook included",

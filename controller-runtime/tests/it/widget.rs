@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use controller_runtime::cache::Cache;
-use controller_runtime::manager::{Manager, ManagerBuilder, ManagerError};
+use controller_runtime::manager::{Manager, ManagerBuilder};
 use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
 use envtest::TestEnv;
 use k8s_openapi::NamespaceResourceScope;
@@ -21,9 +21,7 @@ use kube_client::api::{Api, PostParams};
 use kube_core::Resource;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 pub const NS: &str = "default";
 
@@ -339,21 +337,5 @@ pub fn add_widget_controller(mgr: &Manager, journal: &Arc<Journal>) {
         .unwrap();
 }
 
-/// Runs `mgr` in the background until the returned token is cancelled.
-pub fn spawn_manager(mgr: &Manager) -> (CancellationToken, JoinHandle<Result<(), ManagerError>>) {
-    let stop = CancellationToken::new();
-    let task = tokio::spawn({
-        let (mgr, stop) = (mgr.clone(), stop.clone());
-        async move { mgr.run(stop).await }
-    });
-    (stop, task)
-}
-
-pub async fn stop_manager(stop: CancellationToken, task: JoinHandle<Result<(), ManagerError>>) {
-    stop.cancel();
-    tokio::time::timeout(Duration::from_secs(30), task)
-        .await
-        .expect("manager stopped in time")
-        .unwrap()
-        .unwrap();
-}
+// Re-exported for the chaos and sharding tests, which import it from here.
+pub use crate::fixture::spawn_manager;
