@@ -1,43 +1,29 @@
-//! The sample controller's manifests, generated from its code: the Foo
-//! CustomResourceDefinition (`crd.yaml`: v1alpha1 and v1 from
-//! `#[derive(CustomResource)]`, joined, converted by the webhook Service
-//! `default/foo-webhook-service`)
-//! and the least-privilege ClusterRole of its reconciler (`rbac.yaml`, from
-//! `#[derive(Controller)]`). It is the `manifests` binary that
-//! `cargo xtask crd` and `cargo xtask rbac` run, with the same flags as a
-//! scaffolded project's `manifests` binary.
+//! The sample controller's manifests, generated from its code (see
+//! `informer_examples::sample::manifests`): `crd.yaml` (the Foo
+//! CustomResourceDefinition, v1alpha1 and v1 from
+//! `#[derive(CustomResource)]` joined, converted by the webhook Service
+//! `default/foo-webhook-service`), `rbac.yaml` (the least-privilege
+//! ClusterRole of its reconciler from `#[derive(Controller)]`, the webhook
+//! certificates' rules included, its ServiceAccount and binding) and
+//! `webhooks.yaml` (the webhook Service and the Mutating- and
+//! ValidatingWebhookConfiguration declared by `webhooks(...)` in
+//! `#[controller(...)]`). It is the `manifests` binary that `cargo xtask
+//! crd` and `cargo xtask rbac` run, with the same flags as a scaffolded
+//! project's `manifests` binary.
 //!
 //! Run: `cargo run -p informer-examples --bin manifests -- --stdout`
-//! (`--only crd|rbac` for one file; `--out DIR` writes into DIR, default
-//! `deploy/`).
+//! (`--only crd|rbac|webhooks` for one file; `--out DIR` writes into DIR,
+//! default `deploy/`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use controller_runtime::rbac::to_yaml;
-use informer_examples::sample::{FooReconciler, webhooks};
+use informer_examples::sample::manifests;
 
-const USAGE: &str = "usage: manifests [--out DIR | --stdout] [--only crd|rbac]";
-
-/// One file: its name and YAML.
-struct Manifest {
-    file: &'static str,
-    yaml: String,
-}
-
-/// The CRD and the ClusterRole, as YAML.
-fn render() -> Result<Vec<Manifest>, Box<dyn std::error::Error>> {
-    Ok(vec![
-        Manifest {
-            file: "crd.yaml",
-            yaml: to_yaml(&webhooks::crd("default")?)?,
-        },
-        Manifest {
-            file: "rbac.yaml",
-            yaml: to_yaml(&FooReconciler::rbac())?,
-        },
-    ])
-}
+const FILES: &[&str] = &["crd", "rbac", "webhooks"];
+const USAGE: &str = "usage: manifests [--out DIR | --stdout] [--only crd|rbac|webhooks]";
+/// The namespace the sample's manager runs in.
+const NAMESPACE: &str = "default";
 
 fn main() -> ExitCode {
     let mut out = PathBuf::from("deploy");
@@ -51,9 +37,9 @@ fn main() -> ExitCode {
                 None => return fail("--out needs a directory"),
             },
             "--stdout" => stdout = true,
-            "--only" => match args.next().as_deref() {
-                Some(which @ ("crd" | "rbac")) => only = Some(which.to_string()),
-                _ => return fail("--only needs one of crd, rbac"),
+            "--only" => match args.next() {
+                Some(which) if FILES.contains(&which.as_str()) => only = Some(which),
+                _ => return fail(&format!("--only needs one of {}", FILES.join(", "))),
             },
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -62,7 +48,7 @@ fn main() -> ExitCode {
             other => return fail(&format!("unknown argument {other:?}")),
         }
     }
-    let manifests = match render() {
+    let manifests = match manifests::render(NAMESPACE) {
         Ok(m) => m,
         Err(error) => return fail(&error.to_string()),
     };

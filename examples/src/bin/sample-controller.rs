@@ -7,16 +7,18 @@
 //!
 //! With no cluster configured (no `KUBECONFIG`, no `~/.kube/config`), or with
 //! `--once`, it starts the embedded API server, installs the Foo CRD (two
-//! versions, converted by the manager's webhook) and the webhook
-//! configurations, runs the controller under its generated RBAC role
+//! versions, converted by the manager's webhook), the webhook Service and
+//! the webhook configurations (all from `webhooks(...)` in the
+//! reconciler's `#[controller(...)]`), runs the controller under its generated RBAC role
 //! (enforced: any request outside the role would fail with 403), creates a
 //! few Foos (one without replicas, one with a bad deployment name, one with
 //! many replicas, one as v1alpha1), changes one, deletes one, prints what
 //! the controller and its webhooks did, and exits with a summary. With a
 //! cluster it runs until Ctrl-C, serving its webhooks on port 9443 unless
 //! `--no-webhooks` is given (install `--print-crd`, `--print-webhooks` and
-//! `--print-rbac` first, and a Service `foo-webhook-service` in `default`
-//! for the webhooks).
+//! `--print-rbac` first: the files of the `manifests` binary; the webhook
+//! Service `default/foo-webhook-service` must reach the manager's port
+//! 9443).
 //!
 //! Run: `cargo run -p informer-examples --bin sample-controller`
 
@@ -29,15 +31,14 @@ use controller_runtime::k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
-use controller_runtime::k8s_openapi::api::core::v1::Secret;
+use controller_runtime::k8s_openapi::api::core::v1::{Secret, Service};
 use controller_runtime::k8s_openapi::api::events::v1::Event;
 use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::prelude::*;
-use controller_runtime::rbac::to_yaml;
 use controller_runtime::webhook::WebhookOptions;
 use informer_examples::sample::{
-    Foo, FooReconciler, FooSpec, Ledger, SECRET_LABEL, ready_status, v1alpha1, webhooks,
+    Foo, FooReconciler, FooSpec, Ledger, SECRET_LABEL, manifests, ready_status, v1alpha1, webhooks,
 };
 
 const NS: &str = "default";
@@ -134,8 +135,9 @@ struct WebhookStory {
 }
 
 /// The API server and what is installed in it before the controller
-/// starts: the Foo CRD (v1alpha1 and v1, converted by the manager's
-/// webhook) and the webhook configurations, all calling the Service
+/// starts, as the `manifests` binary writes it: the Foo CRD (v1alpha1 and
+/// v1, converted by the manager's webhook), the webhook Service and the
+/// webhook configurations, all calling the Service
 /// `default/foo-webhook-service`, which envtest sends to the manager's
 /// webhook port.
 async fn start_envtest(webhook_port: SocketAddr) -> anyhow::Result<envtest::TestEnv> {
@@ -151,22 +153,28 @@ async fn start_envtest(webhook_port: SocketAddr) -> anyhow::Result<envtest::Test
         env.base_url()
     );
     let admin = env.client();
+    let hooks = FooReconciler::webhooks(NS);
+    let post = PostParams::default();
     Api::<CustomResourceDefinition>::all(admin.clone())
-        .create(&PostParams::default(), &webhooks::crd(NS)?)
+        .create(&post, &manifests::crd(NS)?)
         .await
         .context("installing the Foo CRD")?;
+    Api::<Service>::namespaced(admin.clone(), NS)
+        .create(&post, &manifests::webhook_service(NS))
+        .await
+        .context("installing the webhook Service")?;
+    let validating = hooks
+        .validating_configuration()
+        .context("the reconciler declares a validating webhook")?;
     Api::<ValidatingWebhookConfiguration>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &webhooks::validating_configuration(NS),
-        )
+        .create(&post, &validating)
         .await
         .context("installing the validating webhook configuration")?;
+    let mutating = hooks
+        .mutating_configuration()
+        .context("the reconciler declares a defaulting webhook")?;
     Api::<MutatingWebhookConfiguration>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &webhooks::mutating_configuration(NS),
-        )
+        .create(&post, &mutating)
         .await
         .context("installing the mutating webhook configuration")?;
     let foos: Api<Foo> = Api::namespaced(admin, NS);
@@ -265,7 +273,8 @@ async fn demo() -> anyhow::Result<()> {
     );
     let ledger = Ledger::default();
     let local: SocketAddr = "127.0.0.1:0".parse()?;
-    let options = webhooks::options(NS).listener(webhook_listener);
+    let hooks = FooReconciler::webhooks(NS);
+    let options = hooks.options().listener(webhook_listener);
     let mgr = build_manager(client, local, local, Some(options), ledger.clone()).await?;
     let health = mgr.health_addr().context("health server enabled")?;
     let metrics = mgr.metrics_addr().context("metrics server enabled")?;
@@ -273,9 +282,9 @@ async fn demo() -> anyhow::Result<()> {
         "   health on http://{health}/readyz, metrics on http://{metrics}/metrics, leader election on lease {NS}/foo-controller-leader"
     );
     println!(
-        "   webhooks on https://{webhook_addr} (Service {NS}/{}): defaulter and validator for v1 and v1alpha1, conversion at /convert; certificates self-managed in Secret {NS}/{}",
-        webhooks::SERVICE,
-        webhooks::CERT_SECRET
+        "   webhooks on https://{webhook_addr} (Service {NS}/{}): defaulter and validator for v1 (a v1alpha1 write is converted to v1 first), conversion at /convert; certificates self-managed in Secret {NS}/{}",
+        hooks.service_name(),
+        hooks.secret_name()
     );
     let stop = controller_runtime::CancellationToken::new();
     let run = tokio::spawn({
@@ -436,21 +445,17 @@ async fn main() -> anyhow::Result<()> {
     informer_examples::init_tracing("warn");
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |f: &str| args.iter().any(|a| a == f);
-    if flag("--print-crd") {
-        print!("{}", to_yaml(&webhooks::crd(NS)?)?);
-        return Ok(());
-    }
-    if flag("--print-webhooks") {
-        print!(
-            "{}---\n{}",
-            to_yaml(&webhooks::validating_configuration(NS))?,
-            to_yaml(&webhooks::mutating_configuration(NS))?
-        );
-        return Ok(());
-    }
-    if flag("--print-rbac") {
-        print!("{}", to_yaml(&FooReconciler::rbac())?);
-        return Ok(());
+    for (flag_name, file) in [
+        ("--print-crd", "crd.yaml"),
+        ("--print-webhooks", "webhooks.yaml"),
+        ("--print-rbac", "rbac.yaml"),
+    ] {
+        if flag(flag_name) {
+            let files = manifests::render(NS)?;
+            let found = files.into_iter().find(|m| m.file == file);
+            print!("{}", found.context("the manifests have every file")?.yaml);
+            return Ok(());
+        }
     }
     if flag("--once") || !informer_examples::kubeconfig_present() {
         return demo().await;
@@ -458,7 +463,7 @@ async fn main() -> anyhow::Result<()> {
     let client = Client::try_default().await?;
     println!("server: the cluster in your kubeconfig");
     let ledger = Ledger::default();
-    let webhook = (!flag("--no-webhooks")).then(|| webhooks::options(NS));
+    let webhook = (!flag("--no-webhooks")).then(|| FooReconciler::webhooks(NS).options());
     let mgr = build_manager(
         client,
         "127.0.0.1:8081".parse()?,

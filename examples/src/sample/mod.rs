@@ -18,26 +18,32 @@
 //! for `spec.deploymentName`), converted through the hub by the manager's
 //! conversion webhook. [`webhooks`] holds the defaulter (`spec.replicas`
 //! defaults to 1), the validator (`spec.deploymentName` must be a DNS-1123
-//! label; a warning above 10 replicas), and the webhook configurations and
-//! CRD that send the API server's reviews to the manager.
+//! label; a warning above 10 replicas) and the conversion; [`manifests`]
+//! the CRD, the RBAC and the webhook Service and configurations that
+//! deploy them.
 //!
-//! Everything it watches, writes and records is declared once, in
-//! `#[controller(...)]` (plus `#[rbac(...)]` for the webhook certificates);
-//! [`FooReconciler::rbac`] is the least-privilege ClusterRole derived from
-//! that declaration.
+//! Everything it watches, writes, records and serves is declared once, in
+//! `#[controller(...)]`: [`FooReconciler::rbac`] is the least-privilege
+//! ClusterRole derived from that declaration (the webhook certificates'
+//! rules included), and `FooReconciler::webhooks(namespace)` the webhook
+//! configurations, Service, CRD conversion and manager options.
 //!
 //! ```no_run
-//! # async fn demo(mgr: controller_runtime::manager::Manager) -> anyhow::Result<()> {
+//! # async fn demo(client: controller_runtime::kube_client::Client) -> anyhow::Result<()> {
+//! use controller_runtime::manager::Manager;
 //! use informer_examples::sample::{FooReconciler, Ledger, webhooks};
+//! let hooks = FooReconciler::webhooks("default");
+//! let mgr = Manager::builder(client).webhook_server(hooks.options()).build().await?;
 //! let ledger = Ledger::default();
 //! FooReconciler::new(ledger.clone()).setup(&mgr)?;
-//! webhooks::register(&mgr, ledger)?; // the manager needs webhooks::options(..)
+//! webhooks::register(&mgr, ledger)?;
 //! println!("{}", controller_runtime::rbac::to_yaml(&FooReconciler::rbac())?);
 //! # Ok(()) }
 //! ```
 
 use std::sync::{Arc, Mutex};
 
+pub mod manifests;
 mod reconciler;
 pub mod v1;
 pub mod v1alpha1;

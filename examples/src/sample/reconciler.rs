@@ -53,34 +53,12 @@ impl Terminal for FooError {
     finalizer = "samplecontroller.k8s.io/cleanup",
     predicate = generation_changed,
     name = "foo-controller",
-    leader_election
-)]
-// The webhook server's self-managed certificates (see `super::webhooks`):
-// its Secret, and the caBundles of its webhook configurations and the CRD.
-// Repeated `group = ""` and verbs across #[rbac] attributes trip clippy's
-// duplicated_attributes, a false positive on derive attributes.
-#[allow(clippy::duplicated_attributes)]
-#[rbac(group = "", resources(secrets), verbs(create))]
-#[rbac(
-    group = "",
-    resources(secrets),
-    names("foo-webhook-service-cert"),
-    verbs(get, update)
-)]
-#[rbac(
-    group = "admissionregistration.k8s.io",
-    resources(validatingwebhookconfigurations, mutatingwebhookconfigurations),
-    names(
-        "foo-validating-webhook-configuration",
-        "foo-mutating-webhook-configuration"
-    ),
-    verbs(get, patch)
-)]
-#[rbac(
-    group = "apiextensions.k8s.io",
-    resources(customresourcedefinitions),
-    names("foos.samplecontroller.k8s.io"),
-    verbs(get, patch)
+    leader_election,
+    // The kind's webhooks (see `super::webhooks`), behind one Service: the
+    // derive builds their configurations, the CRD's conversion stanza, the
+    // manager's options and the certificates' RBAC, and puts those rules
+    // in `rbac()`.
+    webhooks(defaulting, validating, conversion, service = "foo-webhook-service")
 )]
 pub struct FooReconciler {
     ledger: Ledger,

@@ -1,72 +1,54 @@
 //! The sample-controller's webhooks: a defaulter (`spec.replicas` defaults
 //! to 1), a validator (`spec.deploymentName` must be a DNS-1123 label,
 //! refused with a field cause; a warning above 10 replicas) and the
-//! v1alpha1 <-> v1 conversion, with what installs them: the webhook
-//! configurations, the CRD with its conversion webhook, and the manager's
-//! [`WebhookOptions`] (certificates self-managed in the Secret
-//! `foo-webhook-service-cert`, their CA written into the configurations'
-//! and the CRD's `caBundle`s).
+//! v1alpha1 <-> v1 conversion, and [`register`], which hands them to the
+//! manager.
 //!
-//! Each served version has its own admission webhook (`matchPolicy: Exact`)
-//! rather than one for the hub with `matchPolicy: Equivalent`: envtest sends
-//! a webhook the object in the version it was written in, where
-//! kube-apiserver would convert it to the webhook's version first, so a
-//! v1-only webhook would be sent v1alpha1 objects it cannot decode. With
-//! one webhook per version both servers behave the same.
+//! What installs them is not written here: `webhooks(defaulting,
+//! validating, conversion, service = "foo-webhook-service")` in
+//! [`FooReconciler`]'s `#[controller(...)]` declares them, and
+//! `FooReconciler::webhooks(namespace)` builds the webhook configurations,
+//! the Service, the CRD's conversion stanza (see
+//! [`super::manifests::crd`]) and the manager's
+//! [`WebhookOptions`](controller_runtime::webhook::WebhookOptions)
+//! (certificates self-managed in the Secret `foo-webhook-service-cert`,
+//! their CA written into the configurations' and the CRD's `caBundle`s).
+//!
+//! The admission webhooks are declared for the hub, v1, with `matchPolicy:
+//! Equivalent`: a Foo written as v1alpha1 is converted to v1 (by the
+//! conversion webhook) before the defaulter and the validator see it, and
+//! the defaulter's patch is converted back, so one handler per webhook
+//! serves both versions, and a denial names the field as v1 spells it.
 //!
 //! ```
-//! use informer_examples::sample::webhooks;
-//! let crd = webhooks::crd("default")?;
-//! assert_eq!(crd.spec.conversion.unwrap().strategy, "Webhook");
-//! let validating = webhooks::validating_configuration("default");
-//! assert_eq!(validating.webhooks.unwrap().len(), 2); // v1 and v1alpha1
-//! # Ok::<(), controller_runtime::crd::CrdError>(())
+//! use informer_examples::sample::{FooReconciler, webhooks};
+//! let hooks = FooReconciler::webhooks("default");
+//! assert_eq!(hooks.service_name(), webhooks::SERVICE);
+//! let validating = hooks.validating_configuration().unwrap();
+//! assert_eq!(validating.webhooks.unwrap().len(), 1); // v1, matching v1alpha1 too
 //! ```
 
 #![allow(clippy::disallowed_names)]
 
-use controller_runtime::crd::{CrdError, merge_versions};
-use controller_runtime::k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
-    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
-};
-use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
-use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use controller_runtime::kube_client::Resource;
 use controller_runtime::manager::{Manager, ManagerError};
 use controller_runtime::webhook::{
-    AdmissionContext, CONVERT_PATH, Conversion, Defaulter, Denial, Operation, Validator, Warnings,
-    WebhookOptions, mutate_path, validate_path,
+    AdmissionContext, Conversion, Defaulter, Denial, Operation, Validator, Warnings,
 };
 
-use super::{Ledger, v1, v1alpha1};
+use super::{FooReconciler, Ledger, v1, v1alpha1};
 
-/// The Service the API server calls the webhooks through.
-pub const SERVICE: &str = "foo-webhook-service";
-/// The Secret the self-managed certificates are kept in (`<service>-cert`).
-pub const CERT_SECRET: &str = "foo-webhook-service-cert";
-/// The ValidatingWebhookConfiguration.
-pub const VALIDATING: &str = "foo-validating-webhook-configuration";
-/// The MutatingWebhookConfiguration.
-pub const MUTATING: &str = "foo-mutating-webhook-configuration";
-/// The Foo CRD, whose conversion webhook is the manager's `/convert`.
-pub const CRD: &str = "foos.samplecontroller.k8s.io";
+/// The Service the API server calls the webhooks through, as declared on
+/// [`FooReconciler`].
+pub const SERVICE: &str = FooReconciler::WEBHOOKS.service;
 /// More replicas than this draws a warning.
 pub const MANY_REPLICAS: i32 = 10;
 
-/// Sets `spec.replicas` to 1 when absent, in every version.
+/// Sets `spec.replicas` to 1 when absent (a v1alpha1 Foo reaches it as v1).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FooDefaulter;
 
 impl Defaulter<v1::Foo> for FooDefaulter {
     async fn default(&self, foo: &mut v1::Foo, _: &AdmissionContext) -> Result<(), Denial> {
-        foo.spec.replicas.get_or_insert(1);
-        Ok(())
-    }
-}
-
-impl Defaulter<v1alpha1::Foo> for FooDefaulter {
-    async fn default(&self, foo: &mut v1alpha1::Foo, _: &AdmissionContext) -> Result<(), Denial> {
         foo.spec.replicas.get_or_insert(1);
         Ok(())
     }
@@ -91,9 +73,10 @@ pub fn is_dns1123_label(name: &str) -> bool {
         && name.ends_with(ok)
 }
 
-/// The validator's rules on a spec, `field` naming the deployment field as
-/// the version spells it.
-fn check(field: &str, deployment: &str, replicas: Option<i32>) -> Result<Warnings, Denial> {
+/// The validator's rules on a spec.
+fn check(spec: &v1::FooSpec) -> Result<Warnings, Denial> {
+    const FIELD: &str = "spec.deploymentName";
+    let deployment = &spec.deployment_name;
     if !is_dns1123_label(deployment) {
         // Worded as built-in validation words it: kubectl prints the cause
         // as `The Foo "x" is invalid: <field>: <cause>`.
@@ -102,9 +85,9 @@ fn check(field: &str, deployment: &str, replicas: Option<i32>) -> Result<Warning
              case alphanumeric characters or '-', start and end with an alphanumeric \
              character, and be at most 63 characters"
         );
-        return Err(Denial::new(format!("{field}: {cause}")).field(field, cause));
+        return Err(Denial::new(format!("{FIELD}: {cause}")).field(FIELD, cause));
     }
-    Ok(match replicas {
+    Ok(match spec.replicas {
         Some(n) if n > MANY_REPLICAS => vec![format!(
             "spec.replicas: {n} replicas is more than {MANY_REPLICAS}; is this intended?"
         )],
@@ -113,7 +96,8 @@ fn check(field: &str, deployment: &str, replicas: Option<i32>) -> Result<Warning
 }
 
 /// Refuses a Foo whose Deployment name is not a DNS-1123 label, warns above
-/// 10 replicas. Denials and dry runs are written to the [`Ledger`].
+/// 10 replicas (a v1alpha1 Foo reaches it as v1). Denials and dry runs are
+/// written to the [`Ledger`].
 #[derive(Debug, Clone, Default)]
 pub struct FooValidator {
     ledger: Ledger,
@@ -159,11 +143,7 @@ impl Validator<v1::Foo> for FooValidator {
         foo: &v1::Foo,
         ctx: &AdmissionContext,
     ) -> Result<Warnings, Denial> {
-        let s = &foo.spec;
-        self.review(
-            ctx,
-            check("spec.deploymentName", &s.deployment_name, s.replicas),
-        )
+        self.review(ctx, check(&foo.spec))
     }
 
     async fn validate_update(
@@ -180,169 +160,19 @@ impl Validator<v1::Foo> for FooValidator {
     }
 }
 
-impl Validator<v1alpha1::Foo> for FooValidator {
-    async fn validate_create(
-        &self,
-        foo: &v1alpha1::Foo,
-        ctx: &AdmissionContext,
-    ) -> Result<Warnings, Denial> {
-        let s = &foo.spec;
-        self.review(ctx, check("spec.deployment", &s.deployment, s.replicas))
-    }
-
-    async fn validate_update(
-        &self,
-        _old: &v1alpha1::Foo,
-        new: &v1alpha1::Foo,
-        ctx: &AdmissionContext,
-    ) -> Result<Warnings, Denial> {
-        if new.metadata.deletion_timestamp.is_some() {
-            return Ok(Vec::new());
-        }
-        self.validate_create(new, ctx).await
-    }
-}
-
 /// v1alpha1 <-> v1 through the hub v1.
 pub fn conversion() -> Conversion<v1::Foo> {
     Conversion::<v1::Foo>::new().spoke::<v1alpha1::Foo>()
 }
 
-/// Registers the defaulter and validator of both versions and the
-/// conversion with `mgr` (built with [`options`]); denials and dry runs go
-/// to `ledger`.
+/// Registers the defaulter, the validator and the conversion with `mgr`
+/// (built with `FooReconciler::webhooks(namespace).options()`); denials
+/// and dry runs go to `ledger`.
 pub fn register(mgr: &Manager, ledger: Ledger) -> Result<(), ManagerError> {
     mgr.webhook::<v1::Foo>()
         .defaulter(FooDefaulter)?
-        .validator(FooValidator::new(ledger.clone()))?;
-    mgr.webhook::<v1alpha1::Foo>()
-        .defaulter(FooDefaulter)?
         .validator(FooValidator::new(ledger))?;
     mgr.webhook_conversion(conversion())
-}
-
-/// The manager's webhook server: port 9443, certificates self-managed in
-/// `namespace`'s Secret [`CERT_SECRET`] for the Service [`SERVICE`], their
-/// CA written into [`VALIDATING`], [`MUTATING`] and the [`CRD`].
-pub fn options(namespace: &str) -> WebhookOptions {
-    WebhookOptions::self_managed(namespace, SERVICE)
-        .validating_webhook(VALIDATING)
-        .mutating_webhook(MUTATING)
-        .crd(CRD)
-}
-
-fn client_config(namespace: &str, path: String) -> WebhookClientConfig {
-    WebhookClientConfig {
-        service: Some(ServiceReference {
-            namespace: namespace.into(),
-            name: SERVICE.into(),
-            path: Some(path),
-            port: Some(443),
-        }),
-        ..WebhookClientConfig::default()
-    }
-}
-
-fn rules(version: &str) -> Option<Vec<RuleWithOperations>> {
-    let strings = |s: &[&str]| Some(s.iter().map(|s| s.to_string()).collect());
-    Some(vec![RuleWithOperations {
-        api_groups: strings(&["samplecontroller.k8s.io"]),
-        api_versions: strings(&[version]),
-        operations: strings(&["CREATE", "UPDATE"]),
-        resources: strings(&["foos"]),
-        scope: Some("Namespaced".into()),
-    }])
-}
-
-/// Both versions, each with its path and version.
-fn versions() -> [(String, String, String); 2] {
-    [
-        (
-            v1::Foo::version(&()).into_owned(),
-            validate_path::<v1::Foo>(),
-            mutate_path::<v1::Foo>(),
-        ),
-        (
-            v1alpha1::Foo::version(&()).into_owned(),
-            validate_path::<v1alpha1::Foo>(),
-            mutate_path::<v1alpha1::Foo>(),
-        ),
-    ]
-}
-
-/// [`VALIDATING`]: one webhook per served version, calling the Service
-/// [`SERVICE`] in `namespace` (no `caBundle`: the manager writes it).
-pub fn validating_configuration(namespace: &str) -> ValidatingWebhookConfiguration {
-    let webhooks = versions()
-        .into_iter()
-        .map(|(version, path, _)| ValidatingWebhook {
-            name: format!("vfoo-{version}.samplecontroller.k8s.io"),
-            admission_review_versions: vec!["v1".into()],
-            client_config: client_config(namespace, path),
-            failure_policy: Some("Fail".into()),
-            match_policy: Some("Exact".into()),
-            rules: rules(&version),
-            side_effects: "None".into(),
-            timeout_seconds: Some(10),
-            ..ValidatingWebhook::default()
-        })
-        .collect();
-    ValidatingWebhookConfiguration {
-        metadata: ObjectMeta {
-            name: Some(VALIDATING.into()),
-            ..ObjectMeta::default()
-        },
-        webhooks: Some(webhooks),
-    }
-}
-
-/// [`MUTATING`]: one webhook per served version, calling the Service
-/// [`SERVICE`] in `namespace` (no `caBundle`: the manager writes it).
-pub fn mutating_configuration(namespace: &str) -> MutatingWebhookConfiguration {
-    let webhooks = versions()
-        .into_iter()
-        .map(|(version, _, path)| MutatingWebhook {
-            name: format!("mfoo-{version}.samplecontroller.k8s.io"),
-            admission_review_versions: vec!["v1".into()],
-            client_config: client_config(namespace, path),
-            failure_policy: Some("Fail".into()),
-            match_policy: Some("Exact".into()),
-            rules: rules(&version),
-            side_effects: "None".into(),
-            timeout_seconds: Some(10),
-            ..MutatingWebhook::default()
-        })
-        .collect();
-    MutatingWebhookConfiguration {
-        metadata: ObjectMeta {
-            name: Some(MUTATING.into()),
-            ..ObjectMeta::default()
-        },
-        webhooks: Some(webhooks),
-    }
-}
-
-/// The Foo CRD: v1alpha1 (served, deprecated) and v1 (storage), converted by
-/// the webhook at [`CONVERT_PATH`] of the Service [`SERVICE`] in
-/// `namespace` (no `caBundle`: the manager writes it).
-pub fn crd(namespace: &str) -> Result<apiext::CustomResourceDefinition, CrdError> {
-    let mut crd = merge_versions(vec![v1alpha1::Foo::crd()?, v1::Foo::crd()?])?;
-    crd.spec.conversion = Some(apiext::CustomResourceConversion {
-        strategy: "Webhook".into(),
-        webhook: Some(apiext::WebhookConversion {
-            client_config: Some(apiext::WebhookClientConfig {
-                service: Some(apiext::ServiceReference {
-                    namespace: namespace.into(),
-                    name: SERVICE.into(),
-                    path: Some(CONVERT_PATH.into()),
-                    port: Some(443),
-                }),
-                ..apiext::WebhookClientConfig::default()
-            }),
-            conversion_review_versions: vec!["v1".into()],
-        }),
-    });
-    Ok(crd)
 }
 
 #[cfg(test)]
@@ -350,19 +180,20 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn spec(deployment: &str, replicas: i32) -> v1::FooSpec {
+        v1::FooSpec {
+            deployment_name: deployment.into(),
+            replicas: Some(replicas),
+        }
+    }
+
     #[test]
     fn a_bad_name_is_refused_with_a_field_cause_and_many_replicas_warn() {
-        let denial = check("spec.deploymentName", "Web_1", Some(1)).unwrap_err();
+        let denial = check(&spec("Web_1", 1)).unwrap_err();
         assert_eq!(denial.causes()[0].field, "spec.deploymentName");
         assert!(denial.message().contains("\"Web_1\""), "{denial:?}");
-        assert_eq!(
-            check("spec.deploymentName", "web", Some(10)).unwrap(),
-            Vec::<String>::new()
-        );
-        assert_eq!(
-            check("spec.deploymentName", "web", Some(11)).unwrap().len(),
-            1
-        );
+        assert_eq!(check(&spec("web", 10)).unwrap(), Vec::<String>::new());
+        assert_eq!(check(&spec("web", 11)).unwrap().len(), 1);
         assert!(is_dns1123_label(&"a".repeat(63)));
         assert!(!is_dns1123_label(&"a".repeat(64)));
     }

@@ -11,4 +11,6 @@ mod graceful;
 mod programs;
 mod sample_controller;
 mod sample_kubectl;
+mod sample_manifests;
+mod sample_support;
 mod sample_webhooks;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// A fresh, empty home directory, so `~/.kube/config` does not exist.
-fn empty_home(program: &str) -> PathBuf {
+pub(crate) fn empty_home(program: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "informer-examples-{program}-{}",
         std::process::id()
@@ -96,58 +96,4 @@ fn secret_syncer_copies_repairs_and_removes_copies() {
             "secrets synced; shut down cleanly",
         ],
     );
-}
-
-/// The `manifests` binary `cargo xtask crd|rbac` runs: `--only rbac
-/// --stdout` prints exactly the checked-in role, `--only crd --stdout` the
-/// Foo CRD, and `--out DIR` writes both files.
-#[test]
-fn manifests_prints_and_writes_the_crd_and_the_role() {
-    let exe = env!("CARGO_BIN_EXE_manifests");
-    let run = |args: &[&str]| {
-        let output = Command::new(exe)
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("starting {exe}: {e}"));
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "manifests {args:?} failed with {}\n{stdout}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
-    };
-    let golden = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/golden/sample-controller-rbac.yaml"
-    ))
-    .unwrap_or_else(|e| panic!("reading the golden role: {e}"));
-    assert_eq!(run(&["--only", "rbac", "--stdout"]), golden);
-    let crd = run(&["--only", "crd", "--stdout"]);
-    assert!(
-        crd.starts_with("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"),
-        "{crd}"
-    );
-    assert!(crd.contains("name: foos.samplecontroller.k8s.io"), "{crd}");
-
-    let dir = empty_home("manifests");
-    let out = dir.join("deploy");
-    let printed = run(&["--out", &out.display().to_string()]);
-    assert_eq!(printed.lines().count(), 2, "{printed}");
-    let written = std::fs::read_to_string(out.join("rbac.yaml"))
-        .unwrap_or_else(|e| panic!("reading rbac.yaml: {e}"));
-    assert_eq!(written, golden);
-    assert_eq!(
-        std::fs::read_to_string(out.join("crd.yaml"))
-            .unwrap_or_else(|e| panic!("reading crd.yaml: {e}")),
-        crd
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-
-    let refused = Command::new(exe)
-        .args(["--only", "manager"])
-        .output()
-        .unwrap_or_else(|e| panic!("starting {exe}: {e}"));
-    assert!(!refused.status.success(), "an unknown --only must fail");
 }

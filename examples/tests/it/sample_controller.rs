@@ -8,35 +8,25 @@
 // The kind is `Foo`: a `foo` here is a Foo object, not a placeholder name.
 #![allow(clippy::disallowed_names)]
 
-use std::future::Future;
 use std::time::Duration;
 
 use controller_runtime::conditions::Conditions;
 use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
 use controller_runtime::k8s_openapi::api::core::v1::Secret;
-use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use controller_runtime::kube_client::api::{
-    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams,
-};
-use controller_runtime::manager::{Manager, ManagerError};
+use controller_runtime::kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use controller_runtime::rbac::{ClusterRole, to_yaml};
 use informer_examples::sample::{
-    FINALIZER, Foo, FooReconciler, FooSpec, Ledger, READY, SECRET_LABEL, SECRETS_ANNOTATION,
+    FINALIZER, Foo, FooReconciler, FooSpec, READY, SECRET_LABEL, SECRETS_ANNOTATION,
 };
-use tokio::task::JoinHandle;
 
-const NS: &str = "default";
-const WAIT: Duration = Duration::from_secs(15);
+use crate::sample_support::{NS, Running, forbidden, install_crd, wait_until};
 
 struct Fixture {
     env: envtest::TestEnv,
     foos: Api<Foo>,
     deployments: Api<Deployment>,
     secrets: Api<Secret>,
-    ledger: Ledger,
-    mgr: Manager,
-    stop: controller_runtime::CancellationToken,
-    run: JoinHandle<Result<(), ManagerError>>,
+    running: Running,
 }
 
 impl Fixture {
@@ -45,46 +35,18 @@ impl Fixture {
     async fn start(role: ClusterRole) -> Fixture {
         let env = envtest::TestEnv::start().await.unwrap();
         let admin = env.client();
-        Api::<CustomResourceDefinition>::all(admin.clone())
-            .create(&PostParams::default(), &Foo::crd().unwrap())
-            .await
-            .unwrap();
-        let foos: Api<Foo> = Api::namespaced(admin.clone(), NS);
-        wait_until("the CRD is served", || async {
-            foos.list(&ListParams::default()).await.is_ok()
-        })
-        .await;
+        let foos = install_crd(&admin, &Foo::crd().unwrap()).await;
         let client = env
             .client_with_cluster_role(NS, "foo-controller", &role)
             .await
             .unwrap();
-        let ledger = Ledger::default();
-        let mgr = Manager::builder(client)
-            .leader_election(
-                controller_runtime::leaderelection::LeaderElectionConfig::new(
-                    NS,
-                    "foo-controller",
-                    "test",
-                ),
-            )
-            .build()
-            .await
-            .unwrap();
-        FooReconciler::new(ledger.clone()).setup(&mgr).unwrap();
-        let stop = controller_runtime::CancellationToken::new();
-        let run = tokio::spawn({
-            let (mgr, stop) = (mgr.clone(), stop.clone());
-            async move { mgr.run(stop).await }
-        });
+        let running = Running::start(&env, client, None).await;
         Fixture {
             deployments: Api::namespaced(admin.clone(), NS),
             secrets: Api::namespaced(admin, NS),
             env,
             foos,
-            ledger,
-            mgr,
-            stop,
-            run,
+            running,
         }
     }
 
@@ -122,36 +84,11 @@ impl Fixture {
 
     /// Requests the server answered with 403 so far.
     fn forbidden(&self) -> Vec<String> {
-        self.env
-            .request_log()
-            .into_iter()
-            .filter(|r| r.status == 403)
-            .map(|r| format!("{} {}", r.method, r.path))
-            .collect()
+        forbidden(&self.env)
     }
 
     async fn stop(self) {
-        self.stop.cancel();
-        tokio::time::timeout(WAIT, self.run)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-    }
-}
-
-async fn wait_until<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !cond().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.running.stop().await;
     }
 }
 
@@ -223,9 +160,9 @@ async fn reconciles_create_update_and_delete_through_the_finalizer() {
     // At least once: removing the Deployment re-triggers the Foo while the
     // cache may still hold it with the finalizer, and cleanup is idempotent.
     assert!(
-        f.ledger.count("foo/alpha: cleaned up") >= 1,
+        f.running.ledger.count("foo/alpha: cleaned up") >= 1,
         "{:#?}",
-        f.ledger.lines()
+        f.running.ledger.lines()
     );
     assert_eq!(
         f.forbidden(),
@@ -254,11 +191,12 @@ async fn the_owned_deployment_retriggers_its_foo() {
     })
     .await;
     assert!(
-        f.ledger
+        f.running
+            .ledger
             .count("foo/beta: scaled deployment beta-web from 7 to 1")
             >= 1,
         "{:#?}",
-        f.ledger.lines()
+        f.running.ledger.lines()
     );
     // A Deployment status change (no Foo change at all) updates the Foo's status.
     make_available(&f.deployments, "beta-web", 1).await;
@@ -318,7 +256,7 @@ async fn a_refused_adoption_backs_off_per_key() {
         .unwrap();
     f.create_foo("delta", "squatter", 1).await;
     wait_until("the first refusal", || async {
-        f.ledger.count("foo/delta: refused to adopt") >= 1
+        f.running.ledger.count("foo/delta: refused to adopt") >= 1
     })
     .await;
     wait_until("delta reports Ready=False (ErrResourceExists)", || async {
@@ -339,7 +277,7 @@ async fn a_refused_adoption_backs_off_per_key() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     // Exponential per-key backoff from 5 ms: about 9 attempts in 1.5 s
     // (5, 10, 20 ... 640 ms apart); an immediate requeue would make hundreds.
-    let attempts = f.ledger.count("foo/delta: refused to adopt");
+    let attempts = f.running.ledger.count("foo/delta: refused to adopt");
     assert!((3..=20).contains(&attempts), "{attempts} attempts in 1.5 s");
     // The squatter is never adopted or changed.
     let squatter = f.deployments.get("squatter").await.unwrap();
@@ -372,7 +310,7 @@ async fn a_rule_removed_from_the_generated_role_fails_with_403() {
     })
     .await;
     assert_eq!(f.available("zeta").await, None);
-    let errors = f.mgr.metrics().encode().unwrap();
+    let errors = f.running.mgr.metrics().encode().unwrap();
     assert!(
         errors.lines().any(
             |l| l.starts_with("controller_runtime_reconcile_errors_total")
@@ -437,7 +375,7 @@ fn the_demo_runs_to_its_summary() {
         "foo/delta: deployment squatter wants 1 replicas, 0 available, Ready=False",
         "foo/legacy: deployment legacy-web wants 1 replicas, 0 available, Ready=False",
         "    defaulted: foo/beta was created without replicas and got 1",
-        "    denied: foo/bad: admission webhook \"vfoo-v1.samplecontroller.k8s.io\" denied the request: spec.deploymentName: Invalid value: \"Bad_Name\": a lowercase RFC 1123 label",
+        "    denied: foo/bad: admission webhook \"validate-v1.foos.samplecontroller.k8s.io\" denied the request: spec.deploymentName: Invalid value: \"Bad_Name\": a lowercase RFC 1123 label",
         "    warning: foo/big: spec.replicas: 12 replicas is more than 10; is this intended?",
         "    converted: foo/legacy written as v1alpha1 {deployment: legacy-web} reads as v1 {deploymentName: legacy-web, replicas: 1}",
         "forbidden (403): 0",

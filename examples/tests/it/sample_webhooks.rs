@@ -1,9 +1,14 @@
-//! The sample-controller's webhooks end to end on envtest: the manager
-//! (running as its generated role, RBAC enforced) serves the defaulter,
-//! the validator and the v1alpha1 <-> v1 conversion with self-managed
+//! The sample-controller's webhooks end to end on envtest: its manifests
+//! (`sample::manifests`, what the `manifests` binary writes: the CRD with
+//! its conversion webhook, the RBAC, the webhook Service and
+//! configurations) are applied, and the manager, running as the
+//! ServiceAccount they bind (RBAC enforced), serves the defaulter, the
+//! validator and the v1alpha1 <-> v1 conversion with self-managed
 //! certificates; envtest calls them through the webhook configurations and
-//! the CRD's conversion webhook, as a cluster would. Denials reach
-//! kube-client and kubectl with the validator's message, defaults are
+//! the CRD's conversion webhook, as a cluster would (a v1alpha1 write
+//! reaches the v1 admission webhooks converted, `matchPolicy: Equivalent`).
+//! Denials reach kube-client and kubectl with the validator's message,
+//! defaults are
 //! visible on read, `dryRun` reaches the validator and persists nothing,
 //! warnings arrive in `Warning` headers, a Foo written as v1alpha1 reads as
 //! v1 and back in get, list and watch, and v1alpha1 -> hub -> v1alpha1 is
@@ -11,53 +16,29 @@
 
 #![allow(clippy::disallowed_names)]
 
-use std::future::Future;
-use std::time::Duration;
-
-use controller_runtime::k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
-use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use controller_runtime::kube_client::api::{
     Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use controller_runtime::kube_client::core::Status;
 use controller_runtime::kube_client::{Client, Error};
-use controller_runtime::manager::{Manager, ManagerError};
 use controller_runtime::webhook::Convertible;
 use futures::StreamExt;
-use informer_examples::sample::{FooReconciler, Ledger, v1, v1alpha1, webhooks};
+use informer_examples::sample::{FooReconciler, Ledger, manifests, v1, v1alpha1, webhooks};
 use proptest::prelude::*;
-use tokio::task::JoinHandle;
 
-pub(crate) const NS: &str = "default";
-pub(crate) const WAIT: Duration = Duration::from_secs(20);
+pub(crate) use crate::sample_support::{NS, WAIT};
+use crate::sample_support::{Running, apply, forbidden};
+
 pub(crate) const BAD_NAME: &str =
     "spec.deploymentName: Invalid value: \"Bad_Name\": a lowercase RFC 1123 label";
 
 pub(crate) struct Fixture {
     pub(crate) env: envtest::TestEnv,
     admin: Client,
-    foos: Api<v1::Foo>,
+    pub(crate) foos: Api<v1::Foo>,
     old: Api<v1alpha1::Foo>,
-    ledger: Ledger,
-    stop: controller_runtime::CancellationToken,
-    run: JoinHandle<Result<(), ManagerError>>,
-}
-
-async fn wait_until<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !cond().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    pub(crate) ledger: Ledger,
+    running: Running,
 }
 
 fn foo(name: &str, deployment: &str, replicas: Option<i32>) -> v1::Foo {
@@ -70,7 +51,7 @@ fn foo(name: &str, deployment: &str, replicas: Option<i32>) -> v1::Foo {
     )
 }
 
-fn old_foo(name: &str, deployment: &str, replicas: Option<i32>) -> v1alpha1::Foo {
+pub(crate) fn old_foo(name: &str, deployment: &str, replicas: Option<i32>) -> v1alpha1::Foo {
     v1alpha1::Foo::new(
         name,
         v1alpha1::FooSpec {
@@ -80,20 +61,10 @@ fn old_foo(name: &str, deployment: &str, replicas: Option<i32>) -> v1alpha1::Foo
     )
 }
 
-/// Requests answered 403 so far (the controller's client is the only one
-/// with a role).
-fn forbidden(env: &envtest::TestEnv) -> Vec<String> {
-    env.request_log()
-        .into_iter()
-        .filter(|r| r.status == 403)
-        .map(|r| format!("{} {}", r.method, r.path))
-        .collect()
-}
-
 impl Fixture {
-    /// envtest with the two-version CRD and the webhook configurations, and
-    /// the manager (controller and webhooks) running under the generated
-    /// role, its webhook server ready.
+    /// envtest with the sample's manifests applied, and the manager
+    /// (controller and webhooks) running as their ServiceAccount, its
+    /// webhook server ready.
     pub(crate) async fn start() -> Fixture {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -103,67 +74,19 @@ impl Fixture {
             .await
             .unwrap();
         let admin = env.client();
-        Api::<CustomResourceDefinition>::all(admin.clone())
-            .create(&PostParams::default(), &webhooks::crd(NS).unwrap())
-            .await
-            .unwrap();
-        Api::<ValidatingWebhookConfiguration>::all(admin.clone())
-            .create(
-                &PostParams::default(),
-                &webhooks::validating_configuration(NS),
-            )
-            .await
-            .unwrap();
-        Api::<MutatingWebhookConfiguration>::all(admin.clone())
-            .create(
-                &PostParams::default(),
-                &webhooks::mutating_configuration(NS),
-            )
-            .await
-            .unwrap();
-        let foos: Api<v1::Foo> = Api::namespaced(admin.clone(), NS);
-        wait_until("the CRD is served", || async {
-            foos.list(&ListParams::default()).await.is_ok()
-        })
-        .await;
+        let foos = apply(&admin, &manifests::render(NS).unwrap()).await;
         let client = env
-            .client_with_cluster_role(NS, "foo-controller", &FooReconciler::rbac())
-            .await
+            .service_account_client(NS, manifests::SERVICE_ACCOUNT)
             .unwrap();
-        let ledger = Ledger::default();
-        let mgr = Manager::builder(client)
-            .leader_election(
-                controller_runtime::leaderelection::LeaderElectionConfig::new(
-                    NS,
-                    "foo-controller",
-                    "test",
-                ),
-            )
-            .webhook_server(webhooks::options(NS).listener(listener))
-            .build()
-            .await
-            .unwrap();
-        FooReconciler::new(ledger.clone()).setup(&mgr).unwrap();
-        webhooks::register(&mgr, ledger.clone()).unwrap();
-        let stop = controller_runtime::CancellationToken::new();
-        let run = tokio::spawn({
-            let (mgr, stop) = (mgr.clone(), stop.clone());
-            async move { mgr.run(stop).await }
-        });
-        wait_until("the webhook server is ready", || async {
-            let forbidden = forbidden(&env);
-            assert!(forbidden.is_empty(), "outside the role: {forbidden:?}");
-            mgr.readyz_checks().run_one("webhook") == Some(Ok(()))
-        })
-        .await;
+        let options = FooReconciler::webhooks(NS).options().listener(listener);
+        let running = Running::start(&env, client, Some(options)).await;
         Fixture {
             old: Api::namespaced(admin.clone(), NS),
+            ledger: running.ledger.clone(),
             env,
             admin,
             foos,
-            ledger,
-            stop,
-            run,
+            running,
         }
     }
 
@@ -171,14 +94,9 @@ impl Fixture {
         assert_eq!(
             forbidden(&self.env),
             Vec::<String>::new(),
-            "the generated role covers the controller and the webhook certificates"
+            "the manifests' role covers the controller and the webhook certificates"
         );
-        self.stop.cancel();
-        tokio::time::timeout(WAIT, self.run)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        self.running.stop().await;
     }
 }
 
@@ -212,7 +130,7 @@ async fn denied_creates_and_updates_carry_the_validators_message_through_kube_cl
     );
     assert!(
         status.message.starts_with(
-            "admission webhook \"vfoo-v1.samplecontroller.k8s.io\" denied the request"
+            "admission webhook \"validate-v1.foos.samplecontroller.k8s.io\" denied the request"
         ),
         "{status:?}"
     );
@@ -236,18 +154,23 @@ async fn denied_creates_and_updates_carry_the_validators_message_through_kube_cl
         "good-web"
     );
 
-    // The v1alpha1 webhook names the field as v1alpha1 spells it.
+    // A v1alpha1 write reaches the v1 webhook converted (matchPolicy:
+    // Equivalent), as on a cluster: the denial names the field as v1
+    // spells it, and nothing is stored.
     let status = api_error(
         f.old
             .create(&PostParams::default(), &old_foo("old-bad", "-web", None))
             .await,
     );
+    assert_eq!(status.code, 422, "{status:?}");
     assert!(
         status
             .message
-            .contains("spec.deployment: Invalid value: \"-web\""),
+            .contains("spec.deploymentName: Invalid value: \"-web\""),
         "{status:?}"
     );
+    assert!(f.old.get_opt("old-bad").await.unwrap().is_none());
+    assert_eq!(f.ledger.count("webhook: denied create of foo/old-bad:"), 1);
     assert_eq!(f.ledger.count("webhook: denied create of foo/bad:"), 1);
     assert_eq!(f.ledger.count("webhook: denied update of foo/good:"), 1);
     f.stop().await;
