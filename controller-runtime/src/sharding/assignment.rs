@@ -26,7 +26,9 @@
 //! acknowledges the epoch ([`AckHandle`]) once no reconcile of a lost key is
 //! in flight. When an epoch settles, it queues the keys that moved in (from
 //! the controller's cache), the parked requests and the remembered foreign
-//! ones that are now ours.
+//! ones that are now ours, then reports the members that left since the
+//! epoch it last saw settled (filter mode's time to reassign is measured
+//! to that moment).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -74,6 +76,7 @@ pub struct GateStats {
 
 type Requeue = Box<dyn Fn(Vec<Request>) + Send + Sync>;
 type Keys = Box<dyn Fn() -> Vec<Request> + Send + Sync>;
+type Departed = Box<dyn Fn(&[String]) + Send + Sync>;
 
 struct State {
     acting: RingView,
@@ -91,6 +94,7 @@ struct Inner {
     fence: CancellationToken,
     requeue: Mutex<Option<Requeue>>,
     keys: Mutex<Option<Keys>>,
+    departed: Mutex<Option<Departed>>,
 }
 
 /// The admission gate of one sharded controller; cheap to clone.
@@ -174,6 +178,7 @@ impl ShardGate {
                 fence,
                 requeue: Mutex::new(None),
                 keys: Mutex::new(None),
+                departed: Mutex::new(None),
             }),
         }
     }
@@ -188,6 +193,14 @@ impl ShardGate {
     /// cache), to find the keys that moved in.
     pub fn set_keys(&self, keys: impl Fn() -> Vec<Request> + Send + Sync + 'static) {
         *self.inner.keys.lock() = Some(Box::new(keys));
+    }
+
+    /// Called, right after the moved-in keys were queued, with the members
+    /// of the epoch this gate last saw settled that are no members of the
+    /// epoch that settled now (each member once per gate): from then on
+    /// the keys they held that are ours are admitted and queued here.
+    pub(super) fn set_departed(&self, departed: impl Fn(&[String]) + Send + Sync + 'static) {
+        *self.inner.departed.lock() = Some(Box::new(departed));
     }
 
     /// Fires when the replica is fenced: abort what is in flight.
@@ -208,10 +221,13 @@ impl ShardGate {
         self.inner.ack.acknowledged()
     }
 
-    /// Whether this shard is serving: a member of a settled epoch.
+    /// Whether this shard is serving: a member of a settled epoch, not
+    /// fenced.
     pub fn is_ready(&self) -> bool {
         let state = self.inner.state.lock();
-        state.acting.settled() && state.acting.ring.contains(&self.inner.identity)
+        state.acting.settled()
+            && state.acting.ring.contains(&self.inner.identity)
+            && !self.inner.fence.is_cancelled()
     }
 
     /// Follows the replica's view until the sender is dropped.
@@ -244,6 +260,16 @@ impl ShardGate {
         let me = self.inner.identity.as_str();
         let previous = state.settled.take().map(|(_, ring)| ring);
         let ring = state.acting.ring.clone();
+        let departed: Vec<String> = previous
+            .as_ref()
+            .map(|p| {
+                p.members()
+                    .iter()
+                    .filter(|m| !ring.contains(m))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut queue: HashSet<Request> = state.parked.drain().collect();
         let foreign: Vec<Request> = state.foreign.drain().collect();
         let known = self
@@ -274,6 +300,11 @@ impl ShardGate {
             && let Some(requeue) = self.inner.requeue.lock().as_ref()
         {
             requeue(queue.into_iter().collect());
+        }
+        if !departed.is_empty()
+            && let Some(report) = self.inner.departed.lock().as_ref()
+        {
+            report(&departed);
         }
     }
 

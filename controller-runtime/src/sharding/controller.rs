@@ -14,8 +14,9 @@
 //! [`Membership`] runs as a manager runnable that does not need leader
 //! election (every replica works; do not turn the manager's leader election
 //! on for sharded controllers). Each sharded controller adds a readiness
-//! check `shard-<controller>`: ready once its replica is a member of a
-//! settled epoch.
+//! check `shard-<controller>` (both modes): ready while its replica is a
+//! member of a settled epoch and not fenced, so not before it joined the
+//! ring, and not while a ring change is being settled.
 //!
 //! **Label mode** ([`ShardMode::Label`](super::config::ShardMode)): the
 //! reconciler sits behind a label gate instead (reconcile what is labelled
@@ -41,7 +42,7 @@ use super::config::ShardMode;
 use super::label_gate::{LabelAdmission, LabelGate};
 use super::labeller::{self, KindStarter, OwnerKind};
 use super::membership::Membership;
-use super::metrics::ShardMetrics;
+use super::metrics::{ReassignTimes, ShardMetrics};
 use super::wiring;
 use crate::action::Action;
 use crate::cache::Cache;
@@ -388,6 +389,11 @@ fn complete_filter<K: Object, M: 'static>(
             .filter_map(|o| Request::from_object(o.as_ref()).ok())
             .collect()
     });
+    let reassign = ReassignTimes::default();
+    gate.set_departed({
+        let (reassign, membership) = (reassign.clone(), membership.clone());
+        move |gone| reassign.record(&membership, gone)
+    });
     install(mgr, membership);
     mgr.add_runnable(GateFollower {
         gate: gate.clone(),
@@ -410,6 +416,7 @@ fn complete_filter<K: Object, M: 'static>(
                     .filter(|r| ring.owns(&identity, &r.to_string()))
                     .count()
             }),
+            reassign,
         },
     );
     let ready = gate.clone();

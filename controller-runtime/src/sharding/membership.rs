@@ -238,6 +238,15 @@ impl Membership {
         )
     }
 
+    /// When `member`'s shard Lease stopped counting by this replica's
+    /// observations (see [`Observations::expired_at`](super::view::Observations::expired_at)).
+    pub(super) fn expired_at(&self, member: &str) -> Option<Instant> {
+        self.inner
+            .observations
+            .lock()
+            .expired_at(member, self.inner.config.lease_duration)
+    }
+
     /// Claims the one label-mode controller of this membership; `false`
     /// when another already has it.
     pub(super) fn claim_label_controller(&self) -> bool {

@@ -15,14 +15,50 @@
 //! | `sharding_moves_total` | counter | label, sharder | objects relabelled to a new shard |
 //! | `sharding_drains_total` | counter | label, sharder | drains asked for |
 //! | `sharding_assigned_total` | counter | label, sharder | new objects labelled |
-//! | `sharding_reassign_seconds` | histogram | label, sharder | from a stopped shard's Lease expiry to its last object relabelled |
+//! | `sharding_reassign_seconds` | histogram, `mode` | both | time to reassign a stopped shard's objects, from its Lease expiry; see below |
+//!
+//! # Time to reassign
+//!
+//! `sharding_reassign_seconds` is one family for both modes, told apart by
+//! its `mode` label (`filter` or `label`), because it answers one question
+//! in both: how long after a shard stopped counting were its objects
+//! reconcilable elsewhere. Where it is measured follows from where that
+//! moment happens:
+//!
+//! - **filter** (every replica): from the stopped member's Lease expiry to
+//!   the moment this replica's gate saw the first epoch without it settled
+//!   and queued the keys that moved in. From then on the keys the member
+//!   held that are this replica's are admitted here (the queued ones
+//!   reconcile as the workqueue reaches them). One observation per stopped
+//!   member and sharded controller on each replica that saw it in an
+//!   epoch it settled, whether or not any key moved to it: a scrape of N-1
+//!   survivors shows N-1 observations for one death. Acknowledging the
+//!   new epoch is not the moment: a replica acknowledges before the others
+//!   have, and only the settled epoch lets it reconcile what it gained.
+//! - **label** (the sharder only): from the stopped shard's Lease expiry to
+//!   the sharder's look that relabelled its last object (the new shards'
+//!   caches receive each object as it is relabelled). One observation per
+//!   stopped shard.
+//!
+//! The expiry is the ring's own ([`Observations::expired_at`]): the local
+//! time this replica saw the Lease's last change plus its
+//! `leaseDurationSeconds`, never the writer's `renewTime` against this
+//! replica's clock (so clock skew cannot make it negative, and it is the
+//! instant from which the sharder may drop the member). For a Lease deleted
+//! before it expired (a graceful stop) it is the time the deletion was
+//! seen. A value is clamped at 0 (this replica may have seen the last
+//! renewal later than the sharder did).
+//!
+//! [`Observations::expired_at`]: super::view::Observations::expired_at
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use parking_lot::Mutex;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Opts};
+use tokio::time::Instant;
 
 use super::assignment::ShardGate;
 use super::label_gate::LabelGate;
@@ -36,12 +72,40 @@ pub(super) enum Source {
     Ring {
         gate: ShardGate,
         owned: Box<dyn Fn(&Ring) -> usize + Send + Sync>,
+        reassign: ReassignTimes,
     },
     Label {
         gate: Arc<LabelGate>,
         counters: Arc<LabelCounters>,
         owned: Box<dyn Fn() -> usize + Send + Sync>,
     },
+}
+
+/// Filter mode's times to reassign, recorded by the gate's departures
+/// and observed at the next scrape.
+#[derive(Clone, Default)]
+pub(super) struct ReassignTimes(Arc<Mutex<Vec<f64>>>);
+
+impl ReassignTimes {
+    /// Records, for each member in `gone`, the seconds from its Lease
+    /// expiry (by `membership`'s observations) to now. A member whose
+    /// Lease this replica never saw is skipped.
+    pub(super) fn record(&self, membership: &Membership, gone: &[String]) {
+        let now = Instant::now();
+        for member in gone {
+            match membership.expired_at(member) {
+                Some(expired) => self
+                    .0
+                    .lock()
+                    .push(now.saturating_duration_since(expired).as_secs_f64()),
+                None => tracing::debug!(%member, "no expiry known; time to reassign not observed"),
+            }
+        }
+    }
+
+    fn drain(&self) -> Vec<f64> {
+        std::mem::take(&mut *self.0.lock())
+    }
 }
 
 struct Families {
@@ -71,7 +135,7 @@ fn opts(name: &str, help: &str, controller: &str) -> Opts {
 }
 
 impl Families {
-    fn new(controller: &str) -> prometheus::Result<Families> {
+    fn new(controller: &str, mode: &str) -> prometheus::Result<Families> {
         let c = |name: &str, help: &str| IntCounter::with_opts(opts(name, help, controller));
         let g = |name: &str, help: &str| IntGauge::with_opts(opts(name, help, controller));
         Ok(Families {
@@ -123,12 +187,14 @@ impl Families {
             reassign: Histogram::with_opts(
                 HistogramOpts::new(
                     "sharding_reassign_seconds",
-                    "From a stopped shard's Lease expiry to the relabelling of its last object \
-                     (label mode, sharder only).",
+                    "From a stopped shard's Lease expiry until its objects can be reconciled \
+                     elsewhere: queued on this replica (mode filter, every replica) or all \
+                     relabelled (mode label, sharder only).",
                 )
                 .const_label("controller", controller)
+                .const_label("mode", mode)
                 .buckets(vec![
-                    0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0,
+                    0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0,
                 ]),
             )?,
         })
@@ -173,7 +239,11 @@ impl ShardMetrics {
         membership: &Membership,
         source: Source,
     ) {
-        let families = match Families::new(controller) {
+        let mode = match &source {
+            Source::Ring { .. } => "filter",
+            Source::Label { .. } => "label",
+        };
+        let families = match Families::new(controller, mode) {
             Ok(f) => f,
             Err(error) => {
                 tracing::warn!(%error, controller, "sharding metrics not created");
@@ -195,13 +265,20 @@ impl ShardMetrics {
         let view = self.membership.view();
         f.epoch.set(i64::try_from(view.epoch).unwrap_or(i64::MAX));
         match &self.source {
-            Source::Ring { gate, owned } => {
+            Source::Ring {
+                gate,
+                owned,
+                reassign,
+            } => {
                 let stats = gate.stats();
                 f.owned.set(gauge(owned(&view.ring)));
                 catch_up(&f.dropped, stats.dropped);
                 catch_up(&f.parked, stats.parked);
                 catch_up(&f.moved_in, stats.moved_in);
                 catch_up(&f.acknowledged, stats.acknowledged);
+                for seconds in reassign.drain() {
+                    f.reassign.observe(seconds);
+                }
             }
             Source::Label {
                 gate,

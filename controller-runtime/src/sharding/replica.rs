@@ -78,7 +78,7 @@ impl Replica {
                     names.insert(name);
                 }
             }
-            obs.retain(&names);
+            obs.retain(&names, now);
         }
         let vnodes = self.config.virtual_nodes;
         self.view.send_if_modified(|view| {

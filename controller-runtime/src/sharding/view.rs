@@ -150,10 +150,36 @@ impl Pulse {
     }
 }
 
-/// When each shard Lease was last seen to change, by the local clock.
+/// How many Leases seen deleted [`Observations`] remembers the expiry of.
+const GONE_KEPT: usize = 256;
+
+/// When each shard Lease was last seen to change, by the local clock, and
+/// when the recently deleted ones stopped counting.
 #[derive(Debug, Default)]
 pub struct Observations {
     seen: HashMap<String, (Pulse, Instant)>,
+    gone: HashMap<String, Gone>,
+}
+
+/// A Lease seen deleted: its last pulse, when that was seen, and when its
+/// deletion was seen.
+#[derive(Debug)]
+struct Gone {
+    pulse: Pulse,
+    at: Instant,
+    removed: Instant,
+}
+
+impl Pulse {
+    /// When a pulse seen at `at` stops counting: at once for a released
+    /// Lease, else its duration later.
+    fn expiry(&self, at: Instant, fallback: Duration) -> Instant {
+        if self.holder.is_none() {
+            at
+        } else {
+            at + self.duration(fallback)
+        }
+    }
 }
 
 impl Observations {
@@ -167,14 +193,58 @@ impl Observations {
         match self.seen.get(&name) {
             Some((p, _)) if *p == pulse => {}
             _ => {
+                self.gone.remove(&name);
                 self.seen.insert(name, (pulse, now));
             }
         }
     }
 
-    /// Forgets Leases not in `names` (deleted).
-    pub fn retain(&mut self, names: &BTreeSet<String>) {
-        self.seen.retain(|n, _| names.contains(n));
+    /// Forgets Leases not in `names` (seen deleted at `now`), remembering
+    /// when each stopped counting for [`expired_at`](Self::expired_at).
+    pub fn retain(&mut self, names: &BTreeSet<String>, now: Instant) {
+        let gone: Vec<String> = self
+            .seen
+            .keys()
+            .filter(|n| !names.contains(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some((pulse, at)) = self.seen.remove(&name) {
+                self.gone.insert(
+                    name,
+                    Gone {
+                        pulse,
+                        at,
+                        removed: now,
+                    },
+                );
+            }
+        }
+        while self.gone.len() > GONE_KEPT {
+            let oldest = self
+                .gone
+                .iter()
+                .min_by_key(|(_, g)| g.removed)
+                .map(|(n, _)| n.clone());
+            match oldest {
+                Some(n) => self.gone.remove(&n),
+                None => break,
+            };
+        }
+    }
+
+    /// When `name`'s Lease stopped (or stops) counting by this replica's
+    /// clock: the time its last change was seen plus its duration (at once
+    /// when it was released), or, for a Lease seen deleted before that, the
+    /// time the deletion was seen. `None` when it was never seen (or was
+    /// deleted long ago: the last [`GONE_KEPT`] deletions are kept).
+    pub fn expired_at(&self, name: &str, fallback: Duration) -> Option<Instant> {
+        if let Some((pulse, at)) = self.seen.get(name) {
+            return Some(pulse.expiry(*at, fallback));
+        }
+        self.gone
+            .get(name)
+            .map(|g| g.pulse.expiry(g.at, fallback).min(g.removed))
     }
 
     /// Whether `name`'s Lease is held and was seen to change within its
@@ -189,12 +259,7 @@ impl Observations {
     /// when they were seen released); `None` while it is live or unknown.
     pub fn expired_for(&self, name: &str, now: Instant, fallback: Duration) -> Option<Duration> {
         let (pulse, at) = self.seen.get(name)?;
-        let duration = if pulse.holder.is_none() {
-            Duration::ZERO
-        } else {
-            pulse.duration(fallback)
-        };
-        now.checked_duration_since(*at + duration)
+        now.checked_duration_since(pulse.expiry(*at, fallback))
     }
 
     /// Names of the observed Leases.
@@ -245,8 +310,52 @@ mod tests {
         obs.observe(&shard("a", 101, 1), start + Duration::from_secs(3));
         assert!(obs.is_live("a", start + Duration::from_millis(4999), fallback));
         assert!(!obs.is_live("b", start, fallback));
-        obs.retain(&BTreeSet::new());
+        obs.retain(&BTreeSet::new(), start + Duration::from_secs(4));
         assert!(!obs.is_live("a", start + Duration::from_secs(3), fallback));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expiry_is_the_last_change_plus_the_duration_or_the_deletion_if_earlier() {
+        let mut obs = Observations::default();
+        let start = Instant::now();
+        let fallback = Duration::from_secs(15);
+        let secs = Duration::from_secs;
+        obs.observe(&shard("dies", 100, 0), start);
+        obs.observe(&shard("leaves", 100, 0), start);
+        obs.observe(&shard("dies", 101, 0), start + secs(1));
+        assert_eq!(obs.expired_at("dies", fallback), Some(start + secs(3)));
+        assert_eq!(obs.expired_at("unknown", fallback), None);
+        // A released Lease stops counting when the release is seen.
+        let mut released = shard("released", 100, 0);
+        if let Some(spec) = released.spec.as_mut() {
+            spec.holder_identity = None;
+        }
+        obs.observe(&released, start + secs(1));
+        assert_eq!(obs.expired_at("released", fallback), Some(start + secs(1)));
+        // "leaves" is deleted while live: it stopped counting then; "dies"
+        // is deleted (by the sharder) after it expired: its expiry stays.
+        let kept = BTreeSet::from(["dies".to_string(), "released".to_string()]);
+        obs.retain(&kept, start + secs(3) / 2);
+        obs.retain(&BTreeSet::new(), start + secs(10));
+        assert_eq!(
+            obs.expired_at("leaves", fallback),
+            Some(start + secs(3) / 2)
+        );
+        assert_eq!(obs.expired_at("dies", fallback), Some(start + secs(3)));
+        assert_eq!(obs.expired_at("released", fallback), Some(start + secs(1)));
+        // A Lease of that name seen again is a new life.
+        obs.observe(&shard("dies", 200, 0), start + secs(11));
+        assert_eq!(obs.expired_at("dies", fallback), Some(start + secs(13)));
+        // Deletions are remembered boundedly.
+        for i in 0..GONE_KEPT + 10 {
+            obs.observe(&shard(&format!("r{i}"), 1, 0), start + secs(12));
+            obs.retain(
+                &BTreeSet::new(),
+                start + secs(12) + Duration::from_millis(i as u64),
+            );
+        }
+        assert_eq!(obs.gone.len(), GONE_KEPT);
+        assert_eq!(obs.expired_at("r0", fallback), None);
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! the sharder moves it from epoch to epoch, a replica that leaves is gone
 //! at once, one that dies is dropped after its Lease expires, and a replica
 //! whose Lease writes fail fences itself before anyone takes its keys.
+//! And what operators see of a sharded controller over HTTP: objects per
+//! shard and the time to reassign a dead replica's objects on `/metrics`,
+//! each shard's readiness on `/readyz`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -203,4 +206,240 @@ async fn the_generated_lease_rules_are_enough_and_needed() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!c.0.view().settled(), "{:?}", c.0.view());
     c.1.cancel();
+}
+
+/// A GET over plain HTTP/1.1: the status and the body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}
+
+/// The value of the sample of `name` carrying every label of `labels` in
+/// a Prometheus text body.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?.strip_prefix('{')?;
+        let (set, value) = rest.split_once("} ")?;
+        labels
+            .iter()
+            .all(|(k, v)| set.split(',').any(|pair| pair == format!("{k}=\"{v}\"")))
+            .then(|| value.trim().parse().ok())?
+    })
+}
+
+async fn scrape(r: &crate::sharding_fleet::Replica) -> String {
+    let (status, text) = http_get(r.mgr.metrics_addr().unwrap(), "/metrics").await;
+    assert_eq!(status, 200, "{text}");
+    text
+}
+
+const CONTROLLER: (&str, &str) = ("controller", "sharded-cm");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn filter_mode_serves_objects_per_shard_and_each_survivor_times_the_reassignment_once() {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube_client::Api;
+
+    use crate::sharding_fleet::{
+        NS, Setup, Timeline, all_reconciled, owners, start_replica_with, write_all,
+    };
+
+    const RING: &str = "it-reassign";
+    const COUNT: &str = "sharding_reassign_seconds_count";
+    const SUM: &str = "sharding_reassign_seconds_sum";
+    let env = TestEnv::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    let names: Vec<String> = (0..30).map(|i| format!("m{i}")).collect();
+    write_all(&api, &names, "0").await;
+    let timeline = Arc::new(Timeline::default());
+    let setup = Setup {
+        serve: true,
+        ..Setup::default()
+    };
+    let mut replicas = Vec::new();
+    for id in ["r1", "r2", "r3"] {
+        let work = Duration::from_millis(5);
+        let r = start_replica_with(&env, RING, id, &timeline, 2, work, setup.clone()).await;
+        replicas.push(r);
+    }
+    all_reconciled(&timeline, &names, "0", Duration::from_secs(15))
+        .await
+        .unwrap();
+    let shares = |members: &[&str]| -> BTreeMap<String, f64> {
+        owners(members, &names)
+            .into_values()
+            .fold(BTreeMap::new(), |mut m, r| {
+                *m.entry(r).or_default() += 1.0;
+                m
+            })
+    };
+    // Objects per shard: each replica's gauge is its share by the ring.
+    async fn owned_now(
+        replicas: &[crate::sharding_fleet::Replica],
+    ) -> Option<BTreeMap<String, f64>> {
+        let mut seen = BTreeMap::new();
+        for r in replicas {
+            let owned = sample(&scrape(r).await, "sharding_owned_objects", &[CONTROLLER])?;
+            seen.insert(r.id.clone(), owned);
+        }
+        Some(seen)
+    }
+    let want = shares(&["r1", "r2", "r3"]);
+    let fleet = &replicas;
+    eventually(
+        Duration::from_secs(10),
+        "objects per shard of three",
+        move || {
+            let want = want.clone();
+            async move { owned_now(fleet).await.filter(|o| *o == want) }
+        },
+    )
+    .await;
+    // Nobody died yet: the histogram is there, empty.
+    for r in &replicas {
+        let text = scrape(r).await;
+        let count = sample(&text, COUNT, &[CONTROLLER, ("mode", "filter")]);
+        assert_eq!(count, Some(0.0), "{}:\n{text}", r.id);
+    }
+
+    let r2 = replicas.remove(1);
+    r2.kill();
+    let killed = Instant::now();
+    let observed = eventually(
+        Duration::from_secs(10),
+        "each survivor observed the reassignment",
+        || {
+            let replicas: Vec<_> = replicas.iter().collect();
+            async move {
+                let mut seen = Vec::new();
+                for r in replicas {
+                    let text = scrape(r).await;
+                    let labels = [CONTROLLER, ("mode", "filter")];
+                    let count = sample(&text, COUNT, &labels)?;
+                    let sum = sample(&text, SUM, &labels)?;
+                    if count < 1.0 {
+                        return None;
+                    }
+                    seen.push((r.id.clone(), count, sum));
+                }
+                Some(seen)
+            }
+        },
+    )
+    .await;
+    let since_kill = killed.elapsed();
+    // r2's last renewal was seen at most a retry period (plus a write)
+    // before the kill, so its Lease expired no earlier than that plus a
+    // lease duration after it; whatever was observed fits in between.
+    let latest = since_kill.as_secs_f64() - (LEASE - RETRY).as_secs_f64() + 0.1;
+    for (id, count, seconds) in &observed {
+        assert_eq!(*count, 1.0, "{id}: one dead member, one observation");
+        assert!(
+            *seconds > 0.0 && *seconds < LEASE.as_secs_f64() && *seconds <= latest,
+            "{id}: reassigned {seconds} s after the expiry, {since_kill:?} after the kill"
+        );
+    }
+    // The survivors now own everything between them, and a later scrape
+    // still shows one observation each.
+    let want = shares(&["r1", "r3"]);
+    let fleet = &replicas;
+    let owned = eventually(
+        Duration::from_secs(10),
+        "objects per shard of two",
+        move || {
+            let want = want.clone();
+            async move { owned_now(fleet).await.filter(|o| *o == want) }
+        },
+    )
+    .await;
+    assert_eq!(owned.values().sum::<f64>(), names.len() as f64);
+    for r in &replicas {
+        let text = scrape(r).await;
+        let count = sample(&text, COUNT, &[CONTROLLER, ("mode", "filter")]);
+        assert_eq!(count, Some(1.0), "{}:\n{text}", r.id);
+    }
+    eprintln!(
+        "filter mode: time to reassign after a kill (lease {LEASE:?}, retry {RETRY:?}): {:?}; \
+         all observed {since_kill:?} after the kill; objects per shard {owned:?}",
+        observed
+            .iter()
+            .map(|(id, _, s)| format!("{id} {s:.3} s"))
+            .collect::<Vec<_>>()
+    );
+    for r in replicas {
+        r.stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(10), r.run).await;
+    }
+}
+
+/// A replica whose caches synced but which cannot write its shard Lease
+/// (its role lacks the Lease writes) is not ready, by its
+/// `shard-<controller>` check alone; granted the writes, it joins the ring
+/// and becomes ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sharded_controller_is_ready_only_once_its_replica_is_in_a_settled_epoch() {
+    use controller_runtime::rbac::Permissions;
+
+    use crate::sharding_fleet::{Setup, Timeline, start_replica_with};
+
+    let env = TestEnv::start().await.unwrap();
+    let reads = || {
+        Permissions::new()
+            .rule("", "configmaps", ["get", "list", "watch"])
+            .rule("coordination.k8s.io", "leases", ["get", "list", "watch"])
+    };
+    let client = env
+        .client_with_cluster_role(
+            "default",
+            "shard-ready",
+            &reads().cluster_role("shard-ready"),
+        )
+        .await
+        .unwrap();
+    let setup = Setup {
+        serve: true,
+        client: Some(client),
+        ..Setup::default()
+    };
+    let timeline = Arc::new(Timeline::default());
+    let work = Duration::from_millis(5);
+    let r = start_replica_with(&env, "it-ready", "a", &timeline, 1, work, setup).await;
+    let health = r.mgr.health_addr().unwrap();
+    eventually(Duration::from_secs(10), "caches synced", || async {
+        (http_get(health, "/readyz/caches%20synced").await.0 == 200).then_some(())
+    })
+    .await;
+    // Several join attempts (one per retry period) fail meanwhile.
+    let deadline = Instant::now() + 3 * RETRY;
+    while Instant::now() < deadline {
+        let (status, body) = http_get(health, "/readyz?verbose").await;
+        assert_eq!(status, 500, "{body}");
+        assert!(body.contains("[+]caches synced ok"), "{body}");
+        assert!(body.contains("[-]shard-sharded-cm failed"), "{body}");
+        tokio::time::sleep(RETRY / 2).await;
+    }
+    assert_eq!(http_get(health, "/readyz/shard-sharded-cm").await.0, 500);
+
+    let granted = reads().sharded_leases().cluster_role("shard-ready");
+    env.client_with_cluster_role("default", "shard-ready", &granted)
+        .await
+        .unwrap();
+    let body = eventually(Duration::from_secs(10), "ready once joined", || async {
+        let (status, body) = http_get(health, "/readyz?verbose").await;
+        (status == 200).then_some(body)
+    })
+    .await;
+    assert!(body.contains("[+]shard-sharded-cm ok"), "{body}");
+    assert!(settled_with(&r.membership.view(), &["a"]));
+    r.stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), r.run).await;
 }

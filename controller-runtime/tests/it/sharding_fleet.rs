@@ -144,18 +144,51 @@ pub async fn start_replica_in(
     work: Duration,
     mode: ShardMode,
 ) -> Replica {
+    let setup = Setup {
+        mode,
+        ..Setup::default()
+    };
+    start_replica_with(env, ring, id, timeline, workers, work, setup).await
+}
+
+/// How [`start_replica_with`] starts a replica.
+#[derive(Clone, Default)]
+pub struct Setup {
+    pub mode: ShardMode,
+    /// Serve `/readyz` and `/metrics` on free local ports
+    /// (`Manager::health_addr`, `Manager::metrics_addr`).
+    pub serve: bool,
+    /// Talk through this client instead of the admin one behind a fault
+    /// gate (then [`Replica::kill`] only aborts the manager).
+    pub client: Option<kube_client::Client>,
+}
+
+/// Starts replica `id` of ring `ring` as `setup` says.
+pub async fn start_replica_with(
+    env: &TestEnv,
+    ring: &str,
+    id: &str,
+    timeline: &Arc<Timeline>,
+    workers: usize,
+    work: Duration,
+    setup: Setup,
+) -> Replica {
     let gate = Arc::new(GateState::default());
-    let client = kube_client::client::ClientBuilder::try_from(env.client_config())
-        .unwrap()
-        .with_layer(&GateLayer(Arc::clone(&gate)))
-        .build();
-    let config = ring_config(ring, id).mode(mode);
-    let mgr = Manager::builder(client.clone())
+    let client = setup.client.unwrap_or_else(|| {
+        kube_client::client::ClientBuilder::try_from(env.client_config())
+            .unwrap()
+            .with_layer(&GateLayer(Arc::clone(&gate)))
+            .build()
+    });
+    let config = ring_config(ring, id).mode(setup.mode);
+    let mut builder = Manager::builder(client.clone())
         .graceful_shutdown_timeout(Duration::from_secs(5))
-        .cache_options::<ConfigMap>(config.informer_options())
-        .build()
-        .await
-        .unwrap();
+        .cache_options::<ConfigMap>(config.informer_options());
+    if setup.serve {
+        let local: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+        builder = builder.health_addr(local).metrics_addr(local);
+    }
+    let mgr = builder.build().await.unwrap();
     let membership = Membership::new(client.clone(), config).unwrap();
     mgr.controller::<ConfigMap>()
         .named("sharded-cm")

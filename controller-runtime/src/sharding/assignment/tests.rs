@@ -84,6 +84,39 @@ fn keys_seen_while_foreign_are_queued_when_they_move_in() {
 }
 
 #[test]
+fn members_that_left_are_reported_once_after_the_keys_they_held_were_queued() {
+    let a = gate("a");
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    a.set_requeue({
+        let log = Arc::clone(&log);
+        move |reqs| log.lock().push(format!("queued {}", reqs.len()))
+    });
+    a.set_departed({
+        let log = Arc::clone(&log);
+        move |gone| log.lock().push(format!("departed {}", gone.join(",")))
+    });
+    let keys: Vec<Request> = (0..30).map(|i| req(&format!("o{i}"))).collect();
+    a.set_keys(move || keys.clone());
+    // The first epoch this gate sees settled reports nobody.
+    a.observe(view(1, &["a", "b", "c"], &[("a", 1), ("b", 1), ("c", 1)]));
+    log.lock().clear();
+    // b is dropped; nothing is reported until the epoch settles.
+    a.observe(view(2, &["a", "c"], &[("a", 2), ("b", 1), ("c", 1)]));
+    assert!(log.lock().is_empty(), "{:?}", log.lock());
+    a.observe(view(2, &["a", "c"], &[("a", 2), ("c", 2)]));
+    a.observe(view(2, &["a", "c"], &[("a", 2), ("c", 3)]));
+    let seen = log.lock().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen[0].starts_with("queued "), "{seen:?}");
+    assert_eq!(seen[1], "departed b");
+    // Two epochs at once (3 never seen settled here): c is reported when
+    // 4 settles; d joined and left in between, unseen, and is not.
+    a.observe(view(3, &["a", "c", "d"], &[("a", 2), ("c", 2)]));
+    a.observe(view(4, &["a"], &[("a", 4)]));
+    assert_eq!(log.lock().last().map(String::as_str), Some("departed c"));
+}
+
+#[test]
 fn a_fenced_gate_admits_nothing() {
     let fence = CancellationToken::new();
     let g = ShardGate::with_parts("a", AckHandle::detached(), fence.clone());
