@@ -344,10 +344,17 @@ async fn filter_mode_serves_objects_per_shard_and_each_survivor_times_the_reassi
     for (id, count, seconds) in &observed {
         assert_eq!(*count, 1.0, "{id}: one dead member, one observation");
         assert!(
-            *seconds > 0.0 && *seconds < LEASE.as_secs_f64() && *seconds <= latest,
+            *seconds >= 0.0 && *seconds < LEASE.as_secs_f64() && *seconds <= latest,
             "{id}: reassigned {seconds} s after the expiry, {since_kill:?} after the kill"
         );
     }
+    // A survivor may have seen the last renewal a little later than the
+    // sharder did (clamped to 0), but the sharder, which dropped r2 by its
+    // own expiry, settled after its write and the acknowledgments.
+    assert!(
+        observed.iter().any(|(_, _, seconds)| *seconds > 0.0),
+        "{observed:?}"
+    );
     // The survivors now own everything between them, and a later scrape
     // still shows one observation each.
     let want = shares(&["r1", "r3"]);
