@@ -303,6 +303,15 @@ async fn label_mode_each_replica_caches_and_reconciles_its_share_and_moves_objec
     ] {
         assert!(metrics.contains(family), "{family} missing:\n{metrics}");
     }
+    // r2's relabelling was timed by the sharder (one replica's registry).
+    let reassigned: Vec<&str> = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("sharding_reassign_seconds_count{") && l.contains(r#"mode="label""#)
+        })
+        .filter(|l| !l.ends_with(" 0"))
+        .collect();
+    assert_eq!(reassigned.len(), 1, "{metrics}");
     eprintln!(
         "label mode: {} objects; caches {sizes:?}; after a replica died its {} objects were \
          reconciled elsewhere within {handover:?} (lease {LEASE:?}); a third live replica took {moved} \
