@@ -304,11 +304,27 @@ async fn filter_mode_serves_objects_per_shard_and_each_survivor_times_the_reassi
         },
     )
     .await;
+    // Every shard ready: each gate settled the ring of three.
+    eventually(Duration::from_secs(10), "three shards ready", || async {
+        for r in &replicas {
+            let health = r.mgr.health_addr().unwrap();
+            if http_get(health, "/readyz").await.0 != 200 {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
     // Nobody died yet: the histogram is there, empty.
+    const MOVED_IN: &str = "sharding_keys_moved_in_total";
+    let mut moved_before = 0.0;
     for r in &replicas {
         let text = scrape(r).await;
         let count = sample(&text, COUNT, &[CONTROLLER, ("mode", "filter")]);
         assert_eq!(count, Some(0.0), "{}:\n{text}", r.id);
+        if r.id != "r2" {
+            moved_before += sample(&text, MOVED_IN, &[CONTROLLER]).unwrap_or(-1.0);
+        }
     }
 
     let r2 = replicas.remove(1);
@@ -369,11 +385,16 @@ async fn filter_mode_serves_objects_per_shard_and_each_survivor_times_the_reassi
     )
     .await;
     assert_eq!(owned.values().sum::<f64>(), names.len() as f64);
+    // The moves: exactly r2's keys were queued on the survivors.
+    let mut moved_after = 0.0;
     for r in &replicas {
         let text = scrape(r).await;
+        moved_after += sample(&text, MOVED_IN, &[CONTROLLER]).unwrap_or(-1.0);
         let count = sample(&text, COUNT, &[CONTROLLER, ("mode", "filter")]);
         assert_eq!(count, Some(1.0), "{}:\n{text}", r.id);
     }
+    let r2_share = shares(&["r1", "r2", "r3"]).get("r2").copied();
+    assert_eq!(Some(moved_after - moved_before), r2_share);
     eprintln!(
         "filter mode: time to reassign after a kill (lease {LEASE:?}, retry {RETRY:?}): {:?}; \
          all observed {since_kill:?} after the kill; objects per shard {owned:?}",
