@@ -237,7 +237,28 @@ impl Observations {
     /// clock: the time its last change was seen plus its duration (at once
     /// when it was released), or, for a Lease seen deleted before that, the
     /// time the deletion was seen. `None` when it was never seen (or was
-    /// deleted long ago: the last [`GONE_KEPT`] deletions are kept).
+    /// deleted long ago: the last 256 deletions are kept).
+    ///
+    /// ```
+    /// use std::collections::BTreeSet;
+    /// use std::time::Duration;
+    /// use controller_runtime::sharding::view::Observations;
+    /// use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    /// let mut lease = Lease::default();
+    /// lease.metadata.name = Some("replica-a".into());
+    /// lease.spec = Some(LeaseSpec {
+    ///     holder_identity: Some("replica-a".into()),
+    ///     lease_duration_seconds: Some(15),
+    ///     ..Default::default()
+    /// });
+    /// let (seen, fallback) = (tokio::time::Instant::now(), Duration::from_secs(15));
+    /// let mut obs = Observations::default();
+    /// obs.observe(&lease, seen);
+    /// assert_eq!(obs.expired_at("replica-a", fallback), Some(seen + Duration::from_secs(15)));
+    /// // Deleted 5 s later, before it expired: it stopped counting then.
+    /// obs.retain(&BTreeSet::new(), seen + Duration::from_secs(5));
+    /// assert_eq!(obs.expired_at("replica-a", fallback), Some(seen + Duration::from_secs(5)));
+    /// ```
     pub fn expired_at(&self, name: &str, fallback: Duration) -> Option<Instant> {
         if let Some((pulse, at)) = self.seen.get(name) {
             return Some(pulse.expiry(*at, fallback));
