@@ -291,6 +291,7 @@ impl<K: Object> ShardedBuilder<K> {
                     .into());
                 }
                 let gate = Arc::new(wiring::label_gate::<K>(&mgr, &self.membership));
+                wiring::feed_label_gate::<K>(&mgr, &gate);
                 let controller = self.builder.complete(Sharded {
                     reconciler,
                     gate: Gate::Label(Arc::clone(&gate)),

@@ -14,7 +14,11 @@
 //!   shows the object undrained again unless the sharder gives it back;
 //! - absent: it was deleted (reconcile, once) unless this shard let it go
 //!   (dropped) or never had it (dropped: an owned object's event can reach
-//!   a shard before its owner does);
+//!   a shard before its owner does). The shard has it once a worker began
+//!   a request for it or its cache showed it labelled with this shard
+//!   ([`LabelGate::saw`], from the cache's events), so an object deleted
+//!   before any worker got to it is reconciled as well (unless its add
+//!   event reached the gate only after the cache had dropped it again);
 //! - fenced: nothing.
 
 use std::collections::HashSet;
@@ -136,6 +140,24 @@ impl LabelGate {
         }
     }
 
+    /// The cache showed `req`'s object: when it still holds it labelled
+    /// with this shard, the shard has it (its deletion will be reconciled).
+    /// A key this shard let go of stays let go of until a worker sees it
+    /// given back: this event may be older than the release.
+    pub(super) fn saw(&self, req: &Request) {
+        let mut state = self.state.lock();
+        if state.released.contains(req) {
+            return;
+        }
+        // Read under the lock: a worker that found the object gone and
+        // forgot it cannot be followed by a stale event holding it again.
+        let mine = (self.lookup)(req)
+            .is_some_and(|c| c.labelled.shard.as_deref() == Some(self.identity.as_str()));
+        if mine {
+            state.held.insert(req.clone());
+        }
+    }
+
     /// Acknowledges the drain of `req`'s object seen at `resource_version`:
     /// removes its labels. Whatever the answer, the shard lets the object
     /// go: a conflict means it changed meanwhile, and its next version
@@ -224,5 +246,37 @@ mod tests {
         g.fence().cancel();
         assert_eq!(g.begin(&req), LabelAdmission::Fenced);
         assert_eq!(g.stats().released, 1);
+    }
+
+    #[tokio::test]
+    async fn an_object_deleted_before_any_worker_began_is_reconciled_once() {
+        let objects = Arc::new(Mutex::new(HashMap::new()));
+        let g = gate(Arc::clone(&objects));
+        let req = Request::new(Some("ns"), "o");
+        // Labelled here, seen in the cache, deleted before a worker began.
+        objects.lock().insert("ns/o".into(), (Some("a"), false));
+        g.saw(&req);
+        objects.lock().clear();
+        assert_eq!(g.begin(&req), LabelAdmission::Reconcile);
+        assert_eq!(g.begin(&req), LabelAdmission::NotMine);
+        // A stale event after the object is gone holds nothing.
+        g.saw(&req);
+        assert_eq!(g.begin(&req), LabelAdmission::NotMine);
+        // Another shard's object seen here is not held.
+        objects.lock().insert("ns/o".into(), (Some("b"), false));
+        g.saw(&req);
+        objects.lock().clear();
+        assert_eq!(g.begin(&req), LabelAdmission::NotMine);
+        // An event older than a release does not take the object back.
+        objects.lock().insert("ns/o".into(), (Some("a"), true));
+        let LabelAdmission::Release(rv) = g.begin(&req) else {
+            panic!("a draining object is released");
+        };
+        objects.lock().insert("ns/o".into(), (Some("a"), true));
+        g.release(&req, rv).await;
+        objects.lock().insert("ns/o".into(), (Some("a"), true));
+        g.saw(&req);
+        objects.lock().clear();
+        assert_eq!(g.begin(&req), LabelAdmission::NotMine);
     }
 }

@@ -1,11 +1,13 @@
 //! Label mode's wiring into a manager: the label gate over the manager's
-//! (label-selected) cache, and the sharder's relabelling loop as a
-//! runnable on every replica (it works only while the replica is the
-//! sharder).
+//! (label-selected) cache, fed by that cache's events, and the sharder's
+//! relabelling loop as a runnable on every replica (it works only while
+//! the replica is the sharder).
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use futures::future::BoxFuture;
+use informer_core::key::ObjectOrTombstone;
+use informer_core::shared_informer::ResourceEventHandler;
 use kube_client::Api;
 use kube_client::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use tokio_util::sync::CancellationToken;
@@ -57,6 +59,37 @@ pub(super) fn label_gate<K: Object>(mgr: &Manager, membership: &Membership) -> L
         lookup,
         release,
     )
+}
+
+/// Tells `gate` of every object the manager's cache of `K` shows (see
+/// [`LabelGate::saw`]), so that the deletion of an object the shard held
+/// is reconciled even when no worker began a request for it before.
+pub(super) fn feed_label_gate<K: Object>(mgr: &Manager, gate: &Arc<LabelGate>) {
+    let handler = Seen(Arc::downgrade(gate));
+    if let Err(error) = mgr.cache().informer::<K>().add_event_handler(handler) {
+        tracing::warn!(%error, "label mode: the gate does not follow the cache");
+    }
+}
+
+/// The gate, weakly: the gate's lookup holds the informer.
+struct Seen(Weak<LabelGate>);
+
+impl Seen {
+    fn saw<K: Object>(&self, obj: &K) {
+        if let (Some(gate), Ok(req)) = (self.0.upgrade(), Request::from_object(obj)) {
+            gate.saw(&req);
+        }
+    }
+}
+
+impl<K: Object> ResourceEventHandler<K> for Seen {
+    fn on_add(&self, obj: Arc<K>, _: bool) {
+        self.saw(obj.as_ref());
+    }
+    fn on_update(&self, _: Arc<K>, new: Arc<K>) {
+        self.saw(new.as_ref());
+    }
+    fn on_delete(&self, _: ObjectOrTombstone<K>) {}
 }
 
 struct LabellerRunnable(Labeller);
