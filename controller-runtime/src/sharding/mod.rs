@@ -92,6 +92,12 @@
 //! the keys that moved in (from the controller's cache), the parked ones,
 //! and the remembered ones that are now its own.
 //!
+//! A deletion is reconciled only by a replica whose informers saw it: one
+//! that starts after an object was deleted never learns of it. So when the
+//! key's owner was already dead at the deletion, or the key moves to a
+//! replica started since before its owner reconciled the deletion, nobody
+//! reconciles it (use a finalizer, whose removal is an update).
+//!
 //! **Liveness**: a member that never acknowledges (a reconcile of a lost key
 //! that never ends) holds the handover of the keys that move, not the rest;
 //! use a reconcile timeout. The sharder's own death delays new epochs by the
@@ -116,8 +122,9 @@
 //! answer; its objects are relabelled directly, once the membership rules
 //! above have dropped it. Owned objects carry their controller owner's
 //! shard. Limits: a deletion that happens while an object is between
-//! shards (drained, not yet relabelled) is seen by no shard (use a
-//! finalizer, whose removal is an update the new shard sees); objects whose
+//! shards (drained, not yet relabelled), or while it is labelled for a
+//! stopped shard, is seen by no shard (use a finalizer, whose removal is
+//! an update the new shard sees); objects whose
 //! labels are edited by hand can be reconciled twice; one label-mode
 //! controller per ring.
 //!

@@ -27,6 +27,8 @@ use crate::chaos::gate::{GateLayer, GateState};
 use crate::sharding::ring_config;
 
 pub const NS: &str = "default";
+/// What a reconcile records when its GET finds no object.
+pub const GONE: &str = "<gone>";
 
 /// One reconcile: who, which key, the `v` it read, when it started and
 /// ended (`None` while running).
@@ -89,7 +91,7 @@ impl Reconciler for Recorder {
             .map_err(|e| ReadFailed(e.to_string()))?;
         tokio::time::sleep(self.work).await;
         let seen = cm.map_or_else(
-            || "<gone>".to_string(),
+            || GONE.to_string(),
             |cm| {
                 cm.data
                     .and_then(|d| d.get("v").cloned())

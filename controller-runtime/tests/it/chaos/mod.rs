@@ -25,6 +25,7 @@ mod handlers;
 mod leader;
 mod schedule;
 mod sharded;
+mod sharded_check;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -1,30 +1,62 @@
 //! The seeded fault suite's sharded scenario: 3 to 5 replicas of a sharded
-//! ConfigMap controller on one envtest, while the seed's schedule changes
-//! objects, kills replicas and starts new ones, freezes replicas' Lease
-//! writes (a frozen replica fences itself and is replaced) and drops every
-//! watch. After the last fault every object is changed once more, and the
-//! run checks, from the recorded reconcile spans and the replicas' views:
+//! ConfigMap controller on one envtest, while the seed's schedule updates,
+//! deletes and creates objects, kills replicas and starts new ones, freezes
+//! replicas' Lease writes (a frozen replica fences itself and is replaced)
+//! and drops every watch. Half the seeds (warm) start the steps once every
+//! first object was reconciled, the others (cold) while the ring forms. A
+//! create makes a new name or brings back one deleted earlier; a third of
+//! the deletes are followed at once by the create of the same name (gone
+//! and back within one watch delay). Updates stay the commonest step.
+//! After the last fault every object that exists is changed once more, and
+//! the run checks, from the recorded reconcile spans, the replicas' views,
+//! caches and metrics and a fresh LIST
+//! ([`sharded_check`](super::sharded_check)):
 //!
-//! - no object was ever reconciled by two replicas at once;
-//! - every object's last change was reconciled; once the ring stands
-//!   still, one more change to every object is reconciled by its owner in
-//!   the final ring and by no other replica;
+//! - no object name was ever reconciled by two replicas at once (spans are
+//!   keyed by `namespace/name`, as a workqueue keys them, so a recreated
+//!   object counts as the same object as its deleted predecessor);
+//! - every existing object's last change was reconciled (created and
+//!   recreated ones too); once the ring stands still, one more change to
+//!   every object is reconciled by its owner in the final ring and by no
+//!   other replica;
 //! - the live replicas agree on one settled epoch whose members are exactly
 //!   the live replicas (each object has exactly one owner shard);
 //! - each live replica's cache equals a fresh LIST (filter mode caches
-//!   everything).
+//!   everything), so no deleted object lingers in a cache; the LIST holds
+//!   exactly the objects the run left;
+//! - no view claims a deleted object: the live replicas'
+//!   `sharding_owned_objects` add up to the number of existing objects;
+//! - deletes were observed. The controller records, for each reconcile,
+//!   what its GET read: the value, or `<gone>` when the object does not
+//!   exist. For each name deleted and not created again, no reconcile that
+//!   started after the delete read anything but `<gone>`, and one did read
+//!   `<gone>`: in filter mode some replica (the gate admits only the
+//!   owner), required when the ring stood settled on exactly the running
+//!   replicas at the delete and they all ran until the end, no replica
+//!   started (a replica that starts after a delete never saw the object,
+//!   so a key that moves to it before its old owner reconciled the delete,
+//!   or whose owner was already dead, loses the deletion: the limit
+//!   documented in `sharding`); in label mode the very shard whose label
+//!   the deleted version carried, required when that version was not
+//!   draining, that shard ran until the end and had reconciled that object
+//!   before the delete (a deletion between shards, or of an object of a
+//!   stopped shard, is seen by no shard: the limit documented in
+//!   `sharding`; and a shard whose cache events lag may see an object
+//!   come and go before it knows it held it).
 //!
 //! Even seeds run in label mode: the sharder labels each object with its
 //! shard and each replica caches its own label only. There the run also
-//! checks that every object carries exactly its owner's shard label and no
-//! drain label, and that each replica's cache equals a fresh LIST of its
-//! share.
+//! checks that every object, created ones included, carries exactly its
+//! owner's shard label and no drain label, that each replica's cache equals
+//! a fresh LIST of its share, and that the sharder's `sharding_objects`
+//! counts per shard equal those shares (it forgot the deleted objects;
+//! checked when a live replica holds the sharder Lease at that moment).
 //!
 //! `CHAOS_SEEDS` and `CHAOS_SEED` pick the seeds as for the main suite;
 //! `CHAOS_SHARDED_PARALLEL` (default 12) how many run at once: a run mostly
 //! waits for Leases to expire, so more of them share the CPU well.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -33,28 +65,34 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
-use kube_client::api::ListParams;
+use kube_client::api::{DeleteParams, PostParams};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
 use super::env_u64;
-use controller_runtime::sharding::config::ShardMode;
+use controller_runtime::sharding::config::{DRAIN_LABEL_PREFIX, SHARD_LABEL_PREFIX, ShardMode};
 
+use super::sharded_check::check;
 use crate::sharding::LEASE;
 use crate::sharding_fleet::{
-    NS, Replica, Timeline, check_no_overlap, last_seen, owners, start_replica_in, write_all,
+    NS, Replica, Timeline, all_reconciled, check_no_overlap, object, start_replica_in, write_all,
 };
 
-const RING: &str = "chaos";
+pub(super) const RING: &str = "chaos";
 /// How long a run may take to converge after its last step.
 const QUIESCE: Duration = Duration::from_secs(20);
 
 /// One step of a sharded run.
 #[derive(Debug, Clone)]
 enum Step {
-    /// Set object `name`'s value.
+    /// Set live object `o<name>`'s value.
     Update { name: usize, value: u32 },
+    /// Delete live object `o<name>`.
+    Delete { name: usize },
+    /// Create object `o<name>` with `value`: a new name, or one deleted
+    /// earlier (sometimes by the step just before).
+    Create { name: usize, value: u32 },
     /// Kill replica number `which` (modulo the live ones) and start a new one.
     KillAndRestart { which: usize },
     /// Kill replica `which` without a replacement (only while more than
@@ -74,8 +112,13 @@ struct Schedule {
     seed: u64,
     mode: ShardMode,
     replicas: usize,
+    /// Objects `o0..` written before the replicas start.
     objects: usize,
     reconcile_ms: u64,
+    /// Whether the steps wait until every first object was reconciled
+    /// (the ring formed, and in label mode the objects labelled); otherwise
+    /// they start while the ring forms.
+    warm: bool,
     steps: Vec<Step>,
 }
 
@@ -85,26 +128,56 @@ impl Schedule {
         let replicas = rng.random_range(3..=5);
         let objects = rng.random_range(6..=10);
         let len = rng.random_range(5..=8);
+        // Which names exist when each step runs, so that an update or a
+        // delete always meets a live object and a create a missing one.
+        let mut live: Vec<usize> = (0..objects).collect();
+        let mut deleted: Vec<usize> = Vec::new();
+        let mut next_name = objects;
         let mut steps = Vec::new();
         for value in 1..=len {
             let which = rng.random_range(0..8);
-            steps.push(match rng.random_range(0..100) {
-                0..35 => Step::Update {
-                    name: rng.random_range(0..objects),
+            let roll = rng.random_range(0..100);
+            let step = match roll {
+                0..30 => Step::Update {
+                    name: live[rng.random_range(0..live.len())],
                     value,
                 },
-                35..47 => Step::KillAndRestart { which },
-                47..53 => Step::Kill { which },
-                53..59 => Step::Start,
-                59..71 => Step::FreezeLeases {
+                30..40 if live.len() > 2 => {
+                    let name = live.swap_remove(rng.random_range(0..live.len()));
+                    if rng.random_range(0..3) == 0 {
+                        // Gone and back at once: the nastiest case for a
+                        // drain handshake and for the sharder.
+                        steps.push(Step::Delete { name });
+                        live.push(name);
+                        Step::Create { name, value }
+                    } else {
+                        deleted.push(name);
+                        Step::Delete { name }
+                    }
+                }
+                40..46 => {
+                    let name = if !deleted.is_empty() && rng.random_range(0..10) < 7 {
+                        deleted.swap_remove(rng.random_range(0..deleted.len()))
+                    } else {
+                        next_name += 1;
+                        next_name - 1
+                    };
+                    live.push(name);
+                    Step::Create { name, value }
+                }
+                46..56 => Step::KillAndRestart { which },
+                56..61 => Step::Kill { which },
+                61..66 => Step::Start,
+                66..77 => Step::FreezeLeases {
                     which,
                     ms: rng.random_range(200..800),
                 },
-                71..83 => Step::DropWatches,
+                77..87 => Step::DropWatches,
                 _ => Step::Pause {
                     ms: rng.random_range(20..300),
                 },
-            });
+            };
+            steps.push(step);
         }
         Schedule {
             seed,
@@ -116,6 +189,7 @@ impl Schedule {
             replicas,
             objects,
             reconcile_ms: rng.random_range(0..15),
+            warm: rng.random_range(0..2) == 0,
             steps,
         }
     }
@@ -125,8 +199,13 @@ impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "sharded seed {} ({:?} mode, {} replicas, {} objects, reconcile {} ms):",
-            self.seed, self.mode, self.replicas, self.objects, self.reconcile_ms
+            "sharded seed {} ({:?} mode, {} replicas, {} objects, reconcile {} ms, {}):",
+            self.seed,
+            self.mode,
+            self.replicas,
+            self.objects,
+            self.reconcile_ms,
+            if self.warm { "warm" } else { "cold" }
         )?;
         for (i, step) in self.steps.iter().enumerate() {
             writeln!(f, "  {i:2}: {step:?}")?;
@@ -141,6 +220,8 @@ struct Outcome {
     reconciles: usize,
     kills: usize,
     fenced: usize,
+    deletes: usize,
+    creates: usize,
     converge: Duration,
 }
 
@@ -161,6 +242,7 @@ async fn sharded_fault_suite() {
             .collect()
             .await;
     let (mut reconciles, mut kills, mut fenced, mut slowest) = (0, 0, 0, Duration::ZERO);
+    let (mut deletes, mut creates) = (0, 0);
     let mut failures = Vec::new();
     for (schedule, result) in &results {
         match result {
@@ -168,6 +250,8 @@ async fn sharded_fault_suite() {
                 reconciles += o.reconciles;
                 kills += o.kills;
                 fenced += o.fenced;
+                deletes += o.deletes;
+                creates += o.creates;
                 slowest = slowest.max(o.converge);
             }
             Err(why) => failures.push(format!("{why}\n{schedule}")),
@@ -175,7 +259,8 @@ async fn sharded_fault_suite() {
     }
     eprintln!(
         "chaos (sharded): {count} seeds from {first} in {:.1?} ({parallel} at once): {} failed; \
-         {kills} replicas killed, {fenced} fenced by frozen lease writes; {reconciles} reconciles; \
+         {kills} replicas killed, {fenced} fenced by frozen lease writes; {deletes} objects deleted, \
+         {creates} created; {reconciles} reconciles; \
          slowest convergence {slowest:.1?}",
         started.elapsed(),
         failures.len(),
@@ -188,14 +273,41 @@ async fn sharded_fault_suite() {
     );
 }
 
-struct Fleet<'a> {
-    env: &'a envtest::TestEnv,
-    timeline: Arc<Timeline>,
-    replicas: Vec<Replica>,
+pub(super) struct Fleet<'a> {
+    pub(super) env: &'a envtest::TestEnv,
+    pub(super) timeline: Arc<Timeline>,
+    pub(super) replicas: Vec<Replica>,
     next_id: usize,
     work: Duration,
-    mode: ShardMode,
+    pub(super) mode: ShardMode,
     outcome: Outcome,
+    /// Replicas killed, or found fenced, and when.
+    pub(super) ended: Vec<(String, Instant)>,
+    /// Every delete, in order.
+    pub(super) deletes: Vec<Deleted>,
+    /// When each name was last created.
+    born: HashMap<String, Instant>,
+}
+
+/// One delete, as the server answered it.
+#[derive(Debug)]
+pub(super) struct Deleted {
+    pub(super) name: String,
+    /// When this object was created (the start, for the first objects).
+    pub(super) born: Instant,
+    /// When the delete was sent (a reconcile ending since then may have
+    /// read the object gone: the watch event can beat the answer).
+    pub(super) issued: Instant,
+    /// When the delete returned.
+    pub(super) at: Instant,
+    /// The replicas running then.
+    pub(super) running: Vec<String>,
+    /// Whether they all saw one settled epoch of exactly themselves then.
+    pub(super) settled: bool,
+    /// The deleted version's shard label and whether it carried the drain
+    /// label (label mode).
+    pub(super) shard: Option<String>,
+    pub(super) draining: bool,
 }
 
 impl Fleet<'_> {
@@ -209,9 +321,12 @@ impl Fleet<'_> {
 
     /// Replaces replicas whose manager ended (fenced) with new ones.
     async fn top_up(&mut self, want: usize) {
-        let before = self.replicas.len();
-        self.replicas.retain(|r| !r.run.is_finished());
-        self.outcome.fenced += before - self.replicas.len();
+        let now = Instant::now();
+        let (done, running): (Vec<Replica>, Vec<Replica>) =
+            self.replicas.drain(..).partition(|r| r.run.is_finished());
+        self.replicas = running;
+        self.outcome.fenced += done.len();
+        self.ended.extend(done.into_iter().map(|r| (r.id, now)));
         while self.replicas.len() < want {
             self.start_one().await;
         }
@@ -223,7 +338,38 @@ impl Fleet<'_> {
         }
         let r = self.replicas.remove(which % self.replicas.len());
         r.kill();
+        self.ended.push((r.id.clone(), Instant::now()));
         self.outcome.kills += 1;
+    }
+
+    async fn delete(&mut self, api: &Api<ConfigMap>, name: &str) {
+        let running: Vec<String> = self.replicas.iter().map(|r| r.id.clone()).collect();
+        let mut sorted: Vec<&str> = running.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        let views: Vec<_> = self.replicas.iter().map(|r| r.membership.view()).collect();
+        let settled = views
+            .iter()
+            .all(|v| v.settled() && v.epoch == views[0].epoch && v.ring.members() == sorted);
+        let issued = Instant::now();
+        // The server answers a delete with the deleted version.
+        let gone = match api.delete(name, &DeleteParams::default()).await {
+            Ok(answer) => answer
+                .left()
+                .unwrap_or_else(|| panic!("deleting {name}: no object in the answer")),
+            Err(e) => panic!("deleting {name}: {e}"),
+        };
+        let labels = gone.metadata.labels.unwrap_or_default();
+        self.deletes.push(Deleted {
+            name: name.to_string(),
+            born: self.born.get(name).copied().unwrap_or(issued),
+            issued,
+            at: Instant::now(),
+            running,
+            settled,
+            shard: labels.get(&format!("{SHARD_LABEL_PREFIX}{RING}")).cloned(),
+            draining: labels.contains_key(&format!("{DRAIN_LABEL_PREFIX}{RING}")),
+        });
+        self.outcome.deletes += 1;
     }
 }
 
@@ -232,8 +378,9 @@ async fn run_seed(schedule: &Schedule) -> Result<Outcome, String> {
         .await
         .map_err(|e| format!("envtest: {e}"))?;
     let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
-    let names: Vec<String> = (0..schedule.objects).map(|i| format!("o{i}")).collect();
-    write_all(&api, &names, "0").await;
+    let name_of = |i: &usize| format!("o{i}");
+    let mut live: BTreeSet<String> = (0..schedule.objects).map(|i| name_of(&i)).collect();
+    write_all(&api, &live.iter().cloned().collect::<Vec<_>>(), "0").await;
     let mut fleet = Fleet {
         env: &env,
         timeline: Arc::new(Timeline::default()),
@@ -242,13 +389,35 @@ async fn run_seed(schedule: &Schedule) -> Result<Outcome, String> {
         work: Duration::from_millis(schedule.reconcile_ms),
         mode: schedule.mode,
         outcome: Outcome::default(),
+        ended: Vec::new(),
+        deletes: Vec::new(),
+        born: live.iter().map(|n| (n.clone(), Instant::now())).collect(),
     };
     let mut want = schedule.replicas;
     fleet.top_up(want).await;
+    if schedule.warm {
+        let first: Vec<String> = live.iter().cloned().collect();
+        if let Err(e) = all_reconciled(&fleet.timeline, &first, "0", QUIESCE).await {
+            return Err(format!("seed {}: warming up: {e}", schedule.seed));
+        }
+    }
     for step in &schedule.steps {
         match step {
             Step::Update { name, value } => {
-                write_all(&api, &names[*name..=*name], &value.to_string()).await;
+                write_all(&api, &[name_of(name)], &value.to_string()).await;
+            }
+            Step::Delete { name } => {
+                fleet.delete(&api, &name_of(name)).await;
+                live.remove(&name_of(name));
+            }
+            Step::Create { name, value } => {
+                let cm = object(&name_of(name), &value.to_string());
+                if let Err(e) = api.create(&PostParams::default(), &cm).await {
+                    panic!("creating {}: {e}", name_of(name));
+                }
+                live.insert(name_of(name));
+                fleet.born.insert(name_of(name), Instant::now());
+                fleet.outcome.creates += 1;
             }
             Step::KillAndRestart { which } => {
                 fleet.kill(*which);
@@ -279,9 +448,10 @@ async fn run_seed(schedule: &Schedule) -> Result<Outcome, String> {
         }
         fleet.top_up(want).await;
     }
+    let names: Vec<String> = live.into_iter().collect();
     // Quiescence: no more faults; a fenced replica is replaced, then every
-    // object changes once more and must be reconciled (by whoever owned it
-    // then: the ring may still be moving).
+    // live object changes once more and must be reconciled (by whoever
+    // owned it then: the ring may still be moving).
     fleet.top_up(want).await;
     write_all(&api, &names, "final").await;
     let quiet = Instant::now();
@@ -336,122 +506,4 @@ async fn run_seed(schedule: &Schedule) -> Result<Outcome, String> {
         ));
     }
     Ok(outcome)
-}
-
-/// The invariants after the faults; `Err` says which does not hold (yet).
-/// `still`: when the ring stood still and the last change was written;
-/// from then on only owners may reconcile.
-async fn check(fleet: &Fleet<'_>, names: &[String], still: Option<Instant>) -> Result<(), String> {
-    let live: Vec<&str> = fleet.replicas.iter().map(|r| r.id.as_str()).collect();
-    let mut sorted = live.clone();
-    sorted.sort_unstable();
-    let views: Vec<_> = fleet.replicas.iter().map(|r| r.membership.view()).collect();
-    let epoch = views.first().map(|v| v.epoch).unwrap_or_default();
-    for (r, v) in fleet.replicas.iter().zip(&views) {
-        if v.epoch != epoch || !v.settled() || v.ring.members() != sorted {
-            let states: Vec<String> = fleet
-                .replicas
-                .iter()
-                .map(|r| {
-                    format!(
-                        "{}: renewals {}, fenced {}, sharder {}, acks {:?}",
-                        r.id,
-                        r.membership.renewals(),
-                        r.membership.fence().is_cancelled(),
-                        r.membership.is_sharder(),
-                        r.membership.view().acks
-                    )
-                })
-                .collect();
-            return Err(format!(
-                "{} sees epoch {} (settled {}) with {:?}; live replicas {sorted:?}, epoch {epoch}; {states:?}",
-                r.id,
-                v.epoch,
-                v.settled(),
-                v.ring.members()
-            ));
-        }
-    }
-    let last = last_seen(&fleet.timeline);
-    let want = if still.is_some() { "still" } else { "final" };
-    for name in names {
-        let key = format!("{NS}/{name}");
-        match last.get(&key) {
-            Some((_, seen)) if seen == want => {}
-            other => return Err(format!("{key}: last reconcile {other:?}, want {want}")),
-        }
-    }
-    if let Some(since) = still {
-        let expected = owners(&sorted, names);
-        for span in fleet.timeline.spans.lock().iter() {
-            if span.start >= since && expected.get(&span.key) != Some(&span.replica) {
-                return Err(format!(
-                    "{} reconciled by {} after the ring stood still; its owner is {:?}",
-                    span.key,
-                    span.replica,
-                    expected.get(&span.key)
-                ));
-            }
-        }
-    }
-    let listed = Api::<ConfigMap>::namespaced(fleet.env.client(), NS)
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| format!("list: {e}"))?
-        .items;
-    let versions = |items: &mut dyn Iterator<Item = &ConfigMap>| -> BTreeMap<String, String> {
-        items
-            .map(|c| {
-                (
-                    c.metadata.name.clone().unwrap_or_default(),
-                    c.metadata.resource_version.clone().unwrap_or_default(),
-                )
-            })
-            .collect()
-    };
-    let shard_label = format!("shard.informer-rs.io/{RING}");
-    let drain_label = format!("drain.shard.informer-rs.io/{RING}");
-    let label_of = |c: &ConfigMap, label: &str| {
-        c.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(label))
-            .cloned()
-    };
-    if fleet.mode == ShardMode::Label {
-        // Every object carries exactly its owner's shard label.
-        let all_names: Vec<String> = listed
-            .iter()
-            .filter_map(|c| c.metadata.name.clone())
-            .collect();
-        let expected = owners(&sorted, &all_names);
-        for c in &listed {
-            let name = c.metadata.name.clone().unwrap_or_default();
-            let want = expected.get(&format!("{NS}/{name}"));
-            let (shard, drain) = (label_of(c, &shard_label), label_of(c, &drain_label));
-            if shard.as_ref() != want || drain.is_some() {
-                return Err(format!(
-                    "{name} is labelled {shard:?} (drain {drain:?}); its owner is {want:?}"
-                ));
-            }
-        }
-    }
-    for r in &fleet.replicas {
-        let mut share = listed.iter().filter(|c| {
-            fleet.mode == ShardMode::Filter || label_of(c, &shard_label).as_deref() == Some(&r.id)
-        });
-        let server = versions(&mut share);
-        let informer = r.mgr.cache().informer::<ConfigMap>();
-        let cached = versions(
-            &mut informer
-                .list()
-                .iter()
-                .map(AsRef::as_ref)
-                .filter(|c: &&ConfigMap| c.metadata.namespace.as_deref() == Some(NS)),
-        );
-        if cached != server {
-            return Err(format!("{}'s cache {cached:?} != LIST {server:?}", r.id));
-        }
-    }
-    Ok(())
 }
