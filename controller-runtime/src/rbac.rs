@@ -6,10 +6,26 @@
 //! primary kind it reconciles, the kinds it owns, the kinds it only watches,
 //! the Events it records, the Lease it holds for leader election, and any
 //! extra rules its reconcile body needs — and merges them into one sorted,
-//! deterministic list of `PolicyRule`s, ready to become a `ClusterRole` (a
-//! manager watching every namespace) or a `Role` (a manager restricted to
-//! one namespace with `ManagerBuilder::namespace`). `#[derive(Controller)]` builds one from its attributes, so
-//! the role and the code that needs it come from the same declaration.
+//! deterministic list of `PolicyRule`s. `#[derive(Controller)]` builds one
+//! from its attributes, so the role and the code that needs it come from the
+//! same declaration.
+//!
+//! How the rules become roles depends on what the manager watches:
+//!
+//! - every namespace: one `ClusterRole` of every rule
+//!   ([`Permissions::cluster_role`]);
+//! - some namespaces (`ManagerBuilder::namespace` or `namespaces`): a
+//!   `Role` in each with the rules on namespaced resources
+//!   ([`Permissions::role`]), plus a `ClusterRole` with the rules on
+//!   cluster-scoped ones (`Namespace`s, CRDs, webhook configurations,
+//!   TokenReviews...), which no Role can grant — the API server ignores
+//!   such a rule in a Role. [`Permissions::for_namespaces`] makes both, and
+//!   [`ScopedRbac::bindings`] binds them to a service account.
+//!
+//! A resource is cluster-scoped when its typed kind says so (its `Scope`),
+//! when it is one of the built-in cluster-scoped resources, or when it was
+//! marked with [`Permissions::cluster_scoped`]; a rule given by name on a
+//! custom resource is taken as namespaced unless marked.
 //!
 //! Verbs per resource are merged (a kind both owned and watched gets the
 //! union), resources with the same verbs in one API group share a rule, and
@@ -31,6 +47,13 @@
 //! assert!(yaml.contains("kind: ClusterRole"));
 //! assert!(perms.allows("apps", "deployments", "create"));
 //! assert!(!perms.allows("", "secrets", "update"));
+//!
+//! // Confined to two namespaces: a Role in each; the rule on Namespaces
+//! // (cluster-scoped) goes to a ClusterRole.
+//! use k8s_openapi::api::core::v1::Namespace;
+//! let scoped = perms.watches::<Namespace>().for_namespaces("configmap-controller", ["a", "b"]);
+//! assert_eq!(scoped.roles.len(), 2);
+//! assert!(scoped.cluster_role.is_some());
 //! # Ok::<(), controller_runtime::rbac::RbacError>(())
 //! ```
 
@@ -40,6 +63,7 @@ use std::fmt;
 pub use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::Resource;
+pub use namespaces::{ScopedBindings, ScopedRbac};
 use serde::Serialize;
 
 /// Errors rendering a role as a manifest.
@@ -202,6 +226,9 @@ struct Target {
 #[must_use]
 pub struct Permissions {
     rules: BTreeMap<Target, BTreeSet<Verb>>,
+    /// `(group, resource)` known to be cluster-scoped beyond the built-in
+    /// ones: typed cluster-scoped kinds and [`Permissions::cluster_scoped`].
+    cluster_scoped: BTreeSet<(String, String)>,
 }
 
 /// The API group and plural of a typed resource.
@@ -252,7 +279,8 @@ impl Permissions {
     /// `status` and [`FINALIZERS_VERBS`] on its `finalizers`.
     pub fn primary<K: Resource<DynamicType = ()>>(self) -> Self {
         let (group, plural) = group_plural::<K>();
-        self.rule(&group, &plural, PRIMARY_VERBS.iter().cloned())
+        self.scope_of::<K>()
+            .rule(&group, &plural, PRIMARY_VERBS.iter().cloned())
             .rule(
                 &group,
                 &format!("{plural}/status"),
@@ -268,13 +296,15 @@ impl Permissions {
     /// A kind the controller creates and owns: [`OWNED_VERBS`].
     pub fn owns<K: Resource<DynamicType = ()>>(self) -> Self {
         let (group, plural) = group_plural::<K>();
-        self.rule(&group, &plural, OWNED_VERBS.iter().cloned())
+        self.scope_of::<K>()
+            .rule(&group, &plural, OWNED_VERBS.iter().cloned())
     }
 
     /// A kind the controller only watches: [`WATCHED_VERBS`].
     pub fn watches<K: Resource<DynamicType = ()>>(self) -> Self {
         let (group, plural) = group_plural::<K>();
-        self.rule(&group, &plural, WATCHED_VERBS.iter().cloned())
+        self.scope_of::<K>()
+            .rule(&group, &plural, WATCHED_VERBS.iter().cloned())
     }
 
     /// Recording `events.k8s.io/v1` Events: [`EVENT_VERBS`].
@@ -343,7 +373,37 @@ impl Permissions {
     /// ```
     pub fn sharded_labels<K: Resource<DynamicType = ()>>(self) -> Self {
         let (group, plural) = group_plural::<K>();
-        self.rule(&group, &plural, SHARDER_VERBS.iter().cloned())
+        self.scope_of::<K>()
+            .rule(&group, &plural, SHARDER_VERBS.iter().cloned())
+    }
+
+    /// Marks `resource` of `group` cluster-scoped (a custom resource given
+    /// by name; typed kinds and built-in resources need no mark), so its
+    /// rules go to the `ClusterRole` of [`Permissions::for_namespaces`],
+    /// never to a `Role`.
+    ///
+    /// ```
+    /// use controller_runtime::rbac::Permissions;
+    /// let perms = Permissions::new()
+    ///     .rule("example.com", "clusterwidgets", ["get"])
+    ///     .cluster_scoped("example.com", "clusterwidgets");
+    /// assert!(perms.namespaced_rules().is_empty());
+    /// assert!(perms.cluster_scoped_rules().allows("example.com", "clusterwidgets", "get"));
+    /// ```
+    pub fn cluster_scoped(mut self, group: &str, resource: &str) -> Self {
+        self.cluster_scoped
+            .insert((group.to_string(), scope::base(resource).to_string()));
+        self
+    }
+
+    /// Marks `K`'s resource cluster-scoped when its `Scope` says so.
+    fn scope_of<K: Resource<DynamicType = ()>>(self) -> Self {
+        if scope::typed_cluster_scoped::<K>() {
+            let (group, plural) = group_plural::<K>();
+            self.cluster_scoped(&group, &plural)
+        } else {
+            self
+        }
     }
 
     /// Everything in `other` too.
@@ -351,6 +411,7 @@ impl Permissions {
         for (target, verbs) in other.rules {
             self.rules.entry(target).or_default().extend(verbs);
         }
+        self.cluster_scoped.extend(other.cluster_scoped);
         self
     }
 
@@ -415,7 +476,8 @@ impl Permissions {
         rules
     }
 
-    /// A `ClusterRole` named `name` holding [`Permissions::policy_rules`].
+    /// A `ClusterRole` named `name` holding [`Permissions::policy_rules`]:
+    /// every rule, for a manager watching every namespace.
     pub fn cluster_role(&self, name: &str) -> ClusterRole {
         ClusterRole {
             metadata: ObjectMeta {
@@ -427,9 +489,21 @@ impl Permissions {
         }
     }
 
-    /// A `Role` named `name` in `namespace` holding
-    /// [`Permissions::policy_rules`] (for a manager confined to one
-    /// namespace).
+    /// A `Role` named `name` in `namespace` holding the rules on namespaced
+    /// resources ([`Permissions::namespaced_rules`]), for a manager confined
+    /// to some namespaces. The rules on cluster-scoped resources are left
+    /// out (a Role cannot grant them): they need the `ClusterRole` of
+    /// [`Permissions::cluster_scoped_rules`], which
+    /// [`Permissions::for_namespaces`] makes too.
+    ///
+    /// ```
+    /// use controller_runtime::rbac::Permissions;
+    /// use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    /// let perms = Permissions::new().primary::<ConfigMap>().watches::<Namespace>();
+    /// let role = perms.role("cm", "team-a");
+    /// let rules = role.rules.unwrap_or_default();
+    /// assert!(rules.iter().all(|r| r.resources.as_ref().is_some_and(|res| !res.contains(&"namespaces".to_string()))));
+    /// ```
     pub fn role(&self, name: &str, namespace: &str) -> Role {
         Role {
             metadata: ObjectMeta {
@@ -437,7 +511,7 @@ impl Permissions {
                 namespace: Some(namespace.to_string()),
                 ..ObjectMeta::default()
             },
-            rules: Some(self.policy_rules()),
+            rules: Some(self.namespaced_rules().policy_rules()),
         }
     }
 }
@@ -499,5 +573,7 @@ pub fn to_json<T: Serialize>(manifest: &T) -> Result<String, RbacError> {
     serde_json::to_string_pretty(manifest).map_err(RbacError::Json)
 }
 
+mod namespaces;
+mod scope;
 #[cfg(test)]
 mod tests;

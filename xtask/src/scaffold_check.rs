@@ -307,7 +307,8 @@ fn check(dir: &Path, target: &Path, webhooks: bool, namespaced: bool) -> Result<
     expect_kinds(&deploy, &kinds, &expected)?;
     pass(&format!("deploy/ holds {}", expected.join(", ")));
 
-    // Confined to one namespace: the controller's rules become a Role there.
+    // Confined to two namespaces: the controller's rules become a Role in
+    // each (a namespaced kind), and the Deployment watches both.
     cargo(
         dir,
         target,
@@ -318,30 +319,65 @@ fn check(dir: &Path, target: &Path, webhooks: bool, namespaced: bool) -> Result<
             "manifests",
             "--",
             "--out",
-            "deploy-team-a",
+            "deploy-teams",
             "--watch-namespace",
-            "team-a",
+            "team-a, team-b",
         ],
     )?;
-    let rbac = dir.join("deploy-team-a").join("rbac.yaml");
+    let rbac = dir.join("deploy-teams").join("rbac.yaml");
     let roles = objects_in(&rbac)?;
-    let controller = |kind: &str| {
+    let controller = |kind: &str, namespace: &str| {
         roles
             .iter()
-            .any(|(k, name, _)| k == kind && name == "demo-controller")
+            .any(|(k, name, ns)| k == kind && name == "demo-controller" && ns == namespace)
     };
-    let in_team_a = roles
+    let in_both = ["team-a", "team-b"]
         .iter()
-        .any(|(k, name, ns)| k == "Role" && name == "demo-controller" && ns == "team-a");
-    if namespaced && (!in_team_a || controller("ClusterRole")) {
+        .all(|ns| controller("Role", ns) && controller("RoleBinding", ns));
+    if namespaced && (!in_both || controller("ClusterRole", "")) {
         return Err(CheckError::Manifest {
             file: rbac,
             problem: format!(
-                "--watch-namespace team-a: expected the controller's Role in team-a and no ClusterRole, got {roles:?}"
+                "--watch-namespace team-a,team-b: expected the controller's Role and RoleBinding in team-a and in team-b and no ClusterRole, got {roles:?}"
             ),
         });
     }
-    pass("manifests --watch-namespace team-a: the controller's Role in team-a");
+    let manager = dir.join("deploy-teams").join("manager.yaml");
+    let text = std::fs::read_to_string(&manager).map_err(|e| CheckError::Manifest {
+        file: manager.clone(),
+        problem: format!("cannot read: {e}"),
+    })?;
+    if !text.contains("WATCH_NAMESPACE") || !text.contains("team-a,team-b") {
+        return Err(CheckError::Manifest {
+            file: manager,
+            problem: "--watch-namespace team-a,team-b: the Deployment does not set WATCH_NAMESPACE=team-a,team-b".into(),
+        });
+    }
+    pass(
+        "manifests --watch-namespace team-a,team-b: a Role in each, WATCH_NAMESPACE=team-a,team-b",
+    );
+    // A name that is not a namespace name is refused.
+    let refused = cargo(
+        dir,
+        target,
+        &[
+            "run",
+            "--quiet",
+            "--bin",
+            "manifests",
+            "--",
+            "--stdout",
+            "--watch-namespace",
+            "team-a,Team_B",
+        ],
+    );
+    if refused.is_ok() {
+        return Err(CheckError::Manifest {
+            file: dir.join("src/bin/manifests.rs"),
+            problem: "--watch-namespace team-a,Team_B was accepted".into(),
+        });
+    }
+    pass("manifests --watch-namespace team-a,Team_B: refused");
     Ok(())
 }
 

@@ -172,3 +172,146 @@ fn golden_cluster_role() {
     let golden = std::fs::read_to_string(path).unwrap();
     assert_eq!(yaml, golden, "regenerate with UPDATE_GOLDEN=1");
 }
+
+/// Every resource the rules of `rules` name.
+fn resources(rules: &[PolicyRule]) -> Vec<String> {
+    rules
+        .iter()
+        .flat_map(|r| r.resources.clone().unwrap_or_default())
+        .collect()
+}
+
+/// A controller confined to namespaces that also needs cluster-scoped
+/// resources: a typed one (Namespace), built-in ones by name (TokenReviews,
+/// a webhook configuration's `caBundle`), a marked custom one.
+fn mixed() -> Permissions {
+    use k8s_openapi::api::core::v1::Namespace;
+    Permissions::new()
+        .primary::<ConfigMap>()
+        .owns::<Secret>()
+        .watches::<Namespace>()
+        .events()
+        .secure_metrics()
+        .named_rule(
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            ["hooks"],
+            ["get", "patch"],
+        )
+        .rule("example.com", "clusterwidgets/status", ["update"])
+        .cluster_scoped("example.com", "clusterwidgets")
+        .rule("example.com", "widgets", ["get"])
+}
+
+#[test]
+fn a_role_never_holds_a_cluster_scoped_rule() {
+    let role = mixed().role("c", "team-a");
+    let in_role = resources(role.rules.as_deref().unwrap_or_default());
+    for cluster in [
+        "namespaces",
+        "tokenreviews",
+        "subjectaccessreviews",
+        "validatingwebhookconfigurations",
+        "clusterwidgets/status",
+    ] {
+        assert!(
+            !in_role.contains(&cluster.to_string()),
+            "{cluster} in a Role: {in_role:?}"
+        );
+    }
+    for namespaced in [
+        "configmaps",
+        "configmaps/status",
+        "configmaps/finalizers",
+        "secrets",
+        "events",
+        "widgets",
+    ] {
+        assert!(
+            in_role.contains(&namespaced.to_string()),
+            "{namespaced} missing from the Role: {in_role:?}"
+        );
+    }
+}
+
+#[test]
+fn namespaced_and_cluster_scoped_rules_split_the_whole() {
+    let perms = mixed();
+    let (ns, cluster) = (perms.namespaced_rules(), perms.cluster_scoped_rules());
+    let mut both = resources(&ns.policy_rules());
+    both.extend(resources(&cluster.policy_rules()));
+    both.sort();
+    let mut all = resources(&perms.policy_rules());
+    all.sort();
+    assert_eq!(both, all, "each rule in exactly one part");
+    assert_eq!(
+        resources(&cluster.policy_rules()),
+        [
+            "namespaces",
+            "validatingwebhookconfigurations",
+            "tokenreviews",
+            "subjectaccessreviews",
+            "clusterwidgets/status",
+        ]
+    );
+    // Names narrowing a cluster-scoped rule stay on it.
+    let hooks = rule(
+        &cluster.policy_rules(),
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+    )
+    .clone();
+    assert_eq!(hooks.resource_names, Some(vec!["hooks".to_string()]));
+    // A typed cluster-scoped kind is known by its Scope.
+    let typed = Permissions::new().primary::<k8s_openapi::api::core::v1::Node>();
+    assert!(typed.namespaced_rules().is_empty());
+    assert!(
+        typed
+            .cluster_scoped_rules()
+            .allows("", "nodes/status", "update")
+    );
+}
+
+#[test]
+fn several_namespaces_get_a_role_each_and_one_cluster_role() {
+    let scoped = mixed().for_namespaces("c", ["team-b", " team-a ", "", "team-b"]);
+    let namespaces: Vec<_> = scoped
+        .roles
+        .iter()
+        .map(|r| r.metadata.namespace.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(namespaces, ["team-b", "team-a"], "trimmed, deduplicated");
+    assert!(
+        scoped
+            .roles
+            .iter()
+            .all(|r| r.rules == mixed().role("c", "x").rules)
+    );
+    let cluster = scoped.cluster_role.clone().unwrap();
+    assert_eq!(cluster.metadata.name.as_deref(), Some("c"));
+    assert_eq!(
+        cluster.rules,
+        Some(mixed().cluster_scoped_rules().policy_rules())
+    );
+    let bindings = scoped.bindings("system", "mgr");
+    assert_eq!(bindings.role_bindings.len(), 2);
+    for (binding, role) in bindings.role_bindings.iter().zip(&scoped.roles) {
+        assert_eq!(binding.metadata.namespace, role.metadata.namespace);
+        assert_eq!(binding.role_ref.kind, "Role");
+    }
+    assert_eq!(
+        bindings.cluster_role_binding.unwrap().role_ref.kind,
+        "ClusterRole"
+    );
+
+    // Every namespace: one ClusterRole of every rule.
+    let everywhere = mixed().for_namespaces("c", [""]);
+    assert!(everywhere.roles.is_empty());
+    assert_eq!(everywhere.cluster_role, Some(mixed().cluster_role("c")));
+    // Only namespaced rules: no ClusterRole.
+    let plain = Permissions::new()
+        .primary::<ConfigMap>()
+        .for_namespaces("c", ["a"]);
+    assert_eq!(plain.roles.len(), 1);
+    assert!(plain.cluster_role.is_none());
+}

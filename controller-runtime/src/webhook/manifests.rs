@@ -3,7 +3,17 @@
 //! pointing at the paths the server serves, the webhook Service, the
 //! conversion stanza of a multi-version CRD, the RBAC rules the
 //! self-managed certificates need, and the [`WebhookOptions`] naming the
-//! same objects. `#[controller(webhooks(...))]` on `#[derive(Controller)]`
+//! same objects.
+//!
+//! Where the certificates come from is part of the declaration, so the
+//! options and the RBAC agree: self-managed (the default) needs `get` and
+//! `update` on the certificate Secret and `patch` on the configurations and
+//! CRDs whose `caBundle` the manager writes; `cert_dir` (certificates
+//! mounted from a directory, e.g. by cert-manager, which also injects the
+//! CA) needs none of them, and [`WebhookManifests::permissions`] is then
+//! empty. A manager built with [`WebhookOptions::self_managed`] by hand for
+//! a `cert_dir` declaration lacks those rules: its certificate keeper fails
+//! at start with 403 Forbidden rather than run with rules it does not use. `#[controller(webhooks(...))]` on `#[derive(Controller)]`
 //! writes the declaration; everything here is plain code the derive calls.
 //!
 //! Names follow the Service (`<service>` below, `webhook-service` unless
@@ -67,6 +77,12 @@ pub enum ManifestError {
         "one manager serves its webhooks behind one Service, but the declarations name `{0}` and `{1}`"
     )]
     Services(String, String),
+    /// Two declarations get their certificates differently (`None`:
+    /// self-managed); one manager has one webhook server.
+    #[error(
+        "one manager's webhook server has one certificate source, but the declarations say {0:?} and {1:?} (None: self-managed)"
+    )]
+    CertSources(Option<String>, Option<String>),
     /// One kind is declared twice.
     #[error("webhooks for {0} are declared twice")]
     DuplicateKind(String),
@@ -107,6 +123,10 @@ pub struct WebhookDeclaration {
     pub failure_policy: FailurePolicy,
     /// The manager's webhook Service.
     pub service: &'static str,
+    /// Certificates mounted from this directory (`tls.crt`, `tls.key`)
+    /// instead of self-managed ones: no RBAC for them, and
+    /// [`WebhookManifests::options`] reads the directory.
+    pub cert_dir: Option<&'static str>,
 }
 
 impl Default for WebhookDeclaration {
@@ -124,6 +144,7 @@ impl WebhookDeclaration {
             conversion: false,
             failure_policy: FailurePolicy::Fail,
             service: DEFAULT_SERVICE,
+            cert_dir: None,
         }
     }
 
@@ -157,8 +178,24 @@ impl WebhookDeclaration {
         self
     }
 
-    /// What the self-managed certificates of this declaration need for
-    /// kind `K`: see [`WebhookManifests::permissions`].
+    /// With certificates mounted in `dir` (cert-manager's mode) rather than
+    /// self-managed: the manager neither keeps a Secret nor writes
+    /// `caBundle`s, so the declaration asks no RBAC for them.
+    ///
+    /// ```
+    /// use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
+    /// use controller_runtime::webhook::WebhookDeclaration;
+    /// let decl = WebhookDeclaration::new().validating().cert_dir("/certs");
+    /// assert!(decl.permissions::<ConfigMap>().is_empty());
+    /// ```
+    pub const fn cert_dir(mut self, dir: &'static str) -> Self {
+        self.cert_dir = Some(dir);
+        self
+    }
+
+    /// What the certificates of this declaration need for kind `K` (nothing
+    /// with [`cert_dir`](Self::cert_dir)): see
+    /// [`WebhookManifests::permissions`].
     ///
     /// ```
     /// use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
@@ -255,6 +292,7 @@ impl KindHooks {
 pub struct WebhookManifests {
     namespace: String,
     service: String,
+    cert_dir: Option<String>,
     target_port: u16,
     kinds: Vec<KindHooks>,
     namespace_selector: Option<LabelSelector>,
@@ -271,6 +309,7 @@ impl WebhookManifests {
         WebhookManifests {
             namespace: namespace.into(),
             service: decl.service.to_owned(),
+            cert_dir: decl.cert_dir.map(str::to_owned),
             target_port: DEFAULT_PORT,
             kinds: vec![KindHooks::of::<K>(decl)],
             namespace_selector: None,
@@ -279,8 +318,8 @@ impl WebhookManifests {
     }
 
     /// Also the kinds of `other` (another reconciler's declarations for
-    /// the same manager). Refused when the Services differ or a kind is
-    /// declared twice.
+    /// the same manager). Refused when the Services or the certificate
+    /// sources differ or a kind is declared twice.
     ///
     /// ```
     /// use controller_runtime::k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -294,6 +333,9 @@ impl WebhookManifests {
     pub fn merge(mut self, other: WebhookManifests) -> Result<Self, ManifestError> {
         if self.service != other.service {
             return Err(ManifestError::Services(self.service, other.service));
+        }
+        if self.cert_dir != other.cert_dir {
+            return Err(ManifestError::CertSources(self.cert_dir, other.cert_dir));
         }
         for k in other.kinds {
             if self
@@ -504,9 +546,22 @@ impl WebhookManifests {
         self.converted().map(KindHooks::crd_name).collect()
     }
 
-    /// Self-managed certificates for the Service in its namespace, writing
-    /// their CA into exactly the configurations and CRDs built here.
+    /// The webhook server's options: self-managed certificates for the
+    /// Service in its namespace, writing their CA into exactly the
+    /// configurations and CRDs built here; or, when the declaration has
+    /// `cert_dir`, the certificates of that directory.
+    ///
+    /// ```
+    /// use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
+    /// use controller_runtime::webhook::{WebhookDeclaration, WebhookManifests};
+    /// let decl = WebhookDeclaration::new().validating().cert_dir("/certs");
+    /// let hooks = WebhookManifests::for_kind::<ConfigMap>("system", decl);
+    /// assert_eq!(hooks.options().addr().port(), 9443);
+    /// ```
     pub fn options(&self) -> WebhookOptions {
+        if let Some(dir) = &self.cert_dir {
+            return WebhookOptions::cert_dir(dir);
+        }
         let mut options = WebhookOptions::self_managed(&self.namespace, &self.service);
         if self.validating().next().is_some() {
             options = options.validating_webhook(self.validating_name());
@@ -523,8 +578,12 @@ impl WebhookManifests {
     /// What the self-managed certificates do, as RBAC: `get` and `update`
     /// on the Secret `<service>-cert` and `create` on Secrets (a create
     /// cannot be narrowed to a name); `get` and `patch` on the
-    /// configurations built here and on the converted CRDs.
+    /// configurations built here and on the converted CRDs. Nothing when
+    /// the certificates come from a directory (`cert_dir`).
     pub fn permissions(&self) -> Permissions {
+        if self.cert_dir.is_some() {
+            return Permissions::new();
+        }
         let mut perms = Permissions::new()
             .named_rule(
                 "",

@@ -19,6 +19,7 @@ mod leaderelection;
 mod manager;
 mod metrics_secure;
 mod module_graph;
+mod rbac_scope;
 mod reconciler;
 mod sharding;
 mod sharding_controller;

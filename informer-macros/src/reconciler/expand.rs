@@ -23,9 +23,10 @@ pub fn kebab(name: &str) -> String {
     out
 }
 
-/// The `permissions()` body: one builder call per wired kind, each spanned
-/// on the kind so a type that is not a `Resource` is reported where it was
-/// written.
+/// The `controller_permissions()` body: one builder call per wired kind,
+/// each spanned on the kind so a type that is not a `Resource` is reported
+/// where it was written. The webhook certificates' rules are not in it
+/// (see [`webhook_permissions`]).
 fn permissions(args: &ReconcilerArgs) -> TokenStream {
     let cr = quote!(::controller_runtime);
     let for_ = &args.for_;
@@ -55,10 +56,20 @@ fn permissions(args: &ReconcilerArgs) -> TokenStream {
             calls.push(quote!(.named_rule(#group, #resource, #names, [#(#verbs),*])));
         }
     }
-    if args.webhooks.is_some() {
-        calls.push(quote!(.merge(Self::WEBHOOKS.permissions::<#for_>())));
-    }
     quote!(#cr::rbac::Permissions::new() #(#calls)*)
+}
+
+/// What `permissions()` adds to `controller_permissions()`: the rules of
+/// the declared webhooks' certificates (none with `cert_dir`), decided at
+/// compile time with the certificate source, so a manager serving mounted
+/// certificates is never granted the Secret and `caBundle` rules.
+fn webhook_permissions(args: &ReconcilerArgs) -> TokenStream {
+    let for_ = &args.for_;
+    if args.webhooks.is_some() {
+        quote!(.merge(Self::WEBHOOKS.permissions::<#for_>()))
+    } else {
+        TokenStream::new()
+    }
 }
 
 /// `WEBHOOKS` and `webhooks(namespace)`, when `webhooks(...)` is declared.
@@ -214,6 +225,7 @@ pub fn expand(input: &DeriveInput, args: &ReconcilerArgs) -> TokenStream {
         None => quote!(::core::option::Option::None),
     };
     let perms = permissions(args);
+    let webhook_perms = webhook_permissions(args);
     let map_checks = args.watches.iter().map(|w| {
         let kind = &w.kind;
         let map = &w.map;
@@ -235,22 +247,52 @@ pub fn expand(input: &DeriveInput, args: &ReconcilerArgs) -> TokenStream {
             /// The finalizer this reconciler manages, if it declared one.
             pub const FINALIZER: ::core::option::Option<&'static str> = #finalizer;
 
-            /// The permissions the wiring needs: what
-            /// [`Self::rbac`] and [`Self::rbac_role`] render.
+            /// The permissions the wiring needs, with those of the declared
+            /// webhooks' self-managed certificates if any: what
+            /// [`Self::rbac`] renders.
             pub fn permissions() -> #cr::rbac::Permissions {
+                Self::controller_permissions() #webhook_perms
+            }
+
+            /// The permissions of the controller's own wiring, without the
+            /// webhook certificates' (whose Secret lives in the webhook
+            /// Service's namespace, not in the watched ones: see
+            /// `webhooks(namespace).permissions()`): what
+            /// [`Self::rbac_role`] and [`Self::rbac_for_namespaces`] render.
+            pub fn controller_permissions() -> #cr::rbac::Permissions {
                 #perms
             }
 
             /// The least-privilege `ClusterRole` for this controller, named
-            /// after it (for a manager watching every namespace).
+            /// after it, with every rule of [`Self::permissions`] (for a
+            /// manager watching every namespace).
             pub fn rbac() -> #cr::rbac::ClusterRole {
                 Self::permissions().cluster_role(Self::CONTROLLER_NAME)
             }
 
-            /// The same rules as a `Role` in `namespace` (for a manager
-            /// confined to one namespace).
+            /// The rules of [`Self::controller_permissions`] on namespaced
+            /// resources as a `Role` in `namespace` (for a manager confined
+            /// to some namespaces, one per namespace). Rules on
+            /// cluster-scoped resources are not in it (a Role cannot grant
+            /// them): [`Self::rbac_for_namespaces`] gives them as a
+            /// `ClusterRole` too.
             pub fn rbac_role(namespace: &str) -> #cr::rbac::Role {
-                Self::permissions().role(Self::CONTROLLER_NAME, namespace)
+                Self::controller_permissions().role(Self::CONTROLLER_NAME, namespace)
+            }
+
+            /// The roles, named after the controller, of a manager watching
+            /// `namespaces` (every namespace when none): a `Role` in each
+            /// namespace and a `ClusterRole` for the rules on
+            /// cluster-scoped resources — or one `ClusterRole` of every
+            /// rule when watching every namespace (see
+            /// `Permissions::for_namespaces`). From
+            /// [`Self::controller_permissions`].
+            pub fn rbac_for_namespaces<I, S>(namespaces: I) -> #cr::rbac::ScopedRbac
+            where
+                I: ::core::iter::IntoIterator<Item = S>,
+                S: ::core::convert::AsRef<str>,
+            {
+                Self::controller_permissions().for_namespaces(Self::CONTROLLER_NAME, namespaces)
             }
 
             #setup

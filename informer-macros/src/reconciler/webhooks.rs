@@ -1,6 +1,9 @@
 //! `webhooks(...)` inside `#[controller(...)]`: which webhooks the
 //! reconciled kind has (`defaulting`, `validating`, `conversion`), their
-//! `failure_policy` and the manager's webhook `service`; parsed with spanned
+//! `failure_policy`, the manager's webhook `service` and, with `cert_dir`,
+//! certificates mounted from a directory instead of self-managed ones (the
+//! RBAC rules for self-managed certificates are then left out: the mode is
+//! chosen here, at compile time, together with the rules); parsed with spanned
 //! errors, expanded into a `WebhookDeclaration` constant that
 //! `controller_runtime::webhook::WebhookManifests` builds the manifests and
 //! RBAC rules from.
@@ -19,6 +22,7 @@ pub const WORDS: &[&str] = &[
     "conversion",
     "failure_policy",
     "service",
+    "cert_dir",
 ];
 
 /// Values of `failure_policy`.
@@ -36,6 +40,8 @@ pub struct Webhooks {
     pub failure_policy: Option<Ident>,
     /// The Service's name, when given.
     pub service: Option<LitStr>,
+    /// The certificate directory, when given.
+    pub cert_dir: Option<LitStr>,
 }
 
 /// Whether `name` is a DNS-1035 label (a Service name): lowercase letters,
@@ -70,6 +76,7 @@ pub fn parse(meta: &ParseNestedMeta<'_>) -> syn::Result<Webhooks> {
         conversion: false,
         failure_policy: None,
         service: None,
+        cert_dir: None,
     };
     let mut any = false;
     let span = meta.path.span();
@@ -129,6 +136,20 @@ pub fn parse(meta: &ParseNestedMeta<'_>) -> syn::Result<Webhooks> {
                 out.service = Some(lit);
                 return Ok(());
             }
+            "cert_dir" => {
+                let lit: LitStr = inner.value()?.parse()?;
+                if lit.value().is_empty() {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        "`cert_dir` needs the directory holding `tls.crt` and `tls.key`",
+                    ));
+                }
+                if out.cert_dir.is_some() {
+                    return Err(syn::Error::new(word.span(), "duplicate option `cert_dir`"));
+                }
+                out.cert_dir = Some(lit);
+                return Ok(());
+            }
             other => {
                 return Err(syn::Error::new(
                     word.span(),
@@ -163,6 +184,9 @@ pub fn declaration(w: &Webhooks) -> TokenStream {
     }
     if let Some(s) = &w.service {
         calls.push(quote!(.service(#s)));
+    }
+    if let Some(d) = &w.cert_dir {
+        calls.push(quote!(.cert_dir(#d)));
     }
     quote!(#cr::webhook::WebhookDeclaration::new() #(#calls)*)
 }

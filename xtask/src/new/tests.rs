@@ -99,7 +99,9 @@ fn the_webhooks_flag_adds_files_and_sections() {
     let manifests = file(&hooks, "src/manifests.rs");
     assert!(manifests.contains(r#"file: "webhooks.yaml""#));
     assert!(manifests.contains("WEBHOOK_PORT: i32 = 9443"));
-    assert!(manifests.contains("webhooks::manifests().permissions().cluster_role(WEBHOOK_CERTS)"));
+    assert!(manifests.contains(
+        "webhooks::manifests().permissions().for_namespaces(WEBHOOK_CERTS, [NAMESPACE])"
+    ));
     assert!(manifests.contains("hooks.validating_configuration()"));
     assert!(file(&hooks, "src/controller.rs").contains(
         r#"webhooks(defaulting, validating, conversion, service = "demo-webhook-service")"#
@@ -182,11 +184,15 @@ fn the_scope_and_the_reconciler_helpers_reach_the_files() {
     let rendered = files(&project(true)).expect("render");
     let main = file(&rendered, "src/main.rs");
     assert!(main.contains(r#"std::env::var("WATCH_NAMESPACE")"#));
-    assert!(main.contains(".namespace(flags.watch_namespace.clone())"));
+    assert!(main.contains(".namespaces(flags.watch_namespaces.clone())"));
+    assert!(main.contains("demo::watch_namespaces("));
+    assert!(file(&rendered, "src/lib.rs").contains("pub fn watch_namespaces("));
     let manifests = file(&rendered, "src/manifests.rs");
-    assert!(manifests.contains("WidgetReconciler::rbac_role(namespace)"));
+    assert!(manifests.contains("WidgetReconciler::rbac_for_namespaces(scope)"));
     assert!(manifests.contains(r#"envs.push(env("WATCH_NAMESPACE", watch.join(",")))"#));
-    assert!(file(&rendered, "src/bin/manifests.rs").contains("--watch-namespace"));
+    let bin = file(&rendered, "src/bin/manifests.rs");
+    assert!(bin.contains("--watch-namespace NS[,NS...]"));
+    assert!(bin.contains("demo::watch_namespaces(&watch)"));
     let controller = file(&rendered, "src/controller.rs");
     assert!(controller.contains("create_or_patch(&config_maps"));
     assert!(controller.contains("set_controller_reference("));

@@ -257,3 +257,26 @@ fn options_name_the_same_objects() {
         assert!(debug.contains(name), "{name} missing from {debug}");
     }
 }
+
+#[test]
+fn certificates_from_a_directory_need_no_rbac_and_are_served_from_it() {
+    let hooks = WebhookManifests::for_kind::<Widget>("demo-system", all().cert_dir("/certs"));
+    assert!(
+        hooks.permissions().is_empty(),
+        "cert-dir mode manages no Secret and writes no caBundle: {:?}",
+        hooks.permissions().policy_rules()
+    );
+    assert!(all().cert_dir("/certs").permissions::<Widget>().is_empty());
+    let debug = format!("{:?}", hooks.options());
+    assert!(debug.contains("Dir(\"/certs\")"), "{debug}");
+    assert!(
+        !debug.contains("demo-webhook-service-validating"),
+        "{debug}"
+    );
+    // One webhook server, one certificate source.
+    let self_managed = WebhookManifests::for_kind::<ConfigMap>("demo-system", all().validating());
+    assert!(matches!(
+        hooks.merge(self_managed),
+        Err(ManifestError::CertSources(Some(_), None))
+    ));
+}

@@ -28,4 +28,8 @@ struct MisspeltOption;
 #[controller(for = ConfigMap, webhooks(validating), webhooks(defaulting))]
 struct TwoDeclarations;
 
+#[derive(controller_runtime::Controller)]
+#[controller(for = ConfigMap, webhooks(validating, cert_dir = ""))]
+struct EmptyCertDir;
+
 fn main() {}

@@ -39,6 +39,18 @@ impl Cleanup<ConfigMap> for Web {
     }
 }
 
+/// Webhook certificates mounted from a directory: no RBAC for them.
+#[derive(controller_runtime::Controller)]
+#[controller(for = ConfigMap, webhooks(validating, cert_dir = "/certs"))]
+struct MountedCerts;
+
+impl ObjectReconciler<ConfigMap> for MountedCerts {
+    type Error = controller_runtime::kube_client::Error;
+    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+        Ok(Action::done())
+    }
+}
+
 /// No finalizer, an expression predicate, split attributes, default name.
 #[derive(controller_runtime::Controller)]
 #[controller(for = ConfigMap)]
@@ -76,4 +88,25 @@ fn main() {
     assert_eq!(hooks.service_name(), "web-webhooks");
     assert_eq!(Web::WEBHOOKS.failure_policy, controller_runtime::webhook::FailurePolicy::Ignore);
     assert!(hooks.validating_configuration().is_some() && hooks.mutating_configuration().is_some());
+    // Confined to namespaces: a Role in each from the controller's own
+    // wiring (nothing cluster-scoped in it, so no ClusterRole); the webhook
+    // certificates' rules apart: their Secret in the Service's namespace,
+    // the cluster-scoped configurations in a ClusterRole, never in a Role.
+    let scoped = Web::rbac_for_namespaces(["a", "b"]);
+    assert_eq!(scoped.roles.len(), 2);
+    assert!(scoped.cluster_role.is_none());
+    assert!(!Web::controller_permissions().allows("", "secrets", "create"));
+    let resources = |rules: Option<Vec<controller_runtime::rbac::PolicyRule>>| -> Vec<String> {
+        rules.unwrap_or_default().into_iter().flat_map(|r| r.resources.unwrap_or_default()).collect()
+    };
+    let certs = hooks.permissions().for_namespaces("web-certs", ["web-system"]);
+    let in_cluster = resources(certs.cluster_role.expect("webhook configurations are cluster-scoped").rules);
+    assert!(in_cluster.contains(&"mutatingwebhookconfigurations".to_string()), "{in_cluster:?}");
+    let in_role = resources(certs.roles[0].rules.clone());
+    assert!(in_role.contains(&"secrets".to_string()) && !in_role.contains(&"mutatingwebhookconfigurations".to_string()), "{in_role:?}");
+    // Certificates from a directory: nothing for them in the role.
+    assert_eq!(MountedCerts::WEBHOOKS.cert_dir, Some("/certs"));
+    let mounted = MountedCerts::permissions();
+    assert!(!mounted.allows("", "secrets", "create") && !mounted.allows("", "secrets", "get"));
+    assert!(!mounted.allows("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"));
 }
