@@ -21,7 +21,10 @@
 //! `<service>-mutating`, the certificate Secret `<service>-cert` (as
 //! [`SecretCerts`](super::SecretCerts) keeps it), webhooks are
 //! `validate-<version>.<plural>.<group>` and `mutate-<version>.<plural>.<group>`
-//! (`core` for the core group).
+//! (`core` for the core group). Every webhook states its `timeoutSeconds`
+//! (10 unless declared, the API server's own default, so the manifest says
+//! what applies) and its rule is scoped to the kind: `Namespaced` for a
+//! namespaced kind, `Cluster` for a cluster-scoped one.
 //!
 //! Part of layer 3: uses the RBAC and CRD building blocks, never the
 //! manager.
@@ -40,6 +43,7 @@ use kube_client::core::Resource;
 
 use super::options::WebhookOptions;
 use super::server::{CONVERT_PATH, DEFAULT_PORT, mutate_path, validate_path};
+use crate::object::ScopeInfo;
 use crate::rbac::{Permissions, Verb};
 
 /// The Service name a declaration uses unless it names another.
@@ -48,6 +52,10 @@ pub const DEFAULT_SERVICE: &str = "webhook-service";
 /// The port the webhook Service listens on (it forwards to the server's
 /// 9443).
 pub const SERVICE_PORT: i32 = 443;
+
+/// The `timeoutSeconds` of a declaration that names none: the API
+/// server's default, written out.
+pub const DEFAULT_TIMEOUT_SECONDS: u8 = 10;
 
 /// What the API server does when the webhook cannot be called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -102,13 +110,15 @@ pub enum ManifestError {
 }
 
 /// What `#[controller(webhooks(...))]` declares for the reconciled kind:
-/// which webhooks, their failure policy and the Service they sit behind.
+/// which webhooks, their failure policy and timeout, and the Service they
+/// sit behind.
 ///
 /// ```
 /// use controller_runtime::webhook::{FailurePolicy, WebhookDeclaration};
 /// let decl = WebhookDeclaration::new().validating().failure_policy(FailurePolicy::Ignore);
 /// assert!(decl.validating && !decl.defaulting);
 /// assert_eq!(decl.service, "webhook-service");
+/// assert_eq!(decl.timeout_seconds, 10);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
@@ -121,6 +131,9 @@ pub struct WebhookDeclaration {
     pub conversion: bool,
     /// For both admission webhooks.
     pub failure_policy: FailurePolicy,
+    /// For both admission webhooks: how long the API server waits for an
+    /// answer before the failure policy applies (1 to 30).
+    pub timeout_seconds: u8,
     /// The manager's webhook Service.
     pub service: &'static str,
     /// Certificates mounted from this directory (`tls.crt`, `tls.key`)
@@ -136,13 +149,15 @@ impl Default for WebhookDeclaration {
 }
 
 impl WebhookDeclaration {
-    /// Nothing declared yet, behind [`DEFAULT_SERVICE`], failing closed.
+    /// Nothing declared yet, behind [`DEFAULT_SERVICE`], failing closed
+    /// after [`DEFAULT_TIMEOUT_SECONDS`].
     pub const fn new() -> Self {
         WebhookDeclaration {
             defaulting: false,
             validating: false,
             conversion: false,
             failure_policy: FailurePolicy::Fail,
+            timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
             service: DEFAULT_SERVICE,
             cert_dir: None,
         }
@@ -169,6 +184,27 @@ impl WebhookDeclaration {
     /// With this failure policy.
     pub const fn failure_policy(mut self, policy: FailurePolicy) -> Self {
         self.failure_policy = policy;
+        self
+    }
+
+    /// Waiting at most `seconds` for an answer.
+    ///
+    /// # Panics
+    ///
+    /// When `seconds` is outside 1 to 30, which the API server refuses; in a constant (as the derive writes it) that is
+    /// a compile error.
+    ///
+    /// ```
+    /// use controller_runtime::webhook::WebhookDeclaration;
+    /// const DECL: WebhookDeclaration = WebhookDeclaration::new().validating().timeout_seconds(5);
+    /// assert_eq!(DECL.timeout_seconds, 5);
+    /// ```
+    pub const fn timeout_seconds(mut self, seconds: u8) -> Self {
+        assert!(
+            matches!(seconds, 1..=30),
+            "a webhook's timeoutSeconds must be between 1 and 30"
+        );
+        self.timeout_seconds = seconds;
         self
     }
 
@@ -205,7 +241,10 @@ impl WebhookDeclaration {
     /// assert!(perms.allows("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"));
     /// assert!(!perms.allows("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"));
     /// ```
-    pub fn permissions<K: Resource<DynamicType = ()>>(&self) -> Permissions {
+    pub fn permissions<K: Resource<DynamicType = ()>>(&self) -> Permissions
+    where
+        K::Scope: ScopeInfo,
+    {
         WebhookManifests::for_kind::<K>("", *self).permissions()
     }
 }
@@ -217,18 +256,23 @@ struct KindHooks {
     version: String,
     plural: String,
     kind: String,
+    namespaced: bool,
     validate_path: String,
     mutate_path: String,
     decl: WebhookDeclaration,
 }
 
 impl KindHooks {
-    fn of<K: Resource<DynamicType = ()>>(decl: WebhookDeclaration) -> Self {
+    fn of<K: Resource<DynamicType = ()>>(decl: WebhookDeclaration) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
         KindHooks {
             group: K::group(&()).into_owned(),
             version: K::version(&()).into_owned(),
             plural: K::plural(&()).into_owned(),
             kind: K::kind(&()).into_owned(),
+            namespaced: <K::Scope as ScopeInfo>::NAMESPACED,
             validate_path: validate_path::<K>(),
             mutate_path: mutate_path::<K>(),
             decl,
@@ -260,7 +304,7 @@ impl KindHooks {
             api_versions: Some(vec![self.version.clone()]),
             resources: Some(vec![self.plural.clone()]),
             operations: Some(operations.iter().map(|o| (*o).to_owned()).collect()),
-            scope: None,
+            scope: Some(if self.namespaced { "Namespaced" } else { "Cluster" }.into()),
         }
     }
 }
@@ -305,7 +349,10 @@ impl WebhookManifests {
     pub fn for_kind<K: Resource<DynamicType = ()>>(
         namespace: impl Into<String>,
         decl: WebhookDeclaration,
-    ) -> Self {
+    ) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
         WebhookManifests {
             namespace: namespace.into(),
             service: decl.service.to_owned(),
@@ -425,6 +472,7 @@ impl WebhookManifests {
                 client_config: self.client_config(&k.validate_path),
                 rules: Some(vec![k.rule(&["CREATE", "UPDATE", "DELETE"])]),
                 failure_policy: Some(k.decl.failure_policy.as_str().to_owned()),
+                timeout_seconds: Some(i32::from(k.decl.timeout_seconds)),
                 match_policy: Some("Equivalent".into()),
                 side_effects: "None".into(),
                 admission_review_versions: vec!["v1".into()],
@@ -449,6 +497,7 @@ impl WebhookManifests {
                 client_config: self.client_config(&k.mutate_path),
                 rules: Some(vec![k.rule(&["CREATE", "UPDATE"])]),
                 failure_policy: Some(k.decl.failure_policy.as_str().to_owned()),
+                timeout_seconds: Some(i32::from(k.decl.timeout_seconds)),
                 match_policy: Some("Equivalent".into()),
                 side_effects: "None".into(),
                 admission_review_versions: vec!["v1".into()],

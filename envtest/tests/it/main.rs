@@ -8,6 +8,7 @@ mod admin;
 mod admission_crd_updates;
 mod admission_equivalent;
 mod admission_policies;
+mod admission_webhook_config;
 mod admission_webhook_failures;
 mod admission_webhooks;
 mod apply;

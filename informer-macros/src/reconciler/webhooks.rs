@@ -1,9 +1,10 @@
 //! `webhooks(...)` inside `#[controller(...)]`: which webhooks the
 //! reconciled kind has (`defaulting`, `validating`, `conversion`), their
-//! `failure_policy`, the manager's webhook `service` and, with `cert_dir`,
-//! certificates mounted from a directory instead of self-managed ones (the
-//! RBAC rules for self-managed certificates are then left out: the mode is
-//! chosen here, at compile time, together with the rules); parsed with spanned
+//! `failure_policy`, `timeout_seconds`, the manager's webhook `service`
+//! and, with `cert_dir`, certificates mounted from a directory instead of
+//! self-managed ones (the RBAC rules for self-managed certificates are then
+//! left out: the mode is chosen here, at compile time, together with the
+//! rules); parsed with spanned
 //! errors, expanded into a `WebhookDeclaration` constant that
 //! `controller_runtime::webhook::WebhookManifests` builds the manifests and
 //! RBAC rules from.
@@ -13,7 +14,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::meta::ParseNestedMeta;
 use syn::spanned::Spanned;
-use syn::{Ident, LitStr};
+use syn::{Ident, LitInt, LitStr};
 
 /// Words `webhooks(...)` accepts.
 pub const WORDS: &[&str] = &[
@@ -21,9 +22,13 @@ pub const WORDS: &[&str] = &[
     "validating",
     "conversion",
     "failure_policy",
+    "timeout_seconds",
     "service",
     "cert_dir",
 ];
+
+/// What the API server accepts for `timeoutSeconds`.
+pub const TIMEOUTS: std::ops::RangeInclusive<u8> = 1..=30;
 
 /// Values of `failure_policy`.
 pub const POLICIES: &[&str] = &["Fail", "Ignore"];
@@ -38,6 +43,8 @@ pub struct Webhooks {
     pub conversion: bool,
     /// `Fail` or `Ignore`, when given.
     pub failure_policy: Option<Ident>,
+    /// `timeoutSeconds` (in 1..=30), when given.
+    pub timeout_seconds: Option<LitInt>,
     /// The Service's name, when given.
     pub service: Option<LitStr>,
     /// The certificate directory, when given.
@@ -75,6 +82,7 @@ pub fn parse(meta: &ParseNestedMeta<'_>) -> syn::Result<Webhooks> {
         validating: false,
         conversion: false,
         failure_policy: None,
+        timeout_seconds: None,
         service: None,
         cert_dir: None,
     };
@@ -117,6 +125,26 @@ pub fn parse(meta: &ParseNestedMeta<'_>) -> syn::Result<Webhooks> {
                     return Err(syn::Error::new(word.span(), "duplicate option `failure_policy`"));
                 }
                 out.failure_policy = Some(Ident::new(&value, lit.span()));
+                return Ok(());
+            }
+            "timeout_seconds" => {
+                let lit: LitInt = inner.value()?.parse()?;
+                let seconds = lit.base10_parse::<u8>().ok();
+                if !seconds.is_some_and(|s| TIMEOUTS.contains(&s)) {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        format!(
+                            "webhook `timeout_seconds` must be between {} and {} (the API server refuses other values), not {}",
+                            TIMEOUTS.start(),
+                            TIMEOUTS.end(),
+                            lit.base10_digits()
+                        ),
+                    ));
+                }
+                if out.timeout_seconds.is_some() {
+                    return Err(syn::Error::new(word.span(), "duplicate option `timeout_seconds`"));
+                }
+                out.timeout_seconds = Some(lit);
                 return Ok(());
             }
             "service" => {
@@ -181,6 +209,10 @@ pub fn declaration(w: &Webhooks) -> TokenStream {
     }
     if let Some(p) = &w.failure_policy {
         calls.push(quote!(.failure_policy(#cr::webhook::FailurePolicy::#p)));
+    }
+    if let Some(t) = &w.timeout_seconds {
+        let t = LitInt::new(&format!("{}u8", t.base10_digits()), t.span());
+        calls.push(quote!(.timeout_seconds(#t)));
     }
     if let Some(s) = &w.service {
         calls.push(quote!(.service(#s)));

@@ -80,8 +80,10 @@ fn the_validating_configuration_points_at_the_served_path() {
                 "rules": [{
                     "apiGroups": ["demo.example.com"], "apiVersions": ["v1"],
                     "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["widgets"],
+                    "scope": "Namespaced",
                 }],
                 "sideEffects": "None",
+                "timeoutSeconds": 10,
             }],
         })
     );
@@ -114,6 +116,91 @@ fn the_mutating_configuration_covers_create_and_update() {
     let path = hook.client_config.service.as_ref().unwrap().path.as_deref();
     assert_eq!(path, Some("/mutate--v1-configmap"));
     assert!(hook.object_selector.is_some() && hook.namespace_selector.is_none());
+}
+
+/// A cluster-scoped custom kind (`gadgets.demo.example.com`).
+struct Gadget {
+    metadata: ObjectMeta,
+}
+
+impl k8s_openapi::Resource for Gadget {
+    const API_VERSION: &'static str = "demo.example.com/v1";
+    const GROUP: &'static str = "demo.example.com";
+    const KIND: &'static str = "Gadget";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "gadgets";
+    type Scope = k8s_openapi::ClusterResourceScope;
+}
+
+impl k8s_openapi::Metadata for Gadget {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+fn scopes_and_timeouts(
+    hooks: &WebhookManifests,
+) -> (Vec<Option<String>>, Vec<Option<String>>, Vec<Option<i32>>) {
+    let validating = hooks.validating_configuration().unwrap().webhooks.unwrap();
+    let mutating = hooks.mutating_configuration().unwrap().webhooks.unwrap();
+    let scopes = |rules: Vec<Option<Vec<RuleWithOperations>>>| {
+        rules
+            .into_iter()
+            .flat_map(|r| r.unwrap())
+            .map(|r| r.scope)
+            .collect::<Vec<_>>()
+    };
+    let mut timeouts: Vec<Option<i32>> = validating.iter().map(|h| h.timeout_seconds).collect();
+    timeouts.extend(mutating.iter().map(|h| h.timeout_seconds));
+    (
+        scopes(validating.into_iter().map(|h| h.rules).collect()),
+        scopes(mutating.into_iter().map(|h| h.rules).collect()),
+        timeouts,
+    )
+}
+
+#[test]
+fn each_rule_is_scoped_to_its_kind() {
+    let both = WebhookDeclaration::new().validating().defaulting();
+    let hooks = WebhookManifests::for_kind::<Widget>("system", both)
+        .merge(WebhookManifests::for_kind::<Gadget>("system", both))
+        .unwrap()
+        .merge(WebhookManifests::for_kind::<k8s_openapi::api::core::v1::Namespace>("system", both))
+        .unwrap();
+    let (validating, mutating, _) = scopes_and_timeouts(&hooks);
+    let want = [Some("Namespaced"), Some("Cluster"), Some("Cluster")].map(|s| s.map(String::from));
+    assert_eq!(validating, want);
+    assert_eq!(mutating, want);
+}
+
+#[test]
+fn timeout_seconds_is_written_on_every_admission_webhook() {
+    let both = WebhookDeclaration::new().validating().defaulting();
+    let default = WebhookManifests::for_kind::<Widget>("system", both);
+    assert_eq!(scopes_and_timeouts(&default).2, [Some(10), Some(10)]);
+    let declared = WebhookManifests::for_kind::<Widget>("system", both.timeout_seconds(3))
+        .merge(WebhookManifests::for_kind::<Gadget>(
+            "system",
+            both.timeout_seconds(30),
+        ))
+        .unwrap();
+    assert_eq!(
+        scopes_and_timeouts(&declared).2,
+        [Some(3), Some(30), Some(3), Some(30)]
+    );
+}
+
+#[test]
+fn timeouts_the_api_server_refuses_cannot_be_declared() {
+    for bad in [0, 31, 255] {
+        let built = std::panic::catch_unwind(|| WebhookDeclaration::new().timeout_seconds(bad));
+        assert!(built.is_err(), "{bad} accepted");
+    }
+    assert_eq!(WebhookDeclaration::new().timeout_seconds(1).timeout_seconds, 1);
 }
 
 #[test]

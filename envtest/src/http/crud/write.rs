@@ -21,7 +21,7 @@ use crate::resources::registry::ResourceInfo;
 use crate::resources::ssa;
 use crate::resources::validation::{
     FieldCheck, FieldValidation, check_immutable, check_metadata, check_name, check_namespace,
-    check_type, decode_object, media_type, parse_checked, parse_json, parse_yaml_or_json,
+    check_type, check_webhooks, decode_object, media_type, parse_checked, parse_json, parse_yaml_or_json,
     require_json,
 };
 use crate::storage::{ObjKey, StoredObject, Txn};
@@ -92,6 +92,7 @@ pub(super) fn prepare_new(
         meta.remove(f);
     }
     check_metadata(info, &obj)?;
+    check_webhooks(info, &obj)?;
     if info.status
         && let Some(m) = obj.as_object_mut()
     {
@@ -383,6 +384,7 @@ pub(crate) fn apply_update(
         }
         crate::resources::defaults::apply(&info.group, &info.plural, &mut result, false, &srv.ips);
     }
+    check_webhooks(info, &result)?;
     if let Some(schema) = &info.schema {
         unknown.extend(crate::resources::schema::check_update(
             schema,

@@ -4,12 +4,15 @@
 //! type (415) and JSON well-formedness and nesting depth (400). Built-in
 //! kinds are decoded through their types ([`typed`]), unknown and duplicate
 //! fields follow `fieldValidation` ([`field_validation`]), and metadata has
-//! its own rules ([`metadata`]).
+//! its own rules ([`metadata`]). Webhook configurations get the API
+//! server's checks of their timeouts and rule scopes ([`admission`]).
 
+mod admission;
 mod field_validation;
 mod metadata;
 mod typed;
 
+pub use admission::check_webhooks;
 pub use field_validation::{FieldCheck, FieldValidation, parse_checked};
 pub use metadata::{check_immutable, check_metadata};
 

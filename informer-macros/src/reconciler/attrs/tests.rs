@@ -141,18 +141,38 @@ fn values_are_checked() {
 #[test]
 fn webhooks_parse_with_policy_and_service() {
     let args = parse(parse_quote! {
-        #[controller(for = Foo, webhooks(defaulting, validating, conversion, failure_policy = "Ignore", service = "demo-webhook-service"))]
+        #[controller(for = Foo, webhooks(defaulting, validating, conversion, failure_policy = "Ignore", timeout_seconds = 30, service = "demo-webhook-service"))]
         struct R;
     })
     .unwrap();
     let w = args.webhooks.unwrap();
     assert!(w.defaulting && w.validating && w.conversion);
     assert_eq!(w.failure_policy.unwrap(), "Ignore");
+    assert_eq!(w.timeout_seconds.unwrap().base10_digits(), "30");
     assert_eq!(w.service.unwrap().value(), "demo-webhook-service");
     let plain =
         parse(parse_quote! { #[controller(for = Foo, webhooks(validating))] struct R; }).unwrap();
     let w = plain.webhooks.unwrap();
     assert!(w.validating && !w.defaulting && w.failure_policy.is_none());
+    assert!(w.timeout_seconds.is_none());
+}
+
+#[test]
+fn webhook_timeouts_outside_the_api_servers_range_are_refused() {
+    for bad in [quote::quote!(0), quote::quote!(31), quote::quote!(300)] {
+        let e = error(
+            parse_quote! { #[controller(for = Foo, webhooks(validating, timeout_seconds = #bad))] struct R; },
+        );
+        assert!(e.contains("between 1 and 30"), "{bad}: {e}");
+    }
+    let e = error(
+        parse_quote! { #[controller(for = Foo, webhooks(validating, timeout_seconds = 1, timeout_seconds = 2))] struct R; },
+    );
+    assert!(e.contains("duplicate option `timeout_seconds`"), "{e}");
+    let e = error(
+        parse_quote! { #[controller(for = Foo, webhooks(validating, timeout_secs = 5))] struct R; },
+    );
+    assert!(e.contains("did you mean `timeout_seconds`"), "{e}");
 }
 
 #[test]

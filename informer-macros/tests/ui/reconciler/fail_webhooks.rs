@@ -32,4 +32,16 @@ struct TwoDeclarations;
 #[controller(for = ConfigMap, webhooks(validating, cert_dir = ""))]
 struct EmptyCertDir;
 
+#[derive(controller_runtime::Controller)]
+#[controller(for = ConfigMap, webhooks(validating, timeout_seconds = 31))]
+struct TimeoutTooLong;
+
+#[derive(controller_runtime::Controller)]
+#[controller(for = ConfigMap, webhooks(validating, timeout_seconds = 0))]
+struct TimeoutZero;
+
+#[derive(controller_runtime::Controller)]
+#[controller(for = ConfigMap, webhooks(validating, timeoutSeconds = 5))]
+struct MisspeltTimeout;
+
 fn main() {}

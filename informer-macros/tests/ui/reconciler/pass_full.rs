@@ -14,7 +14,7 @@ use controller_runtime::reconcile::Cleanup;
     predicate = generation_changed,
     name = "web-controller",
     leader_election,
-    webhooks(defaulting, validating, failure_policy = "Ignore", service = "web-webhooks")
+    webhooks(defaulting, validating, failure_policy = "Ignore", timeout_seconds = 5, service = "web-webhooks")
 )]
 #[rbac(group = "", resources(pods, "pods/log"), verbs(get, list))]
 #[rbac(group = "", resources(configmaps), verbs(get), names("settings"))]
@@ -109,4 +109,7 @@ fn main() {
     let mounted = MountedCerts::permissions();
     assert!(!mounted.allows("", "secrets", "create") && !mounted.allows("", "secrets", "get"));
     assert!(!mounted.allows("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"));
+    let hook = &hooks.validating_configuration().unwrap().webhooks.unwrap()[0];
+    assert_eq!(hook.timeout_seconds, Some(5));
+    assert_eq!(hook.rules.as_ref().unwrap()[0].scope.as_deref(), Some("Namespaced"));
 }
