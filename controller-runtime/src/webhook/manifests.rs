@@ -304,7 +304,14 @@ impl KindHooks {
             api_versions: Some(vec![self.version.clone()]),
             resources: Some(vec![self.plural.clone()]),
             operations: Some(operations.iter().map(|o| (*o).to_owned()).collect()),
-            scope: Some(if self.namespaced { "Namespaced" } else { "Cluster" }.into()),
+            scope: Some(
+                if self.namespaced {
+                    "Namespaced"
+                } else {
+                    "Cluster"
+                }
+                .into(),
+            ),
         }
     }
 }

@@ -64,8 +64,8 @@ pub use conversion::{Conversion, ConversionError, Convertible, Hub};
 /// The admission operation (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
 pub use kube_client::core::admission::Operation;
 pub use manifests::{
-    DEFAULT_SERVICE, DEFAULT_TIMEOUT_SECONDS, FailurePolicy, ManifestError, SERVICE_PORT, WebhookDeclaration,
-    WebhookManifests,
+    DEFAULT_SERVICE, DEFAULT_TIMEOUT_SECONDS, FailurePolicy, ManifestError, SERVICE_PORT,
+    WebhookDeclaration, WebhookManifests,
 };
 pub use metrics::{InFlight, WebhookMetrics};
 pub use options::{CertKeeper, CertSourceError, WebhookOptions};

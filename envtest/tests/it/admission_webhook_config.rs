@@ -15,7 +15,11 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 
 fn config(name: &str, timeout: i32, scope: &str) -> ValidatingWebhookConfiguration {
-    let mut h = hook("t.example.com", json!({"url": "https://127.0.0.1:1/x"}), &["CREATE"]);
+    let mut h = hook(
+        "t.example.com",
+        json!({"url": "https://127.0.0.1:1/x"}),
+        &["CREATE"],
+    );
     h["timeoutSeconds"] = json!(timeout);
     h["rules"][0]["scope"] = json!(scope);
     serde_json::from_value(json!({"metadata": {"name": name}, "webhooks": [h]})).unwrap()
@@ -36,13 +40,26 @@ async fn timeouts_outside_one_to_thirty_are_invalid() {
             )
         );
     }
-    let s = status(api.create(&pp, &config("bad", 5, "Namespace")).await.unwrap_err());
+    let s = status(
+        api.create(&pp, &config("bad", 5, "Namespace"))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(s.code, 422);
-    assert!(s.message.contains("webhooks[0].rules[0].scope: Unsupported value: \"Namespace\""), "{}", s.message);
+    assert!(
+        s.message
+            .contains("webhooks[0].rules[0].scope: Unsupported value: \"Namespace\""),
+        "{}",
+        s.message
+    );
     assert!(api.get_opt("bad").await.unwrap().is_none());
     // Accepted at the bounds; an update out of range is refused too.
-    api.create(&pp, &config("edge", 30, "Cluster")).await.unwrap();
-    api.create(&pp, &config("low", 1, "Namespaced")).await.unwrap();
+    api.create(&pp, &config("edge", 30, "Cluster"))
+        .await
+        .unwrap();
+    api.create(&pp, &config("low", 1, "Namespaced"))
+        .await
+        .unwrap();
     let mut longer = api.get("edge").await.unwrap();
     if let Some(hooks) = longer.webhooks.as_mut() {
         hooks[0].timeout_seconds = Some(45);
@@ -63,7 +80,11 @@ async fn a_webhook_slower_than_its_timeout_gets_its_failure_policy() {
         Reply::Slow(Duration::from_secs(5), resp)
     })
     .await;
-    let mut slow = hook("slow.example.com", server.client_config("/slow"), &["CREATE"]);
+    let mut slow = hook(
+        "slow.example.com",
+        server.client_config("/slow"),
+        &["CREATE"],
+    );
     slow["timeoutSeconds"] = json!(1);
     slow["failurePolicy"] = json!("Ignore");
     validating(&env.client(), "slow-ignore", vec![slow]).await;
@@ -84,26 +105,54 @@ async fn rule_scopes_match_only_their_kinds() {
     let env = envtest::TestEnv::start().await.unwrap();
     let server = webhook_server::start(&[], |r| deny(r, 403, "scoped")).await;
     let both = |name: &str, scope: &str| {
-        let mut h = hook(name, server.client_config(&format!("/{scope}")), &["CREATE"]);
+        let mut h = hook(
+            name,
+            server.client_config(&format!("/{scope}")),
+            &["CREATE"],
+        );
         h["rules"][0]["resources"] = json!(["configmaps", "namespaces"]);
         h["rules"][0]["scope"] = json!(scope);
         h
     };
-    validating(&env.client(), "namespaced", vec![both("ns.example.com", "Namespaced")]).await;
+    validating(
+        &env.client(),
+        "namespaced",
+        vec![both("ns.example.com", "Namespaced")],
+    )
+    .await;
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     let namespaces: Api<Namespace> = Api::all(env.client());
-    let e = cms.create(&PostParams::default(), &cm("a", &[], "1")).await.unwrap_err();
+    let e = cms
+        .create(&PostParams::default(), &cm("a", &[], "1"))
+        .await
+        .unwrap_err();
     assert!(status(e).message.contains("\"ns.example.com\" denied"));
     let team: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-a"}})).unwrap();
-    namespaces.create(&PostParams::default(), &team).await.unwrap();
+    namespaces
+        .create(&PostParams::default(), &team)
+        .await
+        .unwrap();
     assert_eq!(server.calls(), 1, "a Namespaced rule matched a Namespace");
 
     let configs: Api<ValidatingWebhookConfiguration> = Api::all(env.client());
-    configs.delete("namespaced", &Default::default()).await.unwrap();
-    validating(&env.client(), "cluster", vec![both("cl.example.com", "Cluster")]).await;
-    cms.create(&PostParams::default(), &cm("b", &[], "1")).await.unwrap();
+    configs
+        .delete("namespaced", &Default::default())
+        .await
+        .unwrap();
+    validating(
+        &env.client(),
+        "cluster",
+        vec![both("cl.example.com", "Cluster")],
+    )
+    .await;
+    cms.create(&PostParams::default(), &cm("b", &[], "1"))
+        .await
+        .unwrap();
     let team: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-b"}})).unwrap();
-    let e = namespaces.create(&PostParams::default(), &team).await.unwrap_err();
+    let e = namespaces
+        .create(&PostParams::default(), &team)
+        .await
+        .unwrap_err();
     assert!(status(e).message.contains("\"cl.example.com\" denied"));
     assert_eq!(server.calls(), 2, "a Cluster rule matched a ConfigMap");
 }

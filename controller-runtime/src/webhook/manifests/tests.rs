@@ -142,9 +142,11 @@ impl k8s_openapi::Metadata for Gadget {
     }
 }
 
-fn scopes_and_timeouts(
-    hooks: &WebhookManifests,
-) -> (Vec<Option<String>>, Vec<Option<String>>, Vec<Option<i32>>) {
+/// The validating rules' scopes, the mutating rules' scopes, and every
+/// admission webhook's timeout (validating ones first).
+type Observed = (Vec<Option<String>>, Vec<Option<String>>, Vec<Option<i32>>);
+
+fn scopes_and_timeouts(hooks: &WebhookManifests) -> Observed {
     let validating = hooks.validating_configuration().unwrap().webhooks.unwrap();
     let mutating = hooks.mutating_configuration().unwrap().webhooks.unwrap();
     let scopes = |rules: Vec<Option<Vec<RuleWithOperations>>>| {
@@ -169,7 +171,9 @@ fn each_rule_is_scoped_to_its_kind() {
     let hooks = WebhookManifests::for_kind::<Widget>("system", both)
         .merge(WebhookManifests::for_kind::<Gadget>("system", both))
         .unwrap()
-        .merge(WebhookManifests::for_kind::<k8s_openapi::api::core::v1::Namespace>("system", both))
+        .merge(WebhookManifests::for_kind::<
+            k8s_openapi::api::core::v1::Namespace,
+        >("system", both))
         .unwrap();
     let (validating, mutating, _) = scopes_and_timeouts(&hooks);
     let want = [Some("Namespaced"), Some("Cluster"), Some("Cluster")].map(|s| s.map(String::from));
@@ -200,7 +204,10 @@ fn timeouts_the_api_server_refuses_cannot_be_declared() {
         let built = std::panic::catch_unwind(|| WebhookDeclaration::new().timeout_seconds(bad));
         assert!(built.is_err(), "{bad} accepted");
     }
-    assert_eq!(WebhookDeclaration::new().timeout_seconds(1).timeout_seconds, 1);
+    assert_eq!(
+        WebhookDeclaration::new().timeout_seconds(1).timeout_seconds,
+        1
+    );
 }
 
 #[test]

@@ -21,8 +21,8 @@ use crate::resources::registry::ResourceInfo;
 use crate::resources::ssa;
 use crate::resources::validation::{
     FieldCheck, FieldValidation, check_immutable, check_metadata, check_name, check_namespace,
-    check_type, check_webhooks, decode_object, media_type, parse_checked, parse_json, parse_yaml_or_json,
-    require_json,
+    check_type, check_webhooks, decode_object, media_type, parse_checked, parse_json,
+    parse_yaml_or_json, require_json,
 };
 use crate::storage::{ObjKey, StoredObject, Txn};
 use axum::response::Response;

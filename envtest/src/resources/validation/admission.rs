@@ -81,7 +81,10 @@ mod tests {
                 "rules": [{"scope": scope}]}]})
         };
         for ok in [1, 10, 30] {
-            assert!(check_webhooks(&vwc, &hook(json!(ok), "Namespaced")).is_ok(), "{ok}");
+            assert!(
+                check_webhooks(&vwc, &hook(json!(ok), "Namespaced")).is_ok(),
+                "{ok}"
+            );
         }
         assert!(check_webhooks(&vwc, &json!({"webhooks": [{"name": "a.b.c"}]})).is_ok());
         let e = check_webhooks(&vwc, &hook(json!(31), "Cluster")).unwrap_err();
@@ -90,9 +93,15 @@ mod tests {
             e.message,
             "ValidatingWebhookConfiguration.admissionregistration.k8s.io \"v\" is invalid: webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds"
         );
-        let e = check_webhooks(&info("mutatingwebhookconfigurations"), &hook(json!(0), "Namespace"))
-            .unwrap_err();
+        let e = check_webhooks(
+            &info("mutatingwebhookconfigurations"),
+            &hook(json!(0), "Namespace"),
+        )
+        .unwrap_err();
         let fields: Vec<&str> = e.causes.iter().map(|c| c.field.as_str()).collect();
-        assert_eq!(fields, ["webhooks[0].timeoutSeconds", "webhooks[0].rules[0].scope"]);
+        assert_eq!(
+            fields,
+            ["webhooks[0].timeoutSeconds", "webhooks[0].rules[0].scope"]
+        );
     }
 }
