@@ -24,23 +24,25 @@ pub(super) struct Drained {
     pub lost: Option<String>,
 }
 
-/// Waits until `deadline` for `tasks` to finish. `leading` is this
-/// replica's leadership while it leads (`None` without leader election or
-/// when it does not lead): if it turns `false` first, every task is aborted
-/// at once and the loss is reported.
+/// Waits until `deadline` for `tasks` to finish (aborted ones get until
+/// `give_up` to unwind). `leading` is this replica's leadership while it
+/// leads (`None` without leader election or when it does not lead): if it
+/// turns `false` first, every task is aborted at once and the loss is
+/// reported.
 pub(super) async fn drain_leader_tasks(
     tasks: &mut Tasks,
     deadline: Instant,
+    give_up: Instant,
     leading: Option<&mut watch::Receiver<bool>>,
 ) -> Drained {
     let Some(leading) = leading.filter(|rx| *rx.borrow()) else {
         return Drained {
-            unfinished: tasks.drain(deadline).await,
+            unfinished: tasks.drain(deadline, give_up).await,
             lost: None,
         };
     };
     tokio::select! {
-        unfinished = tasks.drain(deadline) => return Drained { unfinished, lost: None },
+        unfinished = tasks.drain(deadline, give_up) => return Drained { unfinished, lost: None },
         // A closed channel means the elector is gone: it no longer renews.
         _ = leading.wait_for(|l| !*l) => {}
     }
@@ -48,7 +50,7 @@ pub(super) async fn drain_leader_tasks(
     tasks.abort_all();
     // Aborted tasks end at their next await; wait for that so nothing of
     // theirs runs after `run` returns.
-    let _ = tasks.drain(Instant::now()).await;
+    let _ = tasks.drain(Instant::now(), give_up).await;
     Drained {
         unfinished: Vec::new(),
         lost: Some("this replica stopped leading while draining for shutdown".to_string()),

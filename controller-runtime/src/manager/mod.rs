@@ -18,7 +18,9 @@
 //! 4. on shutdown (the token, or SIGTERM/SIGINT with
 //!    [`Manager::run_until_signal`]) stops taking work, lets in-flight
 //!    reconciles finish within the graceful-shutdown timeout, releases the
-//!    lease, then stops the informers and servers. Leadership is still
+//!    lease, then stops the informers and servers, all of which share
+//!    [`SHUTDOWN_CLEANUP_TIMEOUT`] after it (so `run` returns within the
+//!    sum of the two, whatever hangs). Leadership is still
 //!    watched while draining: a lease lost then aborts the in-flight
 //!    reconciles at once and `run` returns [`ManagerError::LeadershipLost`].
 //!
@@ -99,6 +101,14 @@ use crate::workqueue::PrometheusMetricsProvider;
 
 /// Default time in-flight work gets to finish on shutdown (as controller-runtime).
 pub const DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time the last steps of a shutdown share once the graceful-shutdown
+/// timeout is over or every runnable has stopped: releasing the lease,
+/// stopping the informers and the servers, and waiting for aborted
+/// runnables to unwind. [`Manager::run`] returns at most
+/// `graceful_shutdown_timeout + SHUTDOWN_CLEANUP_TIMEOUT` after shutdown
+/// begins, whatever hangs (an API server that does not answer the lease
+/// release, a probe stuck in a health check).
+pub const SHUTDOWN_CLEANUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default time a controller waits for its caches before failing (as
 /// controller-runtime's `CacheSyncTimeout`).
 pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
@@ -507,13 +517,17 @@ impl Manager {
             tracing::info!("manager shutting down");
         }
 
+        // One overall bound: runnables get until `deadline`, everything
+        // after them (and the unwinding of those aborted) until `cleanup`.
         let deadline = deadline_for(self.inner.graceful_shutdown_timeout);
+        let cleanup = deadline + SHUTDOWN_CLEANUP_TIMEOUT;
         let mut unfinished = Vec::new();
         // 1. Controllers stop taking work and finish what is in flight,
         // unless the lease is lost meanwhile (then they are aborted at once).
         leader_stop.cancel();
         let leading_now = leading.as_mut().filter(|_| leader_started);
-        let drained = drain::drain_leader_tasks(&mut leader_tasks, deadline, leading_now).await;
+        let drained =
+            drain::drain_leader_tasks(&mut leader_tasks, deadline, cleanup, leading_now).await;
         unfinished.extend(drained.unfinished);
         let result = match (result, drained.lost) {
             (Ok(()), Some(lost)) => Err(ManagerError::LeadershipLost(lost)),
@@ -521,12 +535,11 @@ impl Manager {
         };
         // 2. The other runnables.
         others_stop.cancel();
-        unfinished.extend(others.drain(deadline).await);
+        unfinished.extend(others.drain(deadline, cleanup).await);
         // 3. Release the lease so that a successor takes over at once.
         election_stop.cancel();
         if let Some(task) = election {
-            let release_deadline = deadline.max(deadline_for(Duration::from_secs(5)));
-            match tokio::time::timeout_at(release_deadline, task).await {
+            match tokio::time::timeout_at(cleanup, task).await {
                 Ok(Ok(Err(error))) => tracing::warn!(%error, "leader election ended with an error"),
                 Ok(_) => {}
                 Err(_) => tracing::warn!("leader election did not stop in time"),
@@ -534,14 +547,17 @@ impl Manager {
         }
         // 4. Informers and servers.
         self.inner.cache.set_started(false);
-        let _ = tokio::time::timeout_at(
-            deadline.max(deadline_for(Duration::from_secs(5))),
-            self.inner.factory.shutdown(),
-        )
-        .await;
+        if tokio::time::timeout_at(cleanup, self.inner.factory.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("informers did not stop in time");
+        }
         servers_stop.cancel();
         for server in servers {
-            let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+            if tokio::time::timeout_at(cleanup, server).await.is_err() {
+                tracing::warn!("a server did not stop in time (a request still in flight)");
+            }
         }
         tracing::info!("manager stopped");
 

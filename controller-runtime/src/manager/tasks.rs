@@ -71,8 +71,9 @@ impl Tasks {
     }
 
     /// Waits for every task until `deadline`; aborts the rest and returns
-    /// their names.
-    pub(super) async fn drain(&mut self, deadline: Instant) -> Vec<String> {
+    /// their names. Aborted tasks end at their next await; one that blocks
+    /// its thread is waited for until `give_up` at most, then left behind.
+    pub(super) async fn drain(&mut self, deadline: Instant, give_up: Instant) -> Vec<String> {
         loop {
             match tokio::time::timeout_at(deadline, self.next_failure()).await {
                 Ok(None) => return Vec::new(),
@@ -82,7 +83,10 @@ impl Tasks {
                     let mut left: Vec<String> = self.names.drain().map(|(_, n)| n).collect();
                     left.sort();
                     self.set.abort_all();
-                    while self.set.join_next().await.is_some() {}
+                    let unwound = async { while self.set.join_next().await.is_some() {} };
+                    if tokio::time::timeout_at(give_up, unwound).await.is_err() {
+                        tracing::warn!(runnables = ?left, "aborted runnables did not unwind in time");
+                    }
                     return left;
                 }
             }

@@ -1,14 +1,18 @@
-//! Graceful shutdown of a leader whose lease is lost while it drains.
+//! Graceful shutdown: a leader whose lease is lost while it drains, the
+//! overall bound on a stop whatever hangs, and a fenced sharded replica.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use controller_runtime::healthz::check_fn;
 use controller_runtime::leaderelection::LeaderElectionConfig;
-use controller_runtime::manager::ManagerError;
+use controller_runtime::manager::{ManagerError, SHUTDOWN_CLEANUP_TIMEOUT, runnable_fn};
 use envtest::FailureRule;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube_client::Api;
 use kube_client::api::PostParams;
+use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
 use crate::fixture::spawn_manager;
@@ -83,5 +87,134 @@ async fn a_lease_lost_while_draining_aborts_in_flight_work_and_is_reported() {
         cm_data(&client, "slow").await,
         None,
         "no write from a replica that stopped leading"
+    );
+}
+
+/// Every step of a stop hangs at once: a runnable ignores its stop, the API
+/// server holds the lease release, a probe is stuck in a health check.
+/// Each step used to get its own 5 s (release, informers, each server), so
+/// such a stop took the graceful timeout plus 10 s and more; `run` must
+/// return within the graceful timeout plus one shared cleanup allowance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stop_where_everything_hangs_ends_within_its_overall_bound() {
+    const GRACE: Duration = Duration::from_secs(1);
+    let config = LeaderElectionConfig::new(NS, "stop-bound", "stopper")
+        .lease_duration(LEASE)
+        .renew_deadline(RENEW)
+        .retry_period(RETRY);
+    let (env, _client, mgr, _journal) = fixture_with(|b| {
+        b.leader_election(config)
+            .health_addr("127.0.0.1:0".parse().unwrap())
+            .graceful_shutdown_timeout(GRACE)
+    })
+    .await;
+    mgr.add_runnable(runnable_fn("stubborn", false, |_stop| {
+        std::future::pending::<Result<(), controller_runtime::error::BoxError>>()
+    }));
+    // A check that blocks its thread (as one doing blocking I/O would)
+    // while `stuck` is set.
+    let stuck = Arc::new(AtomicBool::new(false));
+    let probing = Arc::new(AtomicBool::new(false));
+    mgr.add_healthz_check(
+        "blocking",
+        check_fn({
+            let (stuck, probing) = (Arc::clone(&stuck), Arc::clone(&probing));
+            move || {
+                if stuck.load(Ordering::SeqCst) {
+                    probing.store(true, Ordering::SeqCst);
+                }
+                while stuck.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Ok(())
+            }
+        }),
+    )
+    .unwrap();
+    let health = mgr.health_addr().unwrap();
+    let (stop, run) = spawn_manager(&mgr);
+    wait_until(LONG, "leading", || async { mgr.is_leader() }).await;
+
+    stuck.store(true, Ordering::SeqCst);
+    let probe = tokio::spawn(async move {
+        let mut stream = tokio::net::TcpStream::connect(health).await.unwrap();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+            .await
+            .unwrap();
+        // Keep the connection open until aborted.
+        std::future::pending::<()>().await;
+    });
+    wait_until(LONG, "a probe is in the health check", || async {
+        probing.load(Ordering::SeqCst)
+    })
+    .await;
+    env.faults().pause();
+    let cut = Instant::now();
+    stop.cancel();
+    let ended = tokio::time::timeout(LONG, run).await;
+    let took = cut.elapsed();
+    env.faults().resume();
+    stuck.store(false, Ordering::SeqCst);
+    probe.abort();
+    let err = ended
+        .expect("run ends")
+        .unwrap()
+        .expect_err("a runnable was aborted");
+    assert!(
+        matches!(&err, ManagerError::ShutdownTimeout { unfinished, .. } if unfinished == &["stubborn".to_string()]),
+        "{err}"
+    );
+    let bound = GRACE + SHUTDOWN_CLEANUP_TIMEOUT;
+    assert!(
+        took < bound + Duration::from_secs(2),
+        "the stop took {took:?}; bound {bound:?}"
+    );
+    assert!(
+        took >= GRACE,
+        "the stubborn runnable had {GRACE:?}: {took:?}"
+    );
+}
+
+/// The sharded fault suite's fence: a replica whose Lease writes fail
+/// fences itself mid-reconcile, with the API server slow; its manager
+/// (graceful timeout 5 s) must end well within that, so that it can be
+/// replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_replica_stops_promptly_mid_reconcile_with_a_slow_server() {
+    use crate::sharding_fleet::{NS as FLEET_NS, Timeline, start_replica, write_all};
+    let env = envtest::TestEnv::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), FLEET_NS);
+    let names: Vec<String> = (0..4).map(|i| format!("f{i}")).collect();
+    write_all(&api, &names, "1").await;
+    let timeline = Arc::new(Timeline::default());
+    // Each reconcile would take a minute.
+    let r = start_replica(&env, "fence", "solo", &timeline, 2, Duration::from_secs(60)).await;
+    wait_until(LONG, "a reconcile is in flight", || async {
+        timeline.spans.lock().iter().any(|s| s.end.is_none())
+    })
+    .await;
+    env.faults().set_latency(Duration::from_millis(300));
+    r.gate.freeze_lease_writes.store(true, Ordering::SeqCst);
+    let fence = r.membership.fence();
+    tokio::time::timeout(LONG, fence.cancelled())
+        .await
+        .expect("fenced");
+    let fenced = Instant::now();
+    let err = tokio::time::timeout(LONG, r.run)
+        .await
+        .expect("run ends")
+        .unwrap()
+        .expect_err("a fenced replica's run fails");
+    let took = fenced.elapsed();
+    env.faults().set_latency(Duration::ZERO);
+    assert!(err.to_string().contains("lost its shard lease"), "{err}");
+    assert!(
+        took < Duration::from_secs(3),
+        "stopped {took:?} after the fence"
+    );
+    assert!(
+        timeline.spans.lock().iter().all(|s| s.end.is_some()),
+        "the in-flight reconciles were dropped"
     );
 }
