@@ -108,6 +108,14 @@ pub const DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// `graceful_shutdown_timeout + SHUTDOWN_CLEANUP_TIMEOUT` after shutdown
 /// begins, whatever hangs (an API server that does not answer the lease
 /// release, a probe stuck in a health check).
+///
+/// ```
+/// use std::time::Duration;
+/// use controller_runtime::manager::SHUTDOWN_CLEANUP_TIMEOUT;
+/// // A pod killed 30 s after SIGTERM: in-flight work may take the rest.
+/// let graceful = Duration::from_secs(30) - SHUTDOWN_CLEANUP_TIMEOUT;
+/// assert_eq!(graceful, Duration::from_secs(25));
+/// ```
 pub const SHUTDOWN_CLEANUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default time a controller waits for its caches before failing (as
 /// controller-runtime's `CacheSyncTimeout`).
