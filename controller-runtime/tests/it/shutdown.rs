@@ -123,7 +123,9 @@ async fn a_stop_where_everything_hangs_ends_within_its_overall_bound() {
                 if stuck.load(Ordering::SeqCst) {
                     probing.store(true, Ordering::SeqCst);
                 }
-                while stuck.load(Ordering::SeqCst) {
+                // Bounded, so that a failing test cannot hang its runtime.
+                let since = std::time::Instant::now();
+                while stuck.load(Ordering::SeqCst) && since.elapsed() < LONG {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 Ok(())
@@ -136,6 +138,14 @@ async fn a_stop_where_everything_hangs_ends_within_its_overall_bound() {
     wait_until(LONG, "leading", || async { mgr.is_leader() }).await;
 
     stuck.store(true, Ordering::SeqCst);
+    // Unblocks the check however this test ends.
+    struct Unstick(Arc<AtomicBool>);
+    impl Drop for Unstick {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::SeqCst);
+        }
+    }
+    let unstick = Unstick(Arc::clone(&stuck));
     let probe = tokio::spawn(async move {
         let mut stream = tokio::net::TcpStream::connect(health).await.unwrap();
         stream
@@ -155,7 +165,7 @@ async fn a_stop_where_everything_hangs_ends_within_its_overall_bound() {
     let ended = tokio::time::timeout(LONG, run).await;
     let took = cut.elapsed();
     env.faults().resume();
-    stuck.store(false, Ordering::SeqCst);
+    drop(unstick);
     probe.abort();
     let err = ended
         .expect("run ends")
