@@ -9,6 +9,10 @@
 //! Each look takes the objects' labels from the caches first and reads the
 //! ring state afresh afterwards, so that "not a member" always means
 //! "stopped since it was labelled" (members leave only once stopped).
+//!
+//! A new object under the key of a recently deleted one goes first to the
+//! shard the deleted one had, while that shard lives (see
+//! [`departed`](super::departed)); the drain handshake then moves it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +21,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::future::BoxFuture;
 use informer_core::factory::{InformerOptions, SharedInformerFactory};
 use informer_core::key::ObjectOrTombstone;
-use informer_core::shared_informer::{ResourceEventHandler, SharedIndexInformer};
+use informer_core::shared_informer::{
+    ResourceEventHandler, ResourceEventHandlerRegistration, SharedIndexInformer,
+};
 use kube_client::Api;
 use kube_client::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube_client::core::metadata::PartialObjectMeta;
@@ -27,6 +33,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::config::ShardingConfig;
+use super::departed::Departed;
 use super::labels::{Decision, Labelled, decide, drain_patch, relabel_patch};
 use super::membership::Membership;
 use super::ring::{Ring, object_key};
@@ -47,12 +54,22 @@ pub(super) struct Entry {
 pub(super) trait KindCache: Send + Sync {
     fn entries(&self, cfg: &ShardingConfig) -> Vec<Entry>;
     fn has_synced(&self) -> bool;
+    /// Whether every notification distributed so far has been handled (for
+    /// the primary: every deletion seen so far is recorded).
+    fn caught_up(&self) -> bool;
     fn patch(&self, entry: &Entry, patch: serde_json::Value) -> BoxFuture<'static, bool>;
 }
 
-/// How to start one kind's metadata cache on a factory.
+/// How to start one kind's metadata cache on a factory. The primary kind's
+/// records its deletions in the [`Departed`] given.
 pub(super) type KindStarter = Arc<
-    dyn Fn(&SharedInformerFactory, &[String], watch::Sender<u64>) -> Box<dyn KindCache>
+    dyn Fn(
+            &SharedInformerFactory,
+            &[String],
+            watch::Sender<u64>,
+            &Arc<Departed>,
+            &ShardingConfig,
+        ) -> Box<dyn KindCache>
         + Send
         + Sync,
 >;
@@ -60,6 +77,7 @@ pub(super) type KindStarter = Arc<
 struct Typed<K: Object> {
     /// One per cached namespace (or one over all).
     informers: Vec<SharedIndexInformer<PartialObjectMeta<K>>>,
+    registrations: Vec<ResourceEventHandlerRegistration>,
     client: kube_client::Client,
     /// How an object's primary key is found: its own key (the primary
     /// kind), or its controller owner's of the primary kind.
@@ -108,6 +126,38 @@ impl<T: Send + Sync + 'static> ResourceEventHandler<T> for Changed {
     }
 }
 
+/// The primary kind's handler: wakes the loop, and records the shard of
+/// each deleted object.
+struct Departures<K> {
+    changed: watch::Sender<u64>,
+    departed: Arc<Departed>,
+    key_of: fn(&PartialObjectMeta<K>, &OwnerKind) -> Option<String>,
+    owner: OwnerKind,
+    shard_label: String,
+    drain_label: String,
+}
+
+impl<K: Object> ResourceEventHandler<PartialObjectMeta<K>> for Departures<K> {
+    fn on_add(&self, _: Arc<PartialObjectMeta<K>>, _: bool) {
+        self.changed.send_modify(|n| *n += 1);
+    }
+    fn on_update(&self, _: Arc<PartialObjectMeta<K>>, _: Arc<PartialObjectMeta<K>>) {
+        self.changed.send_modify(|n| *n += 1);
+    }
+    fn on_delete(&self, obj: ObjectOrTombstone<PartialObjectMeta<K>>) {
+        let m = obj.object();
+        let labelled = Labelled::of(
+            m.metadata.labels.as_ref(),
+            &self.shard_label,
+            &self.drain_label,
+        );
+        if let (Some(key), Some(shard)) = ((self.key_of)(m, &self.owner), labelled.shard) {
+            self.departed.record(key, shard);
+        }
+        self.changed.send_modify(|n| *n += 1);
+    }
+}
+
 impl<K: Object> KindCache for Typed<K> {
     fn entries(&self, cfg: &ShardingConfig) -> Vec<Entry> {
         let (shard_label, drain_label) = (cfg.shard_label(), cfg.drain_label());
@@ -128,6 +178,10 @@ impl<K: Object> KindCache for Typed<K> {
 
     fn has_synced(&self) -> bool {
         self.informers.iter().all(SharedIndexInformer::has_synced)
+    }
+
+    fn caught_up(&self) -> bool {
+        self.registrations.iter().all(|r| r.pending() == 0)
     }
 
     fn patch(&self, entry: &Entry, patch: serde_json::Value) -> BoxFuture<'static, bool> {
@@ -167,32 +221,56 @@ fn starter<K: Object>(
     key_of: fn(&PartialObjectMeta<K>, &OwnerKind) -> Option<String>,
     owner: Option<OwnerKind>,
 ) -> KindStarter {
-    Arc::new(move |factory, namespaces, changed| {
+    let primary = owner.is_none();
+    Arc::new(move |factory, namespaces, changed, departed, cfg| {
         let scopes: Vec<Option<&str>> = if namespaces.is_empty() {
             vec![None]
         } else {
             namespaces.iter().map(|n| Some(n.as_str())).collect()
         };
-        let informers: Vec<_> = scopes
-            .into_iter()
-            .map(|ns| {
-                let informer = factory.metadata_informer_in::<K>(ns, InformerOptions::new());
-                // A fresh informer of a fresh factory: registering cannot fail.
-                let _ = informer.add_event_handler(Changed(changed.clone()));
-                informer
-            })
-            .collect();
+        let owner = owner.clone().unwrap_or(OwnerKind {
+            group: String::new(),
+            kind: String::new(),
+            namespaced: true,
+        });
+        let (mut informers, mut registrations) = (Vec::new(), Vec::new());
+        for ns in scopes {
+            let informer = factory.metadata_informer_in::<K>(ns, InformerOptions::new());
+            // A fresh informer of a fresh factory: registering cannot fail.
+            let registration = if primary {
+                informer.add_event_handler(Departures {
+                    changed: changed.clone(),
+                    departed: Arc::clone(departed),
+                    key_of,
+                    owner: owner.clone(),
+                    shard_label: cfg.shard_label(),
+                    drain_label: cfg.drain_label(),
+                })
+            } else {
+                informer.add_event_handler(Changed(changed.clone()))
+            };
+            registrations.extend(registration.ok());
+            informers.push(informer);
+        }
         Box::new(Typed {
             informers,
+            registrations,
             client: client.clone(),
             key_of,
-            owner: owner.clone().unwrap_or(OwnerKind {
-                group: String::new(),
-                kind: String::new(),
-                namespaced: true,
-            }),
+            owner,
         })
     })
+}
+
+/// Waits briefly for `cache`'s handlers to catch up; false if they did not.
+async fn caught_up(cache: &dyn KindCache) -> bool {
+    for _ in 0..100 {
+        if cache.caught_up() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    cache.caught_up()
 }
 
 /// Counters of the sharder's relabelling.
@@ -243,17 +321,18 @@ impl Labeller {
         let cfg = self.membership.config().clone();
         let factory = SharedInformerFactory::builder(self.membership.client()).build();
         let (changed, mut changes) = watch::channel(0u64);
+        let departed = Arc::new(Departed::default());
         let caches: Vec<Box<dyn KindCache>> = self
             .kinds
             .iter()
-            .map(|k| k(&factory, &self.namespaces, changed.clone()))
+            .map(|k| k(&factory, &self.namespaces, changed.clone(), &departed, &cfg))
             .collect();
         factory.start();
         let mut ring = self.membership.subscribe();
         let mut dead_since: HashMap<String, Instant> = HashMap::new();
         loop {
             if caches.iter().all(|c| c.has_synced()) {
-                self.look(&cfg, &caches, &mut dead_since).await;
+                self.look(&cfg, &caches, &departed, &mut dead_since).await;
             }
             tokio::select! {
                 () = stop.cancelled() => break,
@@ -271,6 +350,7 @@ impl Labeller {
         &self,
         cfg: &ShardingConfig,
         caches: &[Box<dyn KindCache>],
+        departed: &Departed,
         dead_since: &mut HashMap<String, Instant>,
     ) {
         // Labels first, the ring state afterwards (see the module docs).
@@ -279,6 +359,10 @@ impl Labeller {
             None => return,
         };
         let primaries = primary.entries(cfg);
+        // Every deletion the cache applied before `primaries` was read has
+        // been recorded once its handler has caught up (it only records):
+        // new objects are labelled only then.
+        let recorded = caught_up(primary.as_ref()).await;
         let mut children: HashMap<String, Vec<(usize, Entry)>> = HashMap::new();
         for (i, c) in owned.iter().enumerate() {
             for e in c.entries(cfg) {
@@ -290,6 +374,7 @@ impl Labeller {
             _ => return,
         };
         let ring = Ring::with_virtual_nodes(members.iter().cloned(), cfg.virtual_nodes);
+        departed.retain_members(&members);
         let (shard_label, drain_label) = (cfg.shard_label(), cfg.drain_label());
         let relabel = |e: &Entry, to: Option<&str>| {
             relabel_patch(&shard_label, &drain_label, to, &e.resource_version)
@@ -307,11 +392,22 @@ impl Labeller {
         let mut per_shard: HashMap<String, u64> = HashMap::new();
         let mut stopped_left: HashMap<String, u64> = HashMap::new();
         for p in &primaries {
-            let Some(target) = ring.owner(&p.key) else {
+            let Some(ring_target) = ring.owner(&p.key) else {
                 continue;
             };
             let kids = children.remove(&p.key).unwrap_or_default();
-            let decision = decide(&p.labelled, target, &members);
+            let decision = decide(&p.labelled, ring_target, &members);
+            // A new object: to the shard of a deleted one under its key, if
+            // that shard lives (it may still reconcile the deletion).
+            let fresh = decision == Decision::Assign && !p.labelled.draining;
+            if fresh && !recorded {
+                continue;
+            }
+            let previous = fresh
+                .then(|| departed.get(&p.key))
+                .flatten()
+                .filter(|s| members.contains(s));
+            let target = previous.as_deref().unwrap_or(ring_target);
             match decision {
                 Decision::Keep | Decision::Wait | Decision::Drain | Decision::Undrain => {
                     if let Some(shard) = &p.labelled.shard {
@@ -357,6 +453,9 @@ impl Labeller {
                         continue;
                     }
                     if primary.patch(p, relabel(p, Some(target))).await {
+                        if fresh {
+                            departed.take(&p.key);
+                        }
                         *per_shard.entry(target.to_string()).or_default() += 1;
                         let counter = match (&decision, &p.labelled.shard) {
                             (Decision::Assign, None) if !p.labelled.draining => {

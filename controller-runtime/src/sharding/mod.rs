@@ -120,7 +120,11 @@
 //! the sharder labels the object (after its owned objects) for the new
 //! shard. A stopped shard (no longer a member of the ring state) cannot
 //! answer; its objects are relabelled directly, once the membership rules
-//! above have dropped it. Owned objects carry their controller owner's
+//! above have dropped it. A new object under the name of a deleted one goes
+//! first to the shard the deleted one had, while that shard lives (it may
+//! still be reconciling the deletion), and moves by the same handshake; the
+//! sharder remembers the newest 4,096 deletions for this, in memory (a
+//! sharder that took over after a deletion does not know of it). Owned objects carry their controller owner's
 //! shard. Limits: a deletion that happens while an object is between
 //! shards (drained, not yet relabelled), or while it is labelled for a
 //! stopped shard, is seen by no shard (use a finalizer, whose removal is
@@ -138,6 +142,7 @@ pub mod assignment;
 pub mod config;
 pub mod controller;
 mod coordinator;
+mod departed;
 mod label_gate;
 mod labeller;
 pub mod labels;

@@ -493,3 +493,93 @@ async fn label_mode_owned_objects_follow_their_owner_shard() {
         let _ = tokio::time::timeout(Duration::from_secs(10), run).await;
     }
 }
+
+/// Label mode: an object deleted while its shard still reconciles it, and
+/// created again at once under the same name while the ring gives the name
+/// to another shard, goes back to the old shard first and moves by the
+/// drain handshake, so the two shards never reconcile the name at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn label_mode_a_name_created_again_waits_for_the_shard_that_reconciles_its_deletion() {
+    use controller_runtime::sharding::config::ShardMode;
+    use kube_client::api::{DeleteParams, PostParams};
+
+    use crate::sharding_fleet::{object, start_replica_in};
+
+    const RING: &str = "it-recreated";
+    let env = envtest::TestEnv::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    // A name the two-member ring gives to r2.
+    let candidates: Vec<String> = (0..64).map(|i| format!("again{i}")).collect();
+    let two = owners(&["r1", "r2"], &candidates);
+    let name = candidates
+        .iter()
+        .find(|n| two[&format!("{NS}/{n}")] == "r2")
+        .unwrap()
+        .clone();
+    let key = format!("{NS}/{name}");
+    let timeline = Arc::new(Timeline::default());
+    // Long reconciles: r1 is still reconciling when the name comes back.
+    let work = Duration::from_secs(6);
+    let start =
+        |id: &'static str| start_replica_in(&env, RING, id, &timeline, 2, work, ShardMode::Label);
+    let r1 = start("r1").await;
+    api.create(&PostParams::default(), &object(&name, "first"))
+        .await
+        .unwrap();
+    // r1 (alone in the ring) gets it and starts a reconcile.
+    crate::eventually(Duration::from_secs(20), "r1 reconciling", || {
+        let running = timeline
+            .spans
+            .lock()
+            .iter()
+            .any(|s| s.key == key && s.replica == "r1" && s.end.is_none());
+        async move { running.then_some(()) }
+    })
+    .await;
+    // r2 joins: the sharder asks r1 to let go, which waits for the reconcile.
+    let r2 = start("r2").await;
+    crate::eventually(Duration::from_secs(20), "drain asked", || {
+        let api = api.clone();
+        let name = name.clone();
+        async move {
+            let cm = api.get(&name).await.ok()?;
+            let labels = cm.metadata.labels?;
+            labels
+                .contains_key(&format!("drain.shard.informer-rs.io/{RING}"))
+                .then_some(())
+        }
+    })
+    .await;
+    // Deleted and created again while r1's reconcile still runs.
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+    api.create(&PostParams::default(), &object(&name, "again"))
+        .await
+        .unwrap();
+    let still_running = timeline
+        .spans
+        .lock()
+        .iter()
+        .any(|s| s.key == key && s.replica == "r1" && s.end.is_none());
+    assert!(
+        still_running,
+        "the test needs r1's reconcile to outlast the recreate"
+    );
+    // The new object ends on r2 and is reconciled there, after r1 is done.
+    crate::eventually(
+        Duration::from_secs(60),
+        "recreated object reconciled by r2",
+        || {
+            let done =
+                timeline.spans.lock().iter().any(|s| {
+                    s.key == key && s.replica == "r2" && s.seen.as_deref() == Some("again")
+                });
+            async move { done.then_some(()) }
+        },
+    )
+    .await;
+    check_no_overlap(&timeline).unwrap();
+    for r in [r1, r2] {
+        r.stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(10), r.run).await;
+    }
+}
