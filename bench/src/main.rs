@@ -142,7 +142,7 @@ impl Plan {
                 controller_objects: 10_000,
                 scope_objects: 10_000,
                 webhook_requests: 20_000,
-                sharding_objects: 3_000,
+                sharding_objects: 20_000,
             }
         }
     }
