@@ -345,6 +345,20 @@ fn single(checks: &Checks, name: &str) -> Response {
     }
 }
 
+/// Runs `answer` (which runs checks) on tokio's blocking pool: a check is
+/// a plain function that may block its thread (blocking I/O, a lock), and
+/// one that did so on a runtime worker stalled every task queued behind it
+/// on that worker (timers, the manager's own stop) for as long as it blocked.
+async fn off_the_runtime(answer: impl FnOnce() -> Response + Send + 'static) -> Response {
+    match tokio::task::spawn_blocking(answer).await {
+        Ok(response) => response,
+        Err(error) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal server error: a health check panicked: {error}\n"),
+        ),
+    }
+}
+
 /// An axum router serving `/healthz`, `/healthz/{name}`, `/readyz` and
 /// `/readyz/{name}` from the two sets.
 pub fn router(healthz: Checks, readyz: Checks) -> Router {
@@ -359,15 +373,15 @@ fn endpoint(endpoint: &'static str, checks: Checks) -> Router {
     Router::new()
         .route(
             &format!("/{endpoint}"),
-            get(
-                move |State(c): State<Checks>, RawQuery(q): RawQuery| async move {
-                    aggregated(&c, endpoint, q.as_deref())
-                },
-            ),
+            get(move |State(c): State<Checks>, RawQuery(q): RawQuery| {
+                off_the_runtime(move || aggregated(&c, endpoint, q.as_deref()))
+            }),
         )
         .route(
             &format!("/{endpoint}/{{name}}"),
-            get(|State(c): State<Checks>, Path(name): Path<String>| async move { single(&c, &name) }),
+            get(|State(c): State<Checks>, Path(name): Path<String>| {
+                off_the_runtime(move || single(&c, &name))
+            }),
         )
         .with_state(checks)
 }

@@ -164,3 +164,48 @@ async fn router_serves_both_endpoints() {
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert!(body.contains("[+]leadership settled ok\n"), "{body}");
 }
+
+/// A check that blocks its thread must not stall the runtime that serves
+/// it: on a one-thread runtime, the task that unblocks the check runs only
+/// if the check is off the runtime's thread. (Run on the runtime, the check
+/// waits out its hang guard and fails.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_check_that_blocks_its_thread_does_not_stall_the_runtime() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let probing = Arc::new(AtomicBool::new(false));
+    let released = Arc::new(AtomicBool::new(false));
+    let healthz = Checks::new();
+    healthz
+        .add(
+            "blocking",
+            check_fn({
+                let (probing, released) = (Arc::clone(&probing), Arc::clone(&released));
+                move || {
+                    probing.store(true, Ordering::SeqCst);
+                    // A hang guard only: the verdict is whether `released`
+                    // was set, not how long that took.
+                    let since = std::time::Instant::now();
+                    while !released.load(Ordering::SeqCst) {
+                        if since.elapsed() > std::time::Duration::from_secs(20) {
+                            return Err("the runtime stalled behind this check".to_string());
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    Ok(())
+                }
+            }),
+        )
+        .unwrap();
+    let router = router(healthz, Checks::new());
+    let releaser = tokio::spawn(async move {
+        while !probing.load(Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        released.store(true, Ordering::SeqCst);
+    });
+    assert_eq!(
+        get(&router, "/healthz/blocking").await,
+        (StatusCode::OK, "ok".to_string())
+    );
+    releaser.await.unwrap();
+}

@@ -23,6 +23,12 @@
 //!    sum of the two, whatever hangs). Leadership is still
 //!    watched while draining: a lease lost then aborts the in-flight
 //!    reconciles at once and `run` returns [`ManagerError::LeadershipLost`].
+//!    A lease lost by the time the stop begins, or while leader-only work
+//!    drains, is reported as `LeadershipLost` even when a runnable also
+//!    overran the graceful timeout; one lost only after the leader-only work
+//!    ended (while other runnables drain or the release hangs) is logged,
+//!    and `run` reports `Ok` or [`ManagerError::ShutdownTimeout`] as it
+//!    would have without it.
 //!
 //! A runnable (or controller) added while the manager runs is started at
 //! once, as if it had been there from the start (see
