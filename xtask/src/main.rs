@@ -7,6 +7,7 @@ mod ci;
 mod manifests;
 mod new;
 mod scaffold_check;
+mod stress;
 
 use std::process::ExitCode;
 
@@ -39,6 +40,8 @@ enum Task {
     TestScaffold(scaffold_check::Args),
     /// Run every performance scenario next to kube-runtime and write docs/performance.md.
     Bench(bench::Args),
+    /// Run the integration tests and the chaos suite while busy threads keep every core saturated.
+    Stress(stress::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Task::Ci(args) => ci::run(&args).map_err(|e| e.to_string()),
         Task::TestScaffold(args) => scaffold_check::run(&args).map_err(|e| e.to_string()),
         Task::Bench(args) => bench::run(&args),
+        Task::Stress(args) => stress::run(&args).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
