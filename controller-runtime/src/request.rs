@@ -96,7 +96,13 @@ impl FromStr for Request {
     }
 }
 
-impl crate::terminal::Terminal for RequestError {}
+/// Terminal: a malformed key or a nameless object is malformed again on a
+/// retry.
+impl crate::terminal::Terminal for RequestError {
+    fn is_terminal(&self) -> bool {
+        true
+    }
+}
 
 #[cfg(test)]
 mod tests;

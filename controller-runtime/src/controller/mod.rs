@@ -77,6 +77,7 @@ use kube_client::core::metadata::PartialObjectMeta;
 use crate::handler::{
     EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler,
 };
+pub use crate::manager::error::BuilderError;
 use crate::manager::{Manager, ManagerError};
 use crate::object::{Object, ScopeInfo};
 use crate::predicate::Predicate;
@@ -87,34 +88,6 @@ pub use dynamic::DynamicControllerBuilder;
 use metrics::ControllerMetrics;
 use outcome::DynReconciler;
 use source::{KindSource, Source, describe_kind};
-
-/// Errors of building a controller; [`ControllerBuilder::complete`] returns
-/// them inside [`ManagerError::Controller`], the one setup error type
-/// (`err.downcast_ref::<BuilderError>()` on the variant's error).
-#[derive(Debug, thiserror::Error)]
-pub enum BuilderError {
-    /// Controller names appear in metrics labels and logs: non-empty, at
-    /// most 63 characters of `[a-zA-Z0-9_.-]`.
-    #[error(
-        "invalid controller name {0:?}: use 1-63 characters of letters, digits, '-', '_' or '.'"
-    )]
-    InvalidName(String),
-    /// Another controller of this manager has the name.
-    #[error("a controller named {0:?} is already registered with this manager")]
-    DuplicateName(String),
-    /// `max_concurrent_reconciles(0)` would never reconcile.
-    #[error("controller {0:?}: max_concurrent_reconciles must be at least 1")]
-    ZeroConcurrency(String),
-    /// `reconcile_timeout(0)` would time out every reconcile.
-    #[error("controller {0:?}: reconcile_timeout must be positive")]
-    ZeroTimeout(String),
-}
-
-impl From<BuilderError> for ManagerError {
-    fn from(error: BuilderError) -> Self {
-        ManagerError::Controller(Box::new(error))
-    }
-}
 
 /// Errors of a running controller (reported by the manager).
 #[derive(Debug, thiserror::Error)]

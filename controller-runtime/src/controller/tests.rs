@@ -120,7 +120,7 @@ async fn registered_controllers_export_metrics_before_reconciling() {
 /// The controller's own error inside a manager setup error.
 fn builder_error(err: &ManagerError) -> Option<&BuilderError> {
     match err {
-        ManagerError::Controller(e) => e.downcast_ref::<BuilderError>(),
+        ManagerError::Controller(e) => Some(e),
         _ => None,
     }
 }
