@@ -9,7 +9,7 @@
 //! [`CreateOrUpdateError`](crate::client::CreateOrUpdateError),
 //! [`FinalizerError`](crate::finalizer::FinalizerError),
 //! [`CacheError`](crate::cache::CacheError) (never terminal),
-//! [`RequestError`](crate::request::RequestError) (always), `serde_json::Error` and
+//! [`RequestError`](crate::RequestError) (always), `serde_json::Error` and
 //! `std::io::Error` (only with a [`TerminalError`] inside).
 //!
 //! ```no_run
@@ -79,7 +79,7 @@ use crate::error::BoxError;
 /// `source()` is a marker that a transparent wrapper passes on.
 ///
 /// ```
-/// use controller_runtime::terminal::{is_terminal, TerminalError};
+/// use controller_runtime::{is_terminal, TerminalError};
 /// let e = TerminalError::new(std::io::Error::other("spec.replicas must be positive"));
 /// assert!(is_terminal(&e));
 /// assert!(!is_terminal(&std::io::Error::other("timeout")));
@@ -143,7 +143,7 @@ pub fn is_terminal(error: &(dyn StdError + 'static)) -> bool {
 /// `#[error(transparent)]`); override it to decide by variant.
 ///
 /// ```
-/// use controller_runtime::terminal::{Terminal, TerminalError};
+/// use controller_runtime::{Terminal, TerminalError};
 ///
 /// #[derive(Debug, thiserror::Error)]
 /// enum FooError {
@@ -159,7 +159,7 @@ pub fn is_terminal(error: &(dyn StdError + 'static)) -> bool {
 ///     fn is_terminal(&self) -> bool {
 ///         match self {
 ///             FooError::TooLarge(_) => true,
-///             other => controller_runtime::terminal::is_terminal(other),
+///             other => controller_runtime::is_terminal(other),
 ///         }
 ///     }
 /// }

@@ -39,7 +39,8 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use controller_runtime::manager::Manager;
-//! use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
+//! use controller_runtime::reconcile::{CallInfo, Reconciler};
+//! use controller_runtime::{Action, Request};
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //!
 //! struct Log;
