@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
+use controller_runtime::reconcile::{CallInfo, Reconciler};
+use controller_runtime::{Action, Request};
 use controller_runtime::{Cache, Manager};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -25,11 +25,12 @@ use std::time::{Duration, Instant};
 
 use controller_runtime::Manager;
 use controller_runtime::cache::ScopedInformer;
-use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
+use controller_runtime::reconcile::{CallInfo, Reconciler};
 use controller_runtime::sharding::config::{ShardMode, ShardingConfig};
 use controller_runtime::sharding::controller::ShardedExt;
 use controller_runtime::sharding::membership::Membership;
 use controller_runtime::sharding::ring::Ring;
+use controller_runtime::{Action, Request};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::ListParams;

@@ -9,7 +9,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use controller_runtime::action::Action;
+/// use controller_runtime::Action;
 /// assert_eq!(Action::done().requeue_after, None);
 /// assert_eq!(Action::requeue_after(Duration::from_secs(30)).requeue_after, Some(Duration::from_secs(30)));
 /// ```

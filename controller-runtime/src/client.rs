@@ -40,6 +40,8 @@ use kube_core::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::terminal::Terminal;
+
 /// Errors of the client helpers.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -103,6 +105,45 @@ impl ClientError {
     /// Whether the server answered 404 Not Found.
     pub fn is_not_found(&self) -> bool {
         matches!(self, ClientError::Api { source: kube_client::Error::Api(s), .. } if s.code == 404)
+    }
+}
+
+/// Which client errors retrying cannot fix:
+///
+/// - [`OwnerIncomplete`](ClientError::OwnerIncomplete),
+///   [`CrossNamespace`](ClientError::CrossNamespace) and
+///   [`MissingName`](ClientError::MissingName) are terminal: they come from
+///   the objects' shape (a name, a namespace, an owner not read from the
+///   server), which a retry of the same code sees again.
+/// - [`AlreadyControlled`](ClientError::AlreadyControlled) is retried: the
+///   other controller may let go of the object (as controller-runtime,
+///   whose `AlreadyOwnedError` is retried too).
+/// - [`Api`](ClientError::Api) is as terminal as its `kube_client::Error`
+///   (400 Bad Request and 422 Invalid are; conflicts, timeouts, throttling
+///   and server errors are not; see [`Terminal`](crate::Terminal)).
+///
+/// ```
+/// use controller_runtime::Terminal;
+/// use controller_runtime::client::ClientError;
+/// assert!(ClientError::OwnerIncomplete { field: "uid" }.is_terminal());
+/// let taken = ClientError::AlreadyControlled {
+///     object: "ns/cm".into(),
+///     existing_kind: "Deployment".into(),
+///     existing_name: "other".into(),
+///     kind: "Deployment".into(),
+///     name: "web".into(),
+/// };
+/// assert!(!taken.is_terminal());
+/// ```
+impl Terminal for ClientError {
+    fn is_terminal(&self) -> bool {
+        match self {
+            ClientError::OwnerIncomplete { .. }
+            | ClientError::CrossNamespace { .. }
+            | ClientError::MissingName => true,
+            ClientError::AlreadyControlled { .. } => false,
+            ClientError::Api { source, .. } => source.is_terminal(),
+        }
     }
 }
 

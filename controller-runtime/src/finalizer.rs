@@ -1,6 +1,6 @@
 //! Running cleanup before an object is deleted, with a finalizer.
 //!
-//! Layer 1 (building blocks): imports only the vocabulary ([`Action`], [`Terminal`](crate::terminal::Terminal)).
+//! Layer 1 (building blocks): imports only the vocabulary ([`Action`], [`Terminal`](crate::Terminal)).
 //!
 //! [`finalizer`] wraps a reconcile: on the first reconcile of a live object
 //! it adds the finalizer (so the API server keeps the object when it is
@@ -24,7 +24,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use controller_runtime::finalizer::{finalizer, FinalizerEvent};
-//! use controller_runtime::reconcile::Action;
+//! use controller_runtime::Action;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube_client::Api;
 //! # async fn demo(api: Api<ConfigMap>, cm: Arc<ConfigMap>) -> Result<(), Box<dyn std::error::Error>> {

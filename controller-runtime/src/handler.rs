@@ -222,7 +222,7 @@ impl<K: Resource> EventHandler<K> for EnqueueRequestForOwner {
 ///
 /// ```
 /// use controller_runtime::handler::{EnqueueRequestsFromMapFunc, EventHandler};
-/// use controller_runtime::reconcile::Request;
+/// use controller_runtime::Request;
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// // Every ConfigMap change reconciles the one "settings" object.
 /// let handler = EnqueueRequestsFromMapFunc::new(|_cm: &ConfigMap| {

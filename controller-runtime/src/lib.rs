@@ -64,25 +64,28 @@ pub use kube_client;
 /// [`manager::Runnable`].
 pub use tokio_util::sync::CancellationToken;
 
+// The vocabulary every layer speaks, named at the root alone (one path
+// each, plus the prelude).
 pub use action::Action;
+pub use error::BoxError;
+pub use request::{Request, RequestError};
+pub use terminal::{Terminal, TerminalError, is_terminal};
+
 pub use cache::{Cache, CacheError, ListOptions};
 pub use controller::{Controller, ControllerBuilder};
-pub use error::BoxError;
 pub use manager::{Manager, ManagerError};
 pub use object::Object;
 pub use reconcile::{CallInfo, Cleanup, ObjectContext, ObjectReconciler, Reconciler};
-pub use request::Request;
-pub use terminal::{Terminal, TerminalError};
 
 // The modules in layers, each importing only those below it (see
 // `docs/architecture.md`; `tests/it/module_graph.rs` checks it).
 //
-// 0. Vocabulary.
-pub mod action;
-pub mod error;
+// 0. Vocabulary (private modules: their items are named at the root).
+mod action;
+mod error;
 pub mod object;
-pub mod request;
-pub mod terminal;
+mod request;
+mod terminal;
 // 1. Building blocks.
 pub mod client;
 pub mod conditions;
@@ -92,6 +95,7 @@ pub mod finalizer;
 pub mod handler;
 pub mod healthz;
 pub mod leaderelection;
+pub mod manifests;
 pub mod predicate;
 pub mod rbac;
 pub mod workqueue;

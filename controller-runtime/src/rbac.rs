@@ -43,7 +43,7 @@
 //!     .watches::<Secret>()
 //!     .events();
 //! let role = perms.cluster_role("configmap-controller");
-//! let yaml = controller_runtime::rbac::to_yaml(&role)?;
+//! let yaml = controller_runtime::manifests::to_yaml(&role)?;
 //! assert!(yaml.contains("kind: ClusterRole"));
 //! assert!(perms.allows("apps", "deployments", "create"));
 //! assert!(!perms.allows("", "secrets", "update"));
@@ -54,7 +54,7 @@
 //! let scoped = perms.watches::<Namespace>().for_namespaces("configmap-controller", ["a", "b"]);
 //! assert_eq!(scoped.roles.len(), 2);
 //! assert!(scoped.cluster_role.is_some());
-//! # Ok::<(), controller_runtime::rbac::RbacError>(())
+//! # Ok::<(), controller_runtime::manifests::RenderError>(())
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -64,18 +64,6 @@ pub use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::Resource;
 pub use namespaces::{ScopedBindings, ScopedRbac};
-use serde::Serialize;
-
-/// Errors rendering a role as a manifest.
-#[derive(Debug, thiserror::Error)]
-pub enum RbacError {
-    /// The role could not be written as YAML.
-    #[error("could not render the role as YAML: {0}")]
-    Yaml(#[source] serde_saphyr::SerializeError),
-    /// The role could not be written as JSON.
-    #[error("could not render the role as JSON: {0}")]
-    Json(#[source] serde_json::Error),
-}
 
 /// An RBAC verb. Ordered the way people read them (reads, then writes), which
 /// is the order rules list them in.
@@ -546,31 +534,6 @@ impl From<&str> for Verb {
     fn from(s: &str) -> Verb {
         Verb::parse(s)
     }
-}
-
-/// Render a role (or any manifest) as YAML with `apiVersion` and `kind`.
-///
-/// ```
-/// let role = controller_runtime::rbac::Permissions::new().leases().cluster_role("x");
-/// let yaml = controller_runtime::rbac::to_yaml(&role)?;
-/// assert!(yaml.starts_with("apiVersion: rbac.authorization.k8s.io/v1\n"));
-/// # Ok::<(), controller_runtime::rbac::RbacError>(())
-/// ```
-pub fn to_yaml<T: Serialize>(manifest: &T) -> Result<String, RbacError> {
-    serde_saphyr::to_string(manifest).map_err(RbacError::Yaml)
-}
-
-/// Render a role (or any manifest) as pretty JSON with `apiVersion` and
-/// `kind`.
-///
-/// ```
-/// let role = controller_runtime::rbac::Permissions::new().events().cluster_role("x");
-/// let json = controller_runtime::rbac::to_json(&role)?;
-/// assert!(json.contains("\"kind\": \"ClusterRole\""));
-/// # Ok::<(), controller_runtime::rbac::RbacError>(())
-/// ```
-pub fn to_json<T: Serialize>(manifest: &T) -> Result<String, RbacError> {
-    serde_json::to_string_pretty(manifest).map_err(RbacError::Json)
 }
 
 mod namespaces;

@@ -30,7 +30,7 @@ pub enum RequestError {
 /// Displays as its key, `namespace/name` or `name` for cluster-scoped objects.
 ///
 /// ```
-/// use controller_runtime::request::Request;
+/// use controller_runtime::Request;
 /// let req = Request::new(Some("default"), "web");
 /// assert_eq!(req.to_string(), "default/web");
 /// assert_eq!("default/web".parse::<Request>().unwrap(), req);
@@ -96,7 +96,13 @@ impl FromStr for Request {
     }
 }
 
-impl crate::terminal::Terminal for RequestError {}
+/// Terminal: a malformed key or a nameless object is malformed again on a
+/// retry.
+impl crate::terminal::Terminal for RequestError {
+    fn is_terminal(&self) -> bool {
+        true
+    }
+}
 
 #[cfg(test)]
 mod tests;

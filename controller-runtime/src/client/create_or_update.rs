@@ -46,6 +46,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::{ClientError, object_name};
+use crate::terminal::{Terminal, is_terminal};
 
 /// An error a mutate closure may return: anything that is an error.
 pub type MutateError = Box<dyn std::error::Error + Send + Sync>;
@@ -105,6 +106,36 @@ impl CreateOrUpdateError {
     /// Whether a write got 409 Conflict (read again and retry).
     pub fn is_conflict(&self) -> bool {
         matches!(self, Self::Client(e) if e.is_conflict())
+    }
+}
+
+/// Which [`create_or_update`]/[`create_or_patch`] errors retrying cannot
+/// fix:
+///
+/// - [`Mutate`](CreateOrUpdateError::Mutate) is terminal when the closure's
+///   error carries a [`TerminalError`](crate::TerminalError) (anywhere in
+///   its source chain), retried otherwise.
+/// - [`KeyChanged`](CreateOrUpdateError::KeyChanged) and
+///   [`Serialize`](CreateOrUpdateError::Serialize) are terminal: the
+///   closure or the type does the same on a retry.
+/// - [`Client`](CreateOrUpdateError::Client) is as terminal as its
+///   [`ClientError`] (a 409 Conflict is not).
+///
+/// ```
+/// use controller_runtime::{Terminal, TerminalError};
+/// use controller_runtime::client::CreateOrUpdateError;
+/// let closure_said = CreateOrUpdateError::Mutate { object: "ns/a".into(), source: Box::new(TerminalError::new("bad spec")) };
+/// assert!(closure_said.is_terminal());
+/// let flaky = CreateOrUpdateError::Mutate { object: "ns/a".into(), source: "vault unreachable".into() };
+/// assert!(!flaky.is_terminal());
+/// ```
+impl Terminal for CreateOrUpdateError {
+    fn is_terminal(&self) -> bool {
+        match self {
+            CreateOrUpdateError::Mutate { source, .. } => is_terminal(source.as_ref()),
+            CreateOrUpdateError::KeyChanged { .. } | CreateOrUpdateError::Serialize { .. } => true,
+            CreateOrUpdateError::Client(e) => e.is_terminal(),
+        }
     }
 }
 

@@ -124,3 +124,34 @@ fn apply_body_strips_managed_fields_and_needs_a_name() {
         Some("mgr")
     );
 }
+
+fn api_error(code: u16) -> ClientError {
+    ClientError::Api {
+        op: "update",
+        object: "ns/cfg".into(),
+        source: kube_client::Error::Api(Box::new(kube_client::core::Status {
+            code,
+            ..kube_client::core::Status::failure("refused", "")
+        })),
+    }
+}
+
+#[test]
+fn client_errors_say_whether_a_retry_can_fix_them() {
+    // The server refused the request itself: the same code sends it again.
+    assert!(api_error(422).is_terminal());
+    assert!(api_error(400).is_terminal());
+    // Conflicts, lag, permissions, throttling and outages pass.
+    for code in [409, 404, 403, 429, 500, 504] {
+        assert!(!api_error(code).is_terminal(), "{code}");
+    }
+    // The objects' shape does not change on a retry.
+    let owner = deploy("web", "ns");
+    let err = set_controller_reference(&owner, &mut cm(Some("other"))).unwrap_err();
+    assert!(matches!(err, ClientError::CrossNamespace { .. }) && err.is_terminal());
+    // Another controller may let go.
+    let mut obj = cm(Some("ns"));
+    set_controller_reference(&deploy("first", "ns"), &mut obj).unwrap();
+    let err = set_controller_reference(&owner, &mut obj).unwrap_err();
+    assert!(matches!(err, ClientError::AlreadyControlled { .. }) && !err.is_terminal());
+}

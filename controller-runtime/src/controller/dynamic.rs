@@ -20,9 +20,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube_client::core::discovery::Scope;
+use kube_client::core::metadata::PartialObjectMeta;
 use kube_client::core::{ApiResource, DynamicObject};
 
-use super::source::{KindSource, Source, describe_kind};
+use super::source::{EventFilters, KindSource, Source, describe_kind};
 use super::{Controller, Settings};
 use crate::handler::{EnqueueRequestForObject, EnqueueRequestForOwner, EventHandler};
 use crate::manager::{Manager, ManagerError};
@@ -90,6 +91,7 @@ impl Manager {
             resource,
             scope,
             for_predicates: Vec::new(),
+            event_filters: Vec::new(),
             sources: Vec::new(),
             settings: Settings::default(),
         }
@@ -104,6 +106,7 @@ pub struct DynamicControllerBuilder {
     resource: ApiResource,
     scope: Scope,
     for_predicates: Vec<Box<dyn Predicate<DynamicObject>>>,
+    event_filters: Vec<Box<dyn Predicate<PartialObjectMeta>>>,
     sources: Vec<Box<dyn Source>>,
     settings: Settings,
     permissions: Permissions,
@@ -120,9 +123,18 @@ impl DynamicControllerBuilder {
         self
     }
 
-    /// Filters the events of the reconciled kind (all predicates must pass).
-    pub fn with_event_filter(mut self, predicate: impl Predicate<DynamicObject>) -> Self {
+    /// Filters the events of the reconciled kind alone (all predicates
+    /// must pass).
+    pub fn for_event_filter(mut self, predicate: impl Predicate<DynamicObject>) -> Self {
         self.for_predicates.push(Box::new(predicate));
+        self
+    }
+
+    /// Filters the events of every watch of the controller, whenever they
+    /// were added, on each object's metadata (as
+    /// [`ControllerBuilder::with_event_filter`](super::ControllerBuilder::with_event_filter)).
+    pub fn with_event_filter(mut self, predicate: impl Predicate<PartialObjectMeta>) -> Self {
+        self.event_filters.push(Box::new(predicate));
         self
     }
 
@@ -174,6 +186,7 @@ impl DynamicControllerBuilder {
             informer: self.mgr.cache().dynamic_informer(&resource, scope),
             handler: Arc::new(handler),
             predicates: Arc::new(Vec::new()),
+            filters: Arc::default(),
             description: describe(&resource),
         }));
         self
@@ -186,6 +199,7 @@ impl DynamicControllerBuilder {
             informer: self.mgr.cache().informer::<W>(),
             handler: Arc::new(handler),
             predicates: Arc::new(Vec::new()),
+            filters: Arc::default(),
             description: describe_kind::<W>(),
         }));
         self
@@ -231,10 +245,15 @@ impl DynamicControllerBuilder {
                 .dynamic_informer(&self.resource, self.scope.clone()),
             handler: Arc::new(EnqueueRequestForObject) as Arc<dyn EventHandler<DynamicObject>>,
             predicates: Arc::new(self.for_predicates),
+            filters: Arc::default(),
             description: describe(&self.resource),
         });
         let mut sources = vec![primary];
         sources.extend(self.sources);
+        let filters: EventFilters = Arc::new(self.event_filters);
+        for source in &mut sources {
+            source.set_event_filters(Arc::clone(&filters));
+        }
         self.settings.register(
             &self.mgr,
             &self.resource.kind,

@@ -14,8 +14,9 @@
 //!   [`watches_metadata`](ControllerBuilder::watches_metadata)): the cache
 //!   holds `PartialObjectMeta` of them, no spec, status or data;
 //! - predicates that filter events
-//!   ([`with_event_filter`](ControllerBuilder::with_event_filter) for `K`,
-//!   `*_with` variants per watch);
+//!   ([`with_event_filter`](ControllerBuilder::with_event_filter) for every
+//!   watch, [`for_event_filter`](ControllerBuilder::for_event_filter) for
+//!   `K` alone, `*_with` variants per watch);
 //! - a name, the number of concurrent reconciles, the workqueue's rate
 //!   limiter and an optional per-reconcile timeout.
 //!
@@ -39,7 +40,8 @@
 //! ```no_run
 //! use controller_runtime::manager::Manager;
 //! use controller_runtime::predicate::GenerationChanged;
-//! use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
+//! use controller_runtime::reconcile::{CallInfo, Reconciler};
+//! use controller_runtime::{Action, Request};
 //! use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 //!
 //! struct Rollout;
@@ -54,7 +56,7 @@
 //! mgr.controller::<Deployment>()
 //!     .named("rollout")
 //!     .owns::<ReplicaSet>()
-//!     .with_event_filter(GenerationChanged)
+//!     .for_event_filter(GenerationChanged)
 //!     .max_concurrent_reconciles(4)
 //!     .complete(Rollout)?;
 //! # Ok(()) }
@@ -77,6 +79,7 @@ use kube_client::core::metadata::PartialObjectMeta;
 use crate::handler::{
     EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler,
 };
+pub use crate::manager::error::BuilderError;
 use crate::manager::{Manager, ManagerError};
 use crate::object::{Object, ScopeInfo};
 use crate::predicate::Predicate;
@@ -86,35 +89,7 @@ use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
 pub use dynamic::DynamicControllerBuilder;
 use metrics::ControllerMetrics;
 use outcome::DynReconciler;
-use source::{KindSource, Source, describe_kind};
-
-/// Errors of building a controller; [`ControllerBuilder::complete`] returns
-/// them inside [`ManagerError::Controller`], the one setup error type
-/// (`err.downcast_ref::<BuilderError>()` on the variant's error).
-#[derive(Debug, thiserror::Error)]
-pub enum BuilderError {
-    /// Controller names appear in metrics labels and logs: non-empty, at
-    /// most 63 characters of `[a-zA-Z0-9_.-]`.
-    #[error(
-        "invalid controller name {0:?}: use 1-63 characters of letters, digits, '-', '_' or '.'"
-    )]
-    InvalidName(String),
-    /// Another controller of this manager has the name.
-    #[error("a controller named {0:?} is already registered with this manager")]
-    DuplicateName(String),
-    /// `max_concurrent_reconciles(0)` would never reconcile.
-    #[error("controller {0:?}: max_concurrent_reconciles must be at least 1")]
-    ZeroConcurrency(String),
-    /// `reconcile_timeout(0)` would time out every reconcile.
-    #[error("controller {0:?}: reconcile_timeout must be positive")]
-    ZeroTimeout(String),
-}
-
-impl From<BuilderError> for ManagerError {
-    fn from(error: BuilderError) -> Self {
-        ManagerError::Controller(Box::new(error))
-    }
-}
+use source::{EventFilters, KindSource, Source, describe_kind};
 
 /// Errors of a running controller (reported by the manager).
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +154,7 @@ impl Manager {
 pub struct ControllerBuilder<K> {
     mgr: Manager,
     for_predicates: Vec<Box<dyn Predicate<K>>>,
+    event_filters: Vec<Box<dyn Predicate<PartialObjectMeta>>>,
     sources: Vec<Box<dyn Source>>,
     settings: Settings,
     _kind: PhantomData<fn() -> K>,
@@ -273,6 +249,7 @@ impl<K: Object> ControllerBuilder<K> {
         ControllerBuilder {
             mgr: mgr.clone(),
             for_predicates: Vec::new(),
+            event_filters: Vec::new(),
             sources: Vec::new(),
             settings: Settings::default(),
             _kind: PhantomData,
@@ -291,9 +268,38 @@ impl<K: Object> ControllerBuilder<K> {
         self
     }
 
-    /// Filters the events of `K` (all predicates must pass).
-    pub fn with_event_filter(mut self, predicate: impl Predicate<K>) -> Self {
+    /// Filters the events of `K`, the kind the controller is for, alone
+    /// (all such predicates must pass); [`owns_with`](Self::owns_with) and
+    /// [`watches_with`](Self::watches_with) filter the other kinds.
+    pub fn for_event_filter(mut self, predicate: impl Predicate<K>) -> Self {
         self.for_predicates.push(Box::new(predicate));
+        self
+    }
+
+    /// Filters the events of every watch of the controller (`K`, the kinds
+    /// it owns and those it watches), whenever they were added, as Go's
+    /// `WithEventFilter`. The predicate sees each object's metadata as a
+    /// `PartialObjectMeta` (labels, annotations, generation,
+    /// `resourceVersion`, owners...); the ready-made predicates
+    /// ([`GenerationChanged`](crate::predicate::GenerationChanged), ...)
+    /// work on it. Every filter and each watch's own predicates must pass.
+    ///
+    /// ```no_run
+    /// # use controller_runtime::prelude::*;
+    /// use controller_runtime::kube_client::core::metadata::PartialObjectMeta;
+    /// use controller_runtime::predicate::from_fn;
+    /// # use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    /// # fn demo(mgr: Manager) -> ControllerBuilder<Deployment> {
+    /// // Neither a Deployment nor a ReplicaSet outside team A reconciles.
+    /// mgr.controller::<Deployment>()
+    ///     .owns::<ReplicaSet>()
+    ///     .with_event_filter(from_fn(|m: &PartialObjectMeta| {
+    ///         m.labels().get("team").is_some_and(|t| t == "a")
+    ///     }))
+    /// # }
+    /// ```
+    pub fn with_event_filter(mut self, predicate: impl Predicate<PartialObjectMeta>) -> Self {
+        self.event_filters.push(Box::new(predicate));
         self
     }
 
@@ -347,6 +353,7 @@ impl<K: Object> ControllerBuilder<K> {
             informer: self.mgr.cache().informer::<W>(),
             handler: Arc::new(handler),
             predicates: Arc::new(predicates),
+            filters: Arc::default(),
             description: describe_kind::<W>(),
         }));
         self
@@ -406,6 +413,7 @@ impl<K: Object> ControllerBuilder<K> {
             informer: self.mgr.cache().metadata_informer::<W>(),
             handler: Arc::new(handler),
             predicates: Arc::new(predicates),
+            filters: Arc::default(),
             description: format!("{} metadata", describe_kind::<W>()),
         }));
         self
@@ -431,6 +439,25 @@ impl<K: Object> ControllerBuilder<K> {
         self
     }
 
+    /// Every watch of the controller, `K`'s first, each with the
+    /// controller-wide filters.
+    fn sources(&mut self) -> Vec<Box<dyn Source>> {
+        let primary: Box<dyn Source> = Box::new(KindSource {
+            informer: self.mgr.cache().informer::<K>(),
+            handler: Arc::new(EnqueueRequestForObject) as Arc<dyn EventHandler<K>>,
+            predicates: Arc::new(std::mem::take(&mut self.for_predicates)),
+            filters: Arc::default(),
+            description: describe_kind::<K>(),
+        });
+        let mut sources = vec![primary];
+        sources.append(&mut self.sources);
+        let filters: EventFilters = Arc::new(std::mem::take(&mut self.event_filters));
+        for source in &mut sources {
+            source.set_event_filters(Arc::clone(&filters));
+        }
+        sources
+    }
+
     /// Validates the settings and registers the controller with the
     /// manager, which starts it when it runs (and leads). `reconciler` is an
     /// [`ObjectReconciler<K>`](crate::reconcile::ObjectReconciler) or a
@@ -439,14 +466,7 @@ impl<K: Object> ControllerBuilder<K> {
         mut self,
         reconciler: impl IntoReconciler<K, M>,
     ) -> Result<Controller, ManagerError> {
-        let primary: Box<dyn Source> = Box::new(KindSource {
-            informer: self.mgr.cache().informer::<K>(),
-            handler: Arc::new(EnqueueRequestForObject) as Arc<dyn EventHandler<K>>,
-            predicates: Arc::new(std::mem::take(&mut self.for_predicates)),
-            description: describe_kind::<K>(),
-        });
-        let mut sources = vec![primary];
-        sources.append(&mut self.sources);
+        let sources = self.sources();
         let mgr = self.mgr;
         self.settings.register(
             &mgr,

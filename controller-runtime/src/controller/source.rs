@@ -19,6 +19,7 @@ use informer_core::key::ObjectOrTombstone;
 use informer_core::shared_informer::{
     InformerError, ResourceEventHandler, ResourceEventHandlerRegistration,
 };
+use kube_client::core::metadata::PartialObjectMeta;
 use kube_core::Resource;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -29,10 +30,43 @@ use crate::predicate::Predicate;
 use crate::request::Request;
 use crate::workqueue::{AddOptions, Priority, Queue};
 
+/// The controller-wide filters
+/// ([`with_event_filter`](super::ControllerBuilder::with_event_filter)):
+/// predicates on the metadata of every watched object, shared by every
+/// source of the controller.
+pub(crate) type EventFilters = Arc<Vec<Box<dyn Predicate<PartialObjectMeta>>>>;
+
+/// Whether every controller-wide filter passes; `check` asks one filter
+/// about the objects' metadata views (made only when there is a filter).
+fn filters_pass<W: Resource>(
+    filters: &EventFilters,
+    objects: &[&W],
+    check: impl Fn(&dyn Predicate<PartialObjectMeta>, &[PartialObjectMeta]) -> bool,
+) -> bool {
+    if filters.is_empty() {
+        return true;
+    }
+    let views: Vec<PartialObjectMeta> = objects
+        .iter()
+        .map(|o| PartialObjectMeta {
+            types: None,
+            metadata: o.meta().clone(),
+            _phantom: std::marker::PhantomData,
+        })
+        .collect();
+    filters.iter().all(|f| check(f.as_ref(), &views))
+}
+
 /// A type-erased source of requests: the watch of one kind.
 pub(crate) trait Source: Send + Sync + 'static {
     /// `Kind (group/version)`, for logs and sync errors.
     fn describe(&self) -> String;
+    /// Sets the controller-wide filters (when the controller is completed,
+    /// so that they apply whatever the order of the builder's calls).
+    fn set_event_filters(&mut self, filters: EventFilters);
+    /// The controller-wide filters this source applies.
+    #[cfg(test)]
+    fn event_filters(&self) -> &EventFilters;
     /// Registers the informer handler feeding `queue`.
     fn register(&self, queue: Queue<Request>) -> Result<SourceRegistration, InformerError>;
 }
@@ -101,6 +135,8 @@ pub(crate) struct KindSource<W> {
     pub(crate) informer: ScopedInformer<W>,
     pub(crate) handler: Arc<dyn EventHandler<W>>,
     pub(crate) predicates: Arc<Vec<Box<dyn Predicate<W>>>>,
+    /// The controller-wide filters, set when the controller is completed.
+    pub(crate) filters: EventFilters,
     /// `Kind (group/version)`, for logs and sync errors.
     pub(crate) description: String,
 }
@@ -110,11 +146,21 @@ impl<W: Watched> Source for KindSource<W> {
         self.description.clone()
     }
 
+    fn set_event_filters(&mut self, filters: EventFilters) {
+        self.filters = filters;
+    }
+
+    #[cfg(test)]
+    fn event_filters(&self) -> &EventFilters {
+        &self.filters
+    }
+
     fn register(&self, queue: Queue<Request>) -> Result<SourceRegistration, InformerError> {
         let adapter = InformerHandler {
             queue,
             handler: Arc::clone(&self.handler),
             predicates: Arc::clone(&self.predicates),
+            filters: Arc::clone(&self.filters),
         };
         // One handler on each informer of the kind (one per namespace when
         // the cache is restricted to several).
@@ -156,12 +202,13 @@ impl<W: Watched> Source for KindSource<W> {
     }
 }
 
-/// The informer handler of a source: predicates, then the event handler,
-/// then the queue.
+/// The informer handler of a source: the source's predicates and the
+/// controller-wide filters, then the event handler, then the queue.
 struct InformerHandler<W> {
     queue: Queue<Request>,
     handler: Arc<dyn EventHandler<W>>,
     predicates: Arc<Vec<Box<dyn Predicate<W>>>>,
+    filters: EventFilters,
 }
 
 /// What a source can watch: any resource type an informer caches.
@@ -184,7 +231,9 @@ impl<W: Watched> InformerHandler<W> {
 
 impl<W: Watched> ResourceEventHandler<W> for InformerHandler<W> {
     fn on_add(&self, obj: Arc<W>, is_in_initial_list: bool) {
-        if self.predicates.iter().all(|p| p.create(&obj)) {
+        if self.predicates.iter().all(|p| p.create(&obj))
+            && filters_pass(&self.filters, &[obj.as_ref()], |f, v| f.create(&v[0]))
+        {
             self.push(
                 self.handler.create(&obj),
                 Priority::for_event(is_in_initial_list),
@@ -193,7 +242,11 @@ impl<W: Watched> ResourceEventHandler<W> for InformerHandler<W> {
     }
 
     fn on_update(&self, old: Arc<W>, new: Arc<W>) {
-        if self.predicates.iter().all(|p| p.update(&old, &new)) {
+        if self.predicates.iter().all(|p| p.update(&old, &new))
+            && filters_pass(&self.filters, &[old.as_ref(), new.as_ref()], |f, v| {
+                f.update(&v[0], &v[1])
+            })
+        {
             let resync = old.meta().resource_version == new.meta().resource_version;
             self.push(self.handler.update(&old, &new), Priority::for_event(resync));
         }
@@ -201,7 +254,9 @@ impl<W: Watched> ResourceEventHandler<W> for InformerHandler<W> {
 
     fn on_delete(&self, obj: ObjectOrTombstone<W>) {
         let obj = obj.object();
-        if self.predicates.iter().all(|p| p.delete(obj)) {
+        if self.predicates.iter().all(|p| p.delete(obj))
+            && filters_pass(&self.filters, &[obj.as_ref()], |f, v| f.delete(&v[0]))
+        {
             self.push(self.handler.delete(obj), Priority::NORMAL);
         }
     }
@@ -230,7 +285,31 @@ mod tests {
             queue: queue.clone(),
             handler: Arc::new(EnqueueRequestForObject),
             predicates: Arc::new(predicates),
+            filters: Arc::new(Vec::new()),
         }
+    }
+
+    /// The controller-wide filters see every event's metadata, besides the
+    /// source's own predicates, on create, update and delete.
+    #[tokio::test(start_paused = true)]
+    async fn controller_wide_filters_apply_to_every_event() {
+        let queue: Queue<Request> = Queue::new();
+        let mut handler = enqueue(&queue, Vec::new());
+        let picked = |m: &PartialObjectMeta| m.metadata.labels.is_some();
+        handler.filters = Arc::new(vec![Box::new(from_fn(picked))]);
+        let labelled = |name: &str, rv: &str| {
+            let mut c = (*cm(name, rv)).clone();
+            c.metadata.labels = Some([("pick".to_string(), "yes".to_string())].into());
+            Arc::new(c)
+        };
+        handler.on_add(cm("plain", "1"), false);
+        handler.on_update(cm("plain", "1"), cm("plain", "2"));
+        handler.on_delete(ObjectOrTombstone::Object(cm("plain", "2")));
+        assert_eq!(queue.len(), 0, "unlabelled objects are filtered out");
+        handler.on_add(labelled("a", "1"), false);
+        handler.on_update(labelled("b", "1"), labelled("b", "2"));
+        handler.on_delete(ObjectOrTombstone::Object(labelled("c", "1")));
+        assert_eq!(queue.len(), 3);
     }
 
     #[tokio::test(start_paused = true)]

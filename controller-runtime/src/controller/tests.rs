@@ -1,15 +1,12 @@
 use super::*;
-use crate::reconcile::{Action, CallInfo, Reconciler};
+use crate::action::Action;
+use crate::reconcile::{CallInfo, Reconciler};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 
 struct Noop;
 impl Reconciler for Noop {
     type Error = std::convert::Infallible;
-    async fn reconcile(
-        &self,
-        _: Request,
-        _: CallInfo,
-    ) -> Result<crate::reconcile::Action, Self::Error> {
+    async fn reconcile(&self, _: Request, _: CallInfo) -> Result<Action, Self::Error> {
         Ok(Action::done())
     }
 }
@@ -120,7 +117,32 @@ async fn registered_controllers_export_metrics_before_reconciling() {
 /// The controller's own error inside a manager setup error.
 fn builder_error(err: &ManagerError) -> Option<&BuilderError> {
     match err {
-        ManagerError::Controller(e) => e.downcast_ref::<BuilderError>(),
+        ManagerError::Controller(e) => Some(e),
         _ => None,
+    }
+}
+
+/// `with_event_filter` reaches every watch (the kind the controller is for,
+/// the kinds it owns and watches), whatever the order of the calls;
+/// `for_event_filter` stays on the kind it is for.
+#[tokio::test]
+async fn with_event_filter_applies_to_every_watch() {
+    use crate::predicate::{GenerationChanged, LabelsChanged};
+    let mgr = manager().await;
+    let mut builder = mgr
+        .controller::<ConfigMap>()
+        .owns::<Pod>()
+        .with_event_filter(LabelsChanged)
+        .watches_map(|_: &k8s_openapi::api::core::v1::Secret| Vec::new())
+        .owns_metadata::<k8s_openapi::api::core::v1::Service>()
+        .for_event_filter(GenerationChanged);
+    let sources = builder.sources();
+    assert_eq!(sources.len(), 4);
+    for source in &sources {
+        assert_eq!(source.event_filters().len(), 1, "{}", source.describe());
+        assert!(Arc::ptr_eq(
+            source.event_filters(),
+            sources[0].event_filters()
+        ));
     }
 }

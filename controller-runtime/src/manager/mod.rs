@@ -45,7 +45,8 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use controller_runtime::manager::Manager;
-//! use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
+//! use controller_runtime::reconcile::{CallInfo, Reconciler};
+//! use controller_runtime::{Action, Request};
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //!
 //! struct Log;
@@ -71,6 +72,7 @@
 
 mod builder;
 mod drain;
+pub(crate) mod error;
 mod event_writer;
 mod runnable;
 mod server;
@@ -92,17 +94,17 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub use builder::ManagerBuilder;
+pub use error::ManagerError;
 pub use runnable::{Runnable, RunnableFn, runnable_fn};
 use server::BoundServer;
 use tasks::{Tasks, wait_for_signal};
 pub use webhook::WebhookRegistration;
 
 use crate::cache::{Cache, CacheScope};
-use crate::error::BoxError;
 use crate::events::EventRecorder;
-use crate::healthz::{Checks, HealthCheck, HealthzError};
-use crate::leaderelection::{LeaderElectionError, LeaderElector};
-use crate::metrics::{Metrics, MetricsError};
+use crate::healthz::{Checks, HealthCheck};
+use crate::leaderelection::LeaderElector;
+use crate::metrics::Metrics;
 use crate::workqueue::PrometheusMetricsProvider;
 
 /// Default time in-flight work gets to finish on shutdown (as controller-runtime).
@@ -126,64 +128,6 @@ pub const SHUTDOWN_CLEANUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default time a controller waits for its caches before failing (as
 /// controller-runtime's `CacheSyncTimeout`).
 pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Errors of the manager: the one error type of setting up a manager and
-/// its controllers, and of running them.
-#[derive(Debug, thiserror::Error)]
-pub enum ManagerError {
-    /// A controller's settings are invalid: the controller's
-    /// `BuilderError` (the manager does not know the controller's types).
-    #[error(transparent)]
-    Controller(BoxError),
-    /// A server address could not be bound.
-    #[error("cannot bind the {what} server to {addr}: {source}")]
-    Bind {
-        /// `health` or `metrics`.
-        what: &'static str,
-        /// The address asked for.
-        addr: SocketAddr,
-        /// The socket error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The leader election settings are invalid.
-    #[error("leader election: {0}")]
-    LeaderElection(#[from] LeaderElectionError),
-    /// Creating or registering metrics failed.
-    #[error("metrics: {0}")]
-    Metrics(#[from] MetricsError),
-    /// A health check could not be added.
-    #[error("health checks: {0}")]
-    Healthz(#[from] HealthzError),
-    /// The webhook server is not configured, or a webhook could not be
-    /// registered (a path registered twice).
-    #[error("webhooks: {0}")]
-    Webhook(String),
-    /// [`Manager::run`] was called a second time.
-    #[error("the manager was already started; a manager runs once")]
-    AlreadyStarted,
-    /// A runnable (for example a controller whose caches did not sync) failed.
-    #[error("runnable {name} failed: {source}")]
-    Runnable {
-        /// The runnable's name.
-        name: String,
-        /// Its error.
-        #[source]
-        source: BoxError,
-    },
-    /// This replica led and lost the lease; its controllers were stopped.
-    #[error("leader election lost: {0}")]
-    LeadershipLost(String),
-    /// Some runnables did not finish within the graceful-shutdown timeout
-    /// and were aborted.
-    #[error("runnables did not stop within {timeout:?} and were aborted: {}", unfinished.join(", "))]
-    ShutdownTimeout {
-        /// The graceful-shutdown timeout.
-        timeout: Duration,
-        /// Names of the aborted runnables.
-        unfinished: Vec<String>,
-    },
-}
 
 struct Inner {
     client: Client,

@@ -1,4 +1,6 @@
 use super::*;
+use crate::error::BoxError;
+use crate::healthz::HealthzError;
 use crate::healthz::{Ping, check_fn};
 use crate::leaderelection::LeaderElectionConfig;
 use std::sync::atomic::AtomicUsize;

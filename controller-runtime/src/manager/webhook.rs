@@ -161,18 +161,13 @@ impl Manager {
         add: impl FnOnce(&mut WebhookServer) -> Result<(), crate::webhook::WebhookError>,
     ) -> Result<(), ManagerError> {
         let Some((pending, _)) = &self.inner.webhook else {
-            return Err(ManagerError::Webhook(
-                "no webhook server: configure one with ManagerBuilder::webhook_server".into(),
-            ));
+            return Err(ManagerError::NoWebhookServer);
         };
         let mut slot = pending.lock();
         let Some(server) = slot.as_mut() else {
-            return Err(ManagerError::Webhook(
-                "the webhook server is running already; register webhooks before Manager::run"
-                    .into(),
-            ));
+            return Err(ManagerError::WebhookServerRunning);
         };
-        add(server).map_err(|e| ManagerError::Webhook(e.to_string()))
+        add(server).map_err(ManagerError::Webhook)
     }
 }
 

@@ -123,8 +123,8 @@ fn output_does_not_depend_on_declaration_order() {
         .primary::<ConfigMap>();
     assert_eq!(a, b);
     assert_eq!(
-        to_yaml(&a.cluster_role("x")).unwrap(),
-        to_yaml(&b.cluster_role("x")).unwrap()
+        serde_saphyr::to_string(&a.cluster_role("x")).unwrap(),
+        serde_saphyr::to_string(&b.cluster_role("x")).unwrap()
     );
     let merged = Permissions::new()
         .primary::<ConfigMap>()
@@ -136,7 +136,7 @@ fn output_does_not_depend_on_declaration_order() {
 fn role_is_namespaced_and_json_round_trips() {
     let role = Permissions::new().watches::<Secret>().role("r", "team-a");
     assert_eq!(role.metadata.namespace.as_deref(), Some("team-a"));
-    let json = to_json(&role).unwrap();
+    let json = serde_json::to_string_pretty(&role).unwrap();
     let back: Role = serde_json::from_str(&json).unwrap();
     assert_eq!(back, role);
     assert!(json.contains("\"kind\": \"Role\""));
@@ -161,7 +161,7 @@ fn golden_cluster_role() {
         .leases()
         .rule("", "pods", ["get", "list"])
         .cluster_role("configmap-controller");
-    let yaml = to_yaml(&role).unwrap();
+    let yaml = serde_saphyr::to_string(&role).unwrap();
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/src/rbac/testdata/cluster_role.yaml"

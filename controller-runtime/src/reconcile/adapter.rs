@@ -4,8 +4,8 @@
 //! [`complete`](crate::controller::ControllerBuilder::complete) take both
 //! forms (Go's `reconcile.AsReconciler`).
 //!
-//! Layer 3 (typed reconcile): machinery the controller uses; not part of
-//! what a user writes.
+//! Layer 3 (typed reconcile): machinery the controller uses; users meet
+//! only [`IntoReconciler`], the bound of `complete`, and its markers.
 
 use kube_client::Client;
 
@@ -92,15 +92,34 @@ where
     }
 }
 
-/// Says which form of reconcile a controller is completed with; the marker
-/// `M` is inferred ([`ByRequest`] or [`ByObject`]), so
-/// [`complete`](crate::controller::ControllerBuilder::complete) takes both.
+/// What [`complete`](crate::controller::ControllerBuilder::complete) takes:
+/// a [`Reconciler`] (the request form, marker [`ByRequest`]) or an
+/// [`ObjectReconciler<K>`] (the typed form, marker [`ByObject`]). The marker
+/// `M` is inferred, so a caller never writes it; name the bound in a
+/// function that hands a reconciler on to `complete`.
+///
+/// Implemented for every reconciler of either form (and for sharding's
+/// wrapper); not meant to be implemented by users.
+///
+/// ```no_run
+/// use controller_runtime::prelude::*;
+/// use controller_runtime::reconcile::IntoReconciler;
+///
+/// /// Registers `reconciler` under `name`, whichever form it has.
+/// fn register<K: Object, M>(
+///     mgr: &Manager,
+///     name: &str,
+///     reconciler: impl IntoReconciler<K, M>,
+/// ) -> Result<Controller, ManagerError> {
+///     mgr.controller::<K>().named(name).complete(reconciler)
+/// }
+/// ```
 pub trait IntoReconciler<K, M>: Send + Sync + 'static {
     /// The request-form reconciler the controller runs.
     type Reconciler: Reconciler;
 
     /// The reconciler, reading from `cache`, acting through `client` and
-    /// reporting events through `recorder`.
+    /// reporting events through `recorder` (called by the controller).
     fn into_reconciler(
         self,
         cache: &Cache,

@@ -12,16 +12,15 @@
 //!
 //! Layer 3 (typed reconcile): built from the [cache](crate::cache), the
 //! client and an [event recorder](crate::events), never from the manager;
-//! the vocabulary ([`Request`], [`Action`], [`Terminal`]) lives below and is
-//! re-exported here. The [controller](crate::controller) runs reconcilers.
+//! the vocabulary ([`Request`], [`Action`], [`Terminal`]) lives below, at
+//! the crate root. The [controller](crate::controller) runs reconcilers.
 
 use std::future::Future;
 use std::sync::Arc;
 
-pub use crate::action::Action;
-pub use crate::error::BoxError;
-pub use crate::request::{Request, RequestError};
-pub use crate::terminal::{Terminal, TerminalError, is_terminal};
+use crate::action::Action;
+use crate::request::Request;
+use crate::terminal::Terminal;
 
 /// Per-call information a controller hands its reconciler: which
 /// controller calls, which call this is, how often it was retried.
@@ -63,7 +62,8 @@ impl CallInfo {
 /// controller can run it on its workers.
 ///
 /// ```
-/// use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
+/// use controller_runtime::reconcile::{CallInfo, Reconciler};
+/// use controller_runtime::{Action, Request};
 ///
 /// struct Greeter;
 ///
@@ -104,6 +104,6 @@ pub(crate) mod adapter;
 mod cleanup;
 mod object;
 
-pub(crate) use adapter::IntoReconciler;
+pub use adapter::{ByObject, ByRequest, IntoReconciler};
 pub use cleanup::Cleanup;
 pub use object::{ObjectContext, ObjectReconciler};

@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use super::membership::{AckHandle, Membership};
 use super::ring::Ring;
 use super::view::RingView;
-use crate::reconcile::Request;
+use crate::request::Request;
 
 /// What a worker may do with a request; see the [module documentation](self).
 #[derive(Debug)]
@@ -100,7 +100,7 @@ struct Inner {
 /// The admission gate of one sharded controller; cheap to clone.
 ///
 /// ```no_run
-/// use controller_runtime::reconcile::Request;
+/// use controller_runtime::Request;
 /// use controller_runtime::sharding::assignment::{Admission, ShardGate};
 /// # async fn demo(membership: controller_runtime::sharding::membership::Membership) {
 /// let gate = ShardGate::new(&membership);

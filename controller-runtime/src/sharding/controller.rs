@@ -50,6 +50,7 @@ use crate::controller::{Controller, ControllerBuilder};
 use crate::error::BoxError;
 use crate::events::EventRecorder;
 use crate::healthz::check_fn;
+use crate::manager::error::BuilderError;
 use crate::manager::{Manager, ManagerError, Runnable};
 use crate::object::{Object, ScopeInfo};
 use crate::reconcile::{CallInfo, IntoReconciler, Reconciler};
@@ -71,7 +72,11 @@ pub enum ShardedError {
 
 impl From<ShardedError> for ManagerError {
     fn from(error: ShardedError) -> Self {
-        ManagerError::Controller(Box::new(error))
+        match error {
+            ShardedError::SecondLabelController { ring } => {
+                ManagerError::Controller(BuilderError::SecondLabelController { ring })
+            }
+        }
     }
 }
 

@@ -21,7 +21,7 @@
 //! assert_eq!(m.deployment().spec.unwrap().replicas, Some(4));
 //! let yaml = m.to_yaml()?;
 //! assert!(yaml.contains("kind: Deployment") && yaml.contains("kind: RoleBinding"));
-//! # Ok::<(), controller_runtime::rbac::RbacError>(())
+//! # Ok::<(), controller_runtime::manifests::RenderError>(())
 //! ```
 
 use std::collections::BTreeMap;
@@ -35,7 +35,8 @@ use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::rbac::{Permissions, RbacError, Role, to_yaml};
+use crate::manifests::{RenderError, to_yaml};
+use crate::rbac::{Permissions, Role};
 
 /// The manifests of a sharded controller on N replicas; see the [module
 /// documentation](self).
@@ -222,7 +223,7 @@ impl ShardedDeployment {
 
     /// All four as one YAML stream (`---` between documents): the
     /// ServiceAccount, the Role, the RoleBinding and the Deployment.
-    pub fn to_yaml(&self) -> Result<String, RbacError> {
+    pub fn to_yaml(&self) -> Result<String, RenderError> {
         Ok([
             to_yaml(&self.service_account())?,
             to_yaml(&self.lease_role())?,

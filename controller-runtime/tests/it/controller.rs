@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use controller_runtime::manager::Manager;
-use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
+use controller_runtime::reconcile::{CallInfo, Reconciler};
 use controller_runtime::workqueue::ItemExponentialFailureRateLimiter;
+use controller_runtime::{Action, Request};
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{DeleteParams, PostParams};

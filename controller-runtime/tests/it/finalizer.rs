@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use controller_runtime::Action;
 use controller_runtime::finalizer::{FinalizerError, FinalizerEvent, finalizer};
-use controller_runtime::reconcile::Action;
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;

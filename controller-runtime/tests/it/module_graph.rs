@@ -33,6 +33,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("handler", 1),
     ("healthz", 1),
     ("leaderelection", 1),
+    ("manifests", 1),
     ("predicate", 1),
     ("rbac", 1),
     ("workqueue", 1),

@@ -9,11 +9,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use controller_runtime::manager::{Manager, ManagerError};
-use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
+use controller_runtime::reconcile::{CallInfo, Reconciler};
 use controller_runtime::sharding::config::ShardMode;
 use controller_runtime::sharding::controller::ShardedExt;
 use controller_runtime::sharding::membership::Membership;
 use controller_runtime::sharding::ring::Ring;
+use controller_runtime::{Action, Request};
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
@@ -67,7 +68,7 @@ struct Recorder {
 #[error("read failed: {0}")]
 pub struct ReadFailed(String);
 
-impl controller_runtime::reconcile::Terminal for ReadFailed {}
+impl controller_runtime::Terminal for ReadFailed {}
 
 impl Reconciler for Recorder {
     type Error = ReadFailed;

@@ -117,7 +117,7 @@ async fn a_stop_where_everything_hangs_ends_within_its_overall_bound() {
     })
     .await;
     mgr.add_runnable(runnable_fn("stubborn", false, |_stop| {
-        std::future::pending::<Result<(), controller_runtime::error::BoxError>>()
+        std::future::pending::<Result<(), controller_runtime::BoxError>>()
     }));
     // A check that blocks its thread (as one doing blocking I/O would)
     // while `stuck` is set.

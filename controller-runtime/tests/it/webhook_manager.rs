@@ -50,7 +50,8 @@ async fn the_manager_serves_registered_webhooks_with_self_managed_certificates()
     let (again, _) = rules();
     assert!(matches!(
         mgr.webhook::<ConfigMap>().validator(again),
-        Err(ManagerError::Webhook(_))
+        Err(ManagerError::Webhook(controller_runtime::webhook::WebhookError::Duplicate(path)))
+            if path == "/validate--v1-configmap"
     ));
     assert!(
         !mgr.readyz_checks().run(&[], false).healthy(),

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use controller_runtime::cache::Cache;
 use controller_runtime::manager::{Manager, ManagerBuilder};
-use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
+use controller_runtime::reconcile::{CallInfo, Reconciler};
+use controller_runtime::{Action, Request};
 use envtest::TestEnv;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -159,7 +160,7 @@ pub enum WidgetError {
     Api(#[from] kube_client::Error),
 }
 
-impl controller_runtime::reconcile::Terminal for WidgetError {}
+impl controller_runtime::Terminal for WidgetError {}
 
 /// What the reconciler saw, for assertions.
 #[derive(Default)]

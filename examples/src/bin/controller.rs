@@ -134,7 +134,7 @@ async fn build_manager(
         .await?;
     mgr.controller::<ConfigMap>()
         .named("configmap-mirror")
-        .with_event_filter(from_fn(wants_mirror))
+        .for_event_filter(from_fn(wants_mirror))
         .owns::<ConfigMap>()
         .max_concurrent_reconciles(2)
         .complete(Mirror)?;

@@ -95,7 +95,7 @@ async fn build_replica(client: Client, identity: &str) -> anyhow::Result<Manager
         .await?;
     mgr.controller::<ConfigMap>()
         .named("stamp")
-        .with_event_filter(from_fn(is_job))
+        .for_event_filter(from_fn(is_job))
         .complete(Stamp {
             replica: identity.to_string(),
             client,

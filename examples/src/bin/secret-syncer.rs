@@ -78,7 +78,7 @@ enum SyncError {
 }
 
 /// Every failure here is worth a retry with backoff.
-impl controller_runtime::reconcile::Terminal for SyncError {}
+impl controller_runtime::Terminal for SyncError {}
 
 /// Keeps the copies of one source Secret in step with it.
 struct Syncer {
@@ -208,7 +208,7 @@ async fn build_manager(client: Client) -> anyhow::Result<Manager> {
     });
     mgr.controller::<Secret>()
         .named("secret-syncer")
-        .with_event_filter(source_events())
+        .for_event_filter(source_events())
         .watches_with::<Namespace>(all_sources, vec![Box::new(LabelsChanged)])
         .watches(copy_to_source)
         .complete(Syncer {

@@ -28,7 +28,7 @@ use controller_runtime::k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use controller_runtime::k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use controller_runtime::rbac::{RbacError, to_yaml};
+use controller_runtime::manifests::{RenderError, to_yaml};
 use controller_runtime::webhook::ManifestError;
 
 use super::{FooReconciler, v1, v1alpha1};
@@ -54,7 +54,7 @@ pub enum ManifestsError {
         file: &'static str,
         /// The error.
         #[source]
-        source: RbacError,
+        source: RenderError,
     },
 }
 
@@ -129,7 +129,7 @@ pub struct Manifest {
 /// One file of `docs`, each a YAML document (or why one is not).
 fn file(
     file: &'static str,
-    docs: impl IntoIterator<Item = Result<String, RbacError>>,
+    docs: impl IntoIterator<Item = Result<String, RenderError>>,
 ) -> Result<Manifest, ManifestsError> {
     let docs = docs
         .into_iter()

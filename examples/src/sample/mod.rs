@@ -37,7 +37,7 @@
 //! let ledger = Ledger::default();
 //! FooReconciler::new(ledger.clone()).setup(&mgr)?;
 //! webhooks::register(&mgr, ledger)?;
-//! println!("{}", controller_runtime::rbac::to_yaml(&FooReconciler::rbac())?);
+//! println!("{}", controller_runtime::manifests::to_yaml(&FooReconciler::rbac())?);
 //! # Ok(()) }
 //! ```
 

@@ -14,7 +14,8 @@ use controller_runtime::conditions::Conditions;
 use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
 use controller_runtime::k8s_openapi::api::core::v1::Secret;
 use controller_runtime::kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use controller_runtime::rbac::{ClusterRole, to_yaml};
+use controller_runtime::manifests::to_yaml;
+use controller_runtime::rbac::ClusterRole;
 use informer_examples::sample::{
     FINALIZER, Foo, FooReconciler, FooSpec, READY, SECRET_LABEL, SECRETS_ANNOTATION,
 };

@@ -96,7 +96,7 @@ fn webhook_items(args: &ReconcilerArgs) -> TokenStream {
     }
 }
 
-/// The predicate given to `with_event_filter`, if any.
+/// The predicate given to `for_event_filter`, if any.
 fn predicate(args: &ReconcilerArgs) -> Option<TokenStream> {
     let cr = quote!(::controller_runtime);
     args.predicate.as_ref().map(|p| match p {
@@ -121,7 +121,7 @@ fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
         calls.push(quote!(.max_concurrent_reconciles(#n)));
     }
     if let Some(p) = predicate(args) {
-        calls.push(quote!(.with_event_filter(#p)));
+        calls.push(quote!(.for_event_filter(#p)));
     }
     let reconciler = if args.finalizer.is_some() {
         quote!(#wrapper(::std::sync::Arc::new(self)))
@@ -174,7 +174,7 @@ fn finalizer_flow(input: &DeriveInput, wrapper: &syn::Ident, args: &ReconcilerAr
                 &self,
                 obj: ::std::sync::Arc<#for_>,
                 ctx: &#cr::reconcile::ObjectContext<#for_>,
-            ) -> ::core::result::Result<#cr::reconcile::Action, Self::Error> {
+            ) -> ::core::result::Result<#cr::Action, Self::Error> {
                 let inner = &*self.0;
                 ctx.finalizer(#fin, obj, |event| async move {
                     match event {
@@ -191,9 +191,9 @@ fn finalizer_flow(input: &DeriveInput, wrapper: &syn::Ident, args: &ReconcilerAr
 
             async fn deleted(
                 &self,
-                req: &#cr::reconcile::Request,
+                req: &#cr::Request,
                 ctx: &#cr::reconcile::ObjectContext<#for_>,
-            ) -> ::core::result::Result<#cr::reconcile::Action, Self::Error> {
+            ) -> ::core::result::Result<#cr::Action, Self::Error> {
                 #cr::reconcile::ObjectReconciler::<#for_>::deleted(&*self.0, req, ctx)
                     .await
                     .map_err(#cr::finalizer::FinalizerError::Apply)
@@ -230,7 +230,7 @@ pub fn expand(input: &DeriveInput, args: &ReconcilerArgs) -> TokenStream {
         let kind = &w.kind;
         let map = &w.map;
         quote_spanned! {map.span()=>
-            let _: fn(&#kind) -> ::std::vec::Vec<#cr::reconcile::Request> = #map;
+            let _: fn(&#kind) -> ::std::vec::Vec<#cr::Request> = #map;
         }
     });
     let reconciler_check = quote_spanned! {ident.span()=>

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::manager::{Manager, ManagerError};
-use controller_runtime::reconcile::{Action, CallInfo, Reconciler, Request};
+use controller_runtime::reconcile::{CallInfo, Reconciler};
+use controller_runtime::{Action, Request};
 use envtest::TestEnv;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
