@@ -178,7 +178,7 @@ async fn settled(
     objects: usize,
 ) -> Result<(), BenchError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
-    let label = format!("shard.informer-rs.io/{ring}");
+    let label = format!("sharding.informer-rs.io/{ring}");
     let members = Ring::new(replicas.iter().map(|r| r.id.clone()));
     let deadline = Instant::now() + LIMIT;
     loop {

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use crate::object::Object;
 use crate::terminal::Terminal;
-use informer_core::factory::{SharedInformerFactory, is_cluster_scoped};
+use informer_core::factory::{InformerOptions, SharedInformerFactory, is_cluster_scoped};
 use informer_core::lister::Lister;
 use informer_core::selector::LabelSelector;
 use informer_core::shared_informer::{InformerError, SharedIndexInformer};
@@ -172,6 +172,9 @@ struct Shared {
     /// Per object type, the `Indexer<T>` mirroring its informers when there
     /// are several (see [`Cache::lister`]).
     mirrors: Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
+    /// Options the framework adds to a kind's (by API group and kind),
+    /// merged with the scope's: a label-mode shard's selector.
+    added: Mutex<HashMap<(String, String), InformerOptions>>,
 }
 
 impl fmt::Debug for Cache {
@@ -204,9 +207,47 @@ impl Cache {
         }
     }
 
-    /// What the informers list and watch.
+    /// What the informers list and watch, as the manager was built with
+    /// (without the selectors a sharded controller adds, see
+    /// [`options_for_kind`](Self::options_for_kind)).
     pub fn scope(&self) -> &CacheScope {
         &self.scope
+    }
+
+    /// The options of the informers of the kind `kind` of API `group`: the
+    /// scope's, merged with those the framework added (a label-mode
+    /// shard's selector, see [`crate::sharding`]).
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: controller_runtime::manager::Manager) {
+    /// let options = mgr.cache().options_for_kind("", "ConfigMap");
+    /// println!("{:?}", options.label_selector);
+    /// # }
+    /// ```
+    pub fn options_for_kind(&self, group: &str, kind: &str) -> InformerOptions {
+        let scoped = self.scope.options_for_kind(group, kind);
+        match self
+            .shared
+            .added
+            .lock()
+            .get(&(group.to_owned(), kind.to_owned()))
+        {
+            Some(added) => scoped.merge(added.clone()),
+            None => scoped,
+        }
+    }
+
+    fn options_for<K: Resource<DynamicType = ()>>(&self) -> InformerOptions {
+        self.options_for_kind(&K::group(&()), &K::kind(&()))
+    }
+
+    /// Adds `options` to those of `K`'s informers (merged: both selectors
+    /// apply). Informers of `K` handed out before keep their options.
+    pub(crate) fn add_options<K: Resource<DynamicType = ()>>(&self, options: InformerOptions) {
+        let key = (K::group(&()).into_owned(), K::kind(&()).into_owned());
+        let mut added = self.shared.added.lock();
+        let merged = added.remove(&key).unwrap_or_default().merge(options);
+        added.insert(key, merged);
     }
 
     pub(crate) fn set_started(&self, started: bool) {
@@ -269,7 +310,7 @@ impl Cache {
     /// composes with the managedFields stripping (or give it as a cache
     /// option, [`CacheScope::transform`]).
     pub fn informer<K: Object>(&self) -> ScopedInformer<K> {
-        let options = self.scope.options_for::<K>();
+        let options = self.options_for::<K>();
         self.scoped_informers(|ns| self.factory.informer_in::<K>(ns, options.clone()))
     }
 
@@ -288,7 +329,7 @@ impl Cache {
     /// # Ok(()) }
     /// ```
     pub fn metadata_informer<K: Object>(&self) -> ScopedInformer<PartialObjectMeta<K>> {
-        let options = self.scope.options_for::<K>();
+        let options = self.options_for::<K>();
         self.scoped_informers(|ns| self.factory.metadata_informer_in::<K>(ns, options.clone()))
     }
 
@@ -329,7 +370,7 @@ impl Cache {
                     Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, resource),
                     None => Api::<DynamicObject>::all_with(client.clone(), resource),
                 };
-                let options = self.scope.options_for_kind(&resource.group, &resource.kind);
+                let options = self.options_for_kind(&resource.group, &resource.kind);
                 let informer = self.factory.informer_for_api(api, options);
                 (ns, informer)
             })

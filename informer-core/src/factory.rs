@@ -88,6 +88,55 @@ impl InformerOptions {
         self.resync = Some(period);
         self
     }
+
+    /// Both sets of options at once: an object must match both label
+    /// selectors and both field selectors (the requirements are joined
+    /// with `,`, which means *and*; a requirement in both is kept once);
+    /// `other`'s resync period wins when it has one.
+    ///
+    /// ```
+    /// use informer_core::factory::InformerOptions;
+    /// let mine = InformerOptions::new().label_selector("probe=1");
+    /// let shard = InformerOptions::new().label_selector("shard=a");
+    /// let both = mine.merge(shard);
+    /// assert_eq!(both.label_selector.as_deref(), Some("probe=1,shard=a"));
+    /// assert_eq!(both.clone().merge(InformerOptions::new()), both);
+    /// ```
+    pub fn merge(self, other: InformerOptions) -> Self {
+        InformerOptions {
+            label_selector: join_selectors(self.label_selector, other.label_selector),
+            field_selector: join_selectors(self.field_selector, other.field_selector),
+            resync: other.resync.or(self.resync),
+        }
+    }
+}
+
+/// `a` and `b` as one selector (`a,b`), each requirement once. Commas
+/// inside parentheses (`env in (a,b)`) belong to their requirement.
+fn join_selectors(a: Option<String>, b: Option<String>) -> Option<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for selector in a.iter().chain(b.iter()) {
+        let (mut depth, mut start) = (0usize, 0usize);
+        let mut push = |term: &str| {
+            let term = term.trim();
+            if !term.is_empty() && !terms.iter().any(|t| t == term) {
+                terms.push(term.to_string());
+            }
+        };
+        for (i, c) in selector.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                ',' if depth == 0 => {
+                    push(&selector[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        push(&selector[start..]);
+    }
+    (!terms.is_empty()).then(|| terms.join(","))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -607,7 +656,29 @@ impl SharedInformerFactory {
 
 #[cfg(test)]
 mod tests {
-    use super::short_type_name;
+    use super::{InformerOptions, short_type_name};
+    use std::time::Duration;
+
+    #[test]
+    fn merged_options_keep_both_selectors() {
+        let user = InformerOptions::new()
+            .label_selector("env in (a,b),probe=1")
+            .field_selector("metadata.name!=x")
+            .resync(Duration::from_secs(5));
+        let shard = InformerOptions::new().label_selector("probe=1,sharding.informer-rs.io/r=a");
+        let both = user.clone().merge(shard);
+        assert_eq!(
+            both.label_selector.as_deref(),
+            Some("env in (a,b),probe=1,sharding.informer-rs.io/r=a")
+        );
+        assert_eq!(both.field_selector.as_deref(), Some("metadata.name!=x"));
+        assert_eq!(both.resync, Some(Duration::from_secs(5)));
+        assert_eq!(
+            InformerOptions::new().merge(InformerOptions::new()),
+            InformerOptions::new()
+        );
+        assert_eq!(InformerOptions::new().merge(user.clone()), user);
+    }
 
     #[test]
     fn type_names_are_shortened_path_by_path() {

@@ -112,11 +112,12 @@ impl CacheScope {
         &self.namespaces
     }
 
+    #[cfg(test)]
     pub(super) fn options_for<K: Resource<DynamicType = ()>>(&self) -> InformerOptions {
         self.options_for_kind(&K::group(&()), &K::kind(&()))
     }
 
-    pub(super) fn options_for_kind(&self, group: &str, kind: &str) -> InformerOptions {
+    pub(crate) fn options_for_kind(&self, group: &str, kind: &str) -> InformerOptions {
         self.by_object
             .get(&(group.to_owned(), kind.to_owned()))
             .cloned()

@@ -156,6 +156,9 @@ pub struct ControllerBuilder<K> {
     for_predicates: Vec<Box<dyn Predicate<K>>>,
     event_filters: Vec<Box<dyn Predicate<PartialObjectMeta>>>,
     sources: Vec<Box<dyn Source>>,
+    /// The kinds declared owned, described (sharding refuses owned kinds it
+    /// was not told of).
+    owned: Vec<String>,
     settings: Settings,
     _kind: PhantomData<fn() -> K>,
 }
@@ -251,6 +254,7 @@ impl<K: Object> ControllerBuilder<K> {
             for_predicates: Vec::new(),
             event_filters: Vec::new(),
             sources: Vec::new(),
+            owned: Vec::new(),
             settings: Settings::default(),
             _kind: PhantomData,
         }
@@ -260,6 +264,11 @@ impl<K: Object> ControllerBuilder<K> {
     /// such as sharding's).
     pub fn manager(&self) -> &Manager {
         &self.mgr
+    }
+
+    /// The kinds declared owned so far (`Kind (group/version)`).
+    pub(crate) fn owned_kinds(&self) -> &[String] {
+        &self.owned
     }
 
     /// Names the controller (default: the kind in lower case).
@@ -312,10 +321,11 @@ impl<K: Object> ControllerBuilder<K> {
     }
 
     /// [`owns`](Self::owns), with predicates on `C`'s events.
-    pub fn owns_with<C: Object>(self, predicates: Vec<Box<dyn Predicate<C>>>) -> Self
+    pub fn owns_with<C: Object>(mut self, predicates: Vec<Box<dyn Predicate<C>>>) -> Self
     where
         K::Scope: ScopeInfo,
     {
+        self.owned.push(describe_kind::<C>());
         self.watches_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), predicates)
     }
 
@@ -385,12 +395,13 @@ impl<K: Object> ControllerBuilder<K> {
     /// [`owns_metadata`](Self::owns_metadata), with predicates on the
     /// metadata events of `C`.
     pub fn owns_metadata_with<C: Object>(
-        self,
+        mut self,
         predicates: Vec<Box<dyn Predicate<PartialObjectMeta<C>>>>,
     ) -> Self
     where
         K::Scope: ScopeInfo,
     {
+        self.owned.push(describe_kind::<C>());
         self.watches_metadata_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), predicates)
     }
 

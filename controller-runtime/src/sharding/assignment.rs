@@ -217,7 +217,8 @@ impl ShardGate {
     }
 
     /// The epoch this gate has acknowledged.
-    pub fn acknowledged(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn acknowledged(&self) -> u64 {
         self.inner.ack.acknowledged()
     }
 

@@ -80,7 +80,7 @@ fn dns_safe(s: &str) -> String {
 /// assert_eq!(cfg.mode, ShardMode::Filter);
 /// let cfg = cfg.mode(ShardMode::Label);
 /// assert_eq!(cfg.informer_options().label_selector.as_deref(),
-///            Some("shard.informer-rs.io/widgets=replica-a"));
+///            Some("sharding.informer-rs.io/widgets=replica-a"));
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ShardMode {
@@ -94,11 +94,11 @@ pub enum ShardMode {
 }
 
 /// Prefix of the label naming an object's shard: the label is
-/// `shard.informer-rs.io/<ring>`, its value the shard's identity.
-pub const SHARD_LABEL_PREFIX: &str = "shard.informer-rs.io/";
+/// `sharding.informer-rs.io/<ring>`, its value the shard's identity.
+pub const SHARD_LABEL_PREFIX: &str = "sharding.informer-rs.io/";
 /// Prefix of the label the sharder sets while it moves an object away from
-/// its shard: `drain.shard.informer-rs.io/<ring>`.
-pub const DRAIN_LABEL_PREFIX: &str = "drain.shard.informer-rs.io/";
+/// its shard: `drain.sharding.informer-rs.io/<ring>`.
+pub const DRAIN_LABEL_PREFIX: &str = "drain.sharding.informer-rs.io/";
 
 /// Which ring to join, as whom, and how fast; see the [module
 /// documentation](self).
@@ -239,14 +239,9 @@ impl ShardingConfig {
     }
 
     /// The lease duration as written to `spec.leaseDurationSeconds`: whole
-    /// seconds, rounded up, at least 1.
-    pub fn lease_duration_seconds(&self) -> i32 {
-        let secs = self.lease_duration.as_secs_f64().ceil();
-        if secs >= f64::from(i32::MAX) {
-            i32::MAX
-        } else {
-            (secs as i32).max(1)
-        }
+    /// seconds, rounded up, at least 1 (leader election's rounding).
+    pub(crate) fn lease_duration_seconds(&self) -> i32 {
+        self.sharder_election().lease_duration_seconds()
     }
 
     /// Checks the timing rules, and that names are valid Lease names.
@@ -273,6 +268,14 @@ impl ShardingConfig {
             return Err(ConfigError::Invalid {
                 reason: format!(
                     "ring {:?} must be a valid label value and Lease name",
+                    self.ring
+                ),
+            });
+        }
+        if ["ring", "role", "epoch", "members", "acked-epoch"].contains(&self.ring.as_str()) {
+            return Err(ConfigError::Invalid {
+                reason: format!(
+                    "ring {:?} is reserved: its shard label would be a key of the ring's Leases",
                     self.ring
                 ),
             });
@@ -316,6 +319,7 @@ mod tests {
                 .is_err()
         );
         assert!(default_shard_identity().len() <= 63);
+        assert!(ShardingConfig::new("ns", "role").validate().is_err());
         assert!(
             cfg.clone()
                 .lease_duration(Duration::from_millis(900))

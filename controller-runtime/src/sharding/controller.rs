@@ -2,12 +2,12 @@
 //! runnable, the gate in front of the reconciler, and the shard's readiness.
 //!
 //! [`ShardedExt::sharded`] switches a controller builder to sharding;
-//! [`ShardedBuilder::complete`] (or [`complete_sharded`]) builds it.
+//! [`ShardedBuilder::complete`] builds it.
 //!
 //! **Filter mode**: the controller is built exactly as
 //! [`ControllerBuilder::complete`] does, with its reconciler behind a
 //! [`ShardGate`]: a request the gate does not admit is not reconciled (it is
-//! dropped or parked, see [`assignment`](super::assignment)), and an
+//! dropped or parked, see the [handover rule](super#the-handover-rule)), and an
 //! admitted reconcile is aborted at once if the replica is fenced. The
 //! gate's moved-in keys come from the controller's primary cache and go to
 //! its workqueue at low priority, as a resync would. The replica's
@@ -21,12 +21,16 @@
 //! **Label mode** ([`ShardMode::Label`](super::config::ShardMode)): the
 //! reconciler sits behind a label gate instead (reconcile what is labelled
 //! with this shard, acknowledge drains; see [`labels`](super::labels)), and
-//! a relabelling loop runs whenever this replica is the ring's sharder. The
-//! manager's cache must select this shard's label for the sharded kind and
-//! each owned kind: build the manager with
-//! `.cache_options::<K>(config.informer_options())` for each. Owned kinds
-//! are declared on the [`ShardedBuilder`] (not on the controller builder
-//! before `.sharded(..)`) so that the sharder labels them too. One label-mode
+//! a relabelling loop runs whenever this replica is the ring's sharder.
+//! `.sharded(..)` makes the manager's cache of the sharded kind, and of
+//! each kind owned through [`ShardedBuilder::owns`], select this shard's
+//! label, merged with the selector the manager was built with for that
+//! kind (`ManagerBuilder::cache_options`): both apply. The sharder labels
+//! only what that selector and the cache's namespaces select. Owned kinds
+//! are declared on the [`ShardedBuilder`], after `.sharded(..)`, so that the
+//! sharder labels them too; one declared on the controller builder before
+//! is refused ([`ShardedError::OwnedBeforeSharded`]). Kinds the controller
+//! only watches are not labelled and stay cached whole. One label-mode
 //! controller per ring.
 //!
 //! The manager stops controllers before the other runnables, so the
@@ -41,7 +45,7 @@ use super::assignment::{Admission, ShardGate};
 use super::config::ShardMode;
 use super::label_gate::{LabelAdmission, LabelGate};
 use super::labeller::{self, KindStarter, OwnerKind};
-use super::membership::Membership;
+use super::membership::{Membership, MembershipError};
 use super::metrics::{ReassignTimes, ShardMetrics};
 use super::wiring;
 use crate::action::Action;
@@ -68,6 +72,18 @@ pub enum ShardedError {
         /// The ring.
         ring: String,
     },
+    /// Label mode: kinds declared owned on the controller builder before
+    /// `.sharded(..)`; the sharder would never label them, and no shard
+    /// would cache them.
+    #[error(
+        "label mode: declare owned kinds after `.sharded(..)` so that the sharder labels them \
+         (`.sharded(&membership).owns::<C>()`); declared before: {}",
+        kinds.join(", ")
+    )]
+    OwnedBeforeSharded {
+        /// The kinds declared owned before `.sharded(..)`.
+        kinds: Vec<String>,
+    },
 }
 
 impl From<ShardedError> for ManagerError {
@@ -77,6 +93,14 @@ impl From<ShardedError> for ManagerError {
                 ManagerError::Controller(BuilderError::SecondLabelController { ring })
             }
         }
+    }
+}
+
+/// A membership that cannot be made (its settings break a rule) is a setup
+/// error of the sharded controller.
+impl From<MembershipError> for ManagerError {
+    fn from(error: MembershipError) -> Self {
+        ManagerError::Controller(Box::new(error))
     }
 }
 
@@ -137,10 +161,9 @@ impl<R: Reconciler> Reconciler for Gated<R> {
     }
 }
 
-/// Marks a reconciler put behind a gate by [`complete_sharded`].
+/// Marks a reconciler put behind a gate by [`ShardedBuilder::complete`].
 #[derive(Debug)]
-pub enum ByShard<M> {
-    #[doc(hidden)]
+pub(crate) enum ByShard<M> {
     _Never(std::convert::Infallible, std::marker::PhantomData<M>),
 }
 
@@ -209,7 +232,7 @@ impl Runnable for GateFollower {
 }
 
 /// Adds `membership` to `mgr` as a runnable, once.
-pub fn install(mgr: &Manager, membership: &Membership) {
+fn install(mgr: &Manager, membership: &Membership) {
     if !membership.mark_installed() {
         mgr.add_runnable(MembershipRunnable(membership.clone()));
     }
@@ -242,13 +265,32 @@ pub trait ShardedExt<K: Object> {
 
 impl<K: Object> ShardedExt<K> for ControllerBuilder<K> {
     fn sharded(self, membership: &Membership) -> ShardedBuilder<K> {
-        let client = self.manager().client();
+        let mgr = self.manager().clone();
+        let label = membership.config().mode == ShardMode::Label;
+        if label {
+            // This shard's objects only, whatever else the user selects.
+            mgr.cache()
+                .add_options::<K>(membership.config().informer_options());
+        }
         ShardedBuilder {
-            kinds: vec![labeller::primary::<K>(client)],
+            kinds: vec![labeller::primary::<K>(mgr.client(), selection::<K>(&mgr))],
+            owned_before: if label {
+                self.owned_kinds().to_vec()
+            } else {
+                Vec::new()
+            },
             builder: self,
             membership: membership.clone(),
         }
     }
+}
+
+/// The user's selection of `K`: the cache options the manager was built
+/// with, without a shard's selector.
+fn selection<K: Object>(mgr: &Manager) -> informer_core::factory::InformerOptions {
+    mgr.cache()
+        .scope()
+        .options_for_kind(&K::group(&()), &K::kind(&()))
 }
 
 /// A controller builder with sharding on; see [`ShardedExt`].
@@ -257,18 +299,27 @@ pub struct ShardedBuilder<K> {
     builder: ControllerBuilder<K>,
     membership: Membership,
     kinds: Vec<KindStarter>,
+    /// Label mode: owned kinds declared before `.sharded(..)` (refused).
+    owned_before: Vec<String>,
 }
 
 impl<K: Object> ShardedBuilder<K> {
     /// As [`ControllerBuilder::owns`]; in label mode the sharder also keeps
-    /// `C`'s objects on their controller owner's shard.
+    /// `C`'s objects on their controller owner's shard, and the manager's
+    /// cache of `C` selects this shard's label (besides the user's own
+    /// selector of `C`, if any).
     pub fn owns<C: Object>(mut self) -> Self
     where
         K::Scope: ScopeInfo,
     {
-        let client = self.builder.manager().client();
+        let mgr = self.builder.manager().clone();
+        if self.membership.config().mode == ShardMode::Label {
+            mgr.cache()
+                .add_options::<C>(self.membership.config().informer_options());
+        }
         self.kinds.push(labeller::owned::<C>(
-            client,
+            mgr.client(),
+            selection::<C>(&mgr),
             OwnerKind {
                 group: K::group(&()).into_owned(),
                 kind: K::kind(&()).into_owned(),
@@ -289,6 +340,12 @@ impl<K: Object> ShardedBuilder<K> {
         match self.membership.config().mode {
             ShardMode::Filter => complete_filter(&mgr, self.builder, &self.membership, reconciler),
             ShardMode::Label => {
+                if !self.owned_before.is_empty() {
+                    return Err(ShardedError::OwnedBeforeSharded {
+                        kinds: self.owned_before,
+                    }
+                    .into());
+                }
                 if !self.membership.claim_label_controller() {
                     return Err(ShardedError::SecondLabelController {
                         ring: self.membership.config().ring.clone(),
@@ -338,36 +395,6 @@ fn add_readiness(
             }
         }),
     )
-}
-
-/// Completes `builder` with `reconciler` behind a shard gate of
-/// `membership` (`builder.sharded(membership).complete(reconciler)`); see
-/// the [module documentation](self).
-///
-/// ```no_run
-/// use controller_runtime::prelude::*;
-/// use controller_runtime::sharding::config::ShardingConfig;
-/// use controller_runtime::sharding::controller::complete_sharded;
-/// use controller_runtime::sharding::membership::Membership;
-/// # struct R;
-/// # impl Reconciler for R {
-/// #     type Error = std::convert::Infallible;
-/// #     async fn reconcile(&self, _: Request, _: CallInfo) -> Result<Action, Self::Error> { Ok(Action::done()) }
-/// # }
-/// # async fn demo(mgr: Manager) -> Result<(), Box<dyn std::error::Error>> {
-/// use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
-/// let membership = Membership::new(mgr.client(), ShardingConfig::new("default", "configmaps"))?;
-/// complete_sharded(&mgr, mgr.controller::<ConfigMap>(), &membership, R)?;
-/// mgr.run_until_signal().await?;
-/// # Ok(()) }
-/// ```
-pub fn complete_sharded<K: Object, M: 'static>(
-    _mgr: &Manager,
-    builder: ControllerBuilder<K>,
-    membership: &Membership,
-    reconciler: impl IntoReconciler<K, M>,
-) -> Result<Controller, ManagerError> {
-    builder.sharded(membership).complete(reconciler)
 }
 
 fn complete_filter<K: Object, M: 'static>(

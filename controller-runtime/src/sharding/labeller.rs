@@ -1,6 +1,8 @@
 //! Label mode's sharder side: while this replica is the ring's sharder, it
-//! watches the metadata of every object of the sharded kind and its owned
-//! kinds (unfiltered, metadata only) and moves labels towards the ring:
+//! watches the metadata of the objects of the sharded kind and its owned
+//! kinds that the controller selects (the manager cache's namespaces and
+//! its selector of each kind, without the shard's) and moves labels
+//! towards the ring:
 //! assigns new objects, drains objects whose shard the ring no longer
 //! names, relabels them once drained or once their shard has stopped, and
 //! keeps owned objects on their owner's shard. See [`labels`](super::labels)
@@ -13,6 +15,12 @@
 //! A new object under the key of a recently deleted one goes first to the
 //! shard the deleted one had, while that shard lives (see
 //! [`departed`](super::departed)); the drain handshake then moves it.
+//!
+//! An object that leaves the selection (its labels no longer match the
+//! controller's label selector) leaves every shard's cache as if deleted,
+//! so no shard would acknowledge a drain of it: the sharder removes its
+//! shard and drain labels itself, and records its shard as for a deletion,
+//! so that if it comes back it goes to that shard first.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::future::BoxFuture;
 use informer_core::factory::{InformerOptions, SharedInformerFactory};
 use informer_core::key::ObjectOrTombstone;
+use informer_core::selector::LabelSelector;
 use informer_core::shared_informer::{
     ResourceEventHandler, ResourceEventHandlerRegistration, SharedIndexInformer,
 };
@@ -38,6 +47,9 @@ use super::labels::{Decision, Labelled, decide, drain_patch, relabel_patch};
 use super::membership::Membership;
 use super::ring::{Ring, object_key};
 use crate::object::Object;
+use left::Left;
+
+mod left;
 
 /// One object as the sharder sees it.
 #[derive(Debug, Clone)]
@@ -58,6 +70,8 @@ pub(super) trait KindCache: Send + Sync {
     /// the primary: every deletion seen so far is recorded).
     fn caught_up(&self) -> bool;
     fn patch(&self, entry: &Entry, patch: serde_json::Value) -> BoxFuture<'static, bool>;
+    /// Takes the objects seen leaving the selection with shard labels on.
+    fn take_left(&self) -> Vec<Entry>;
 }
 
 /// How to start one kind's metadata cache on a factory. The primary kind's
@@ -83,6 +97,7 @@ struct Typed<K: Object> {
     /// kind), or its controller owner's of the primary kind.
     key_of: fn(&PartialObjectMeta<K>, &OwnerKind) -> Option<String>,
     owner: OwnerKind,
+    left: Arc<Left>,
 }
 
 /// The primary kind, as owner references name it.
@@ -112,16 +127,17 @@ fn owner_key<K>(m: &PartialObjectMeta<K>, owner: &OwnerKind) -> Option<String> {
     by_primary.then(|| object_key(&m.metadata, owner.namespaced))
 }
 
-struct Changed(watch::Sender<u64>);
+struct Changed(watch::Sender<u64>, Arc<Left>);
 
-impl<T: Send + Sync + 'static> ResourceEventHandler<T> for Changed {
-    fn on_add(&self, _: Arc<T>, _: bool) {
+impl<K: Object> ResourceEventHandler<PartialObjectMeta<K>> for Changed {
+    fn on_add(&self, _: Arc<PartialObjectMeta<K>>, _: bool) {
         self.0.send_modify(|n| *n += 1);
     }
-    fn on_update(&self, _: Arc<T>, _: Arc<T>) {
+    fn on_update(&self, _: Arc<PartialObjectMeta<K>>, _: Arc<PartialObjectMeta<K>>) {
         self.0.send_modify(|n| *n += 1);
     }
-    fn on_delete(&self, _: ObjectOrTombstone<T>) {
+    fn on_delete(&self, obj: ObjectOrTombstone<PartialObjectMeta<K>>) {
+        self.1.note(obj.object());
         self.0.send_modify(|n| *n += 1);
     }
 }
@@ -135,6 +151,7 @@ struct Departures<K> {
     owner: OwnerKind,
     shard_label: String,
     drain_label: String,
+    left: Arc<Left>,
 }
 
 impl<K: Object> ResourceEventHandler<PartialObjectMeta<K>> for Departures<K> {
@@ -151,6 +168,10 @@ impl<K: Object> ResourceEventHandler<PartialObjectMeta<K>> for Departures<K> {
             &self.shard_label,
             &self.drain_label,
         );
+        // Deleted, or gone out of the selection (then also unlabelled by
+        // the next look): either way, back under this key it goes to this
+        // shard first.
+        self.left.note(m);
         if let (Some(key), Some(shard)) = ((self.key_of)(m, &self.owner), labelled.shard) {
             self.departed.record(key, shard);
         }
@@ -180,6 +201,10 @@ impl<K: Object> KindCache for Typed<K> {
         self.informers.iter().all(SharedIndexInformer::has_synced)
     }
 
+    fn take_left(&self) -> Vec<Entry> {
+        std::mem::take(&mut *self.left.entries.lock())
+    }
+
     fn caught_up(&self) -> bool {
         self.registrations.iter().all(|r| r.pending() == 0)
     }
@@ -206,23 +231,49 @@ impl<K: Object> KindCache for Typed<K> {
     }
 }
 
-/// Starts the metadata cache of the primary kind `K`.
-pub(super) fn primary<K: Object>(client: kube_client::Client) -> KindStarter {
-    starter::<K>(client, own_key::<K>, None)
+/// Starts the metadata cache of the primary kind `K`, of the objects
+/// `selection` selects (the controller's cache options of `K`).
+pub(super) fn primary<K: Object>(
+    client: kube_client::Client,
+    selection: InformerOptions,
+) -> KindStarter {
+    starter::<K>(client, selection, own_key::<K>, None)
 }
 
-/// Starts the metadata cache of an owned kind `C` of the primary `owner`.
-pub(super) fn owned<C: Object>(client: kube_client::Client, owner: OwnerKind) -> KindStarter {
-    starter::<C>(client, owner_key::<C>, Some(owner))
+/// Starts the metadata cache of an owned kind `C` of the primary `owner`,
+/// of the objects `selection` selects.
+pub(super) fn owned<C: Object>(
+    client: kube_client::Client,
+    selection: InformerOptions,
+    owner: OwnerKind,
+) -> KindStarter {
+    starter::<C>(client, selection, owner_key::<C>, Some(owner))
 }
 
 fn starter<K: Object>(
     client: kube_client::Client,
+    selection: InformerOptions,
     key_of: fn(&PartialObjectMeta<K>, &OwnerKind) -> Option<String>,
     owner: Option<OwnerKind>,
 ) -> KindStarter {
     let primary = owner.is_none();
+    // The sharder's own resync, not the controller's.
+    let selection = InformerOptions {
+        resync: None,
+        ..selection
+    };
+    let selector = selection
+        .label_selector
+        .as_deref()
+        .and_then(|s| s.parse::<LabelSelector>().ok())
+        .filter(|s| !s.is_everything());
     Arc::new(move |factory, namespaces, changed, departed, cfg| {
+        let left = Arc::new(Left {
+            selector: selector.clone(),
+            shard_label: cfg.shard_label(),
+            drain_label: cfg.drain_label(),
+            entries: Mutex::new(Vec::new()),
+        });
         let scopes: Vec<Option<&str>> = if namespaces.is_empty() {
             vec![None]
         } else {
@@ -235,7 +286,7 @@ fn starter<K: Object>(
         });
         let (mut informers, mut registrations) = (Vec::new(), Vec::new());
         for ns in scopes {
-            let informer = factory.metadata_informer_in::<K>(ns, InformerOptions::new());
+            let informer = factory.metadata_informer_in::<K>(ns, selection.clone());
             // A fresh informer of a fresh factory: registering cannot fail.
             let registration = if primary {
                 informer.add_event_handler(Departures {
@@ -245,9 +296,10 @@ fn starter<K: Object>(
                     owner: owner.clone(),
                     shard_label: cfg.shard_label(),
                     drain_label: cfg.drain_label(),
+                    left: Arc::clone(&left),
                 })
             } else {
-                informer.add_event_handler(Changed(changed.clone()))
+                informer.add_event_handler(Changed(changed.clone(), Arc::clone(&left)))
             };
             registrations.extend(registration.ok());
             informers.push(informer);
@@ -258,6 +310,7 @@ fn starter<K: Object>(
             client: client.clone(),
             key_of,
             owner,
+            left,
         })
     })
 }
@@ -282,6 +335,8 @@ pub(super) struct LabelCounters {
     pub(super) drains: AtomicU64,
     /// New objects labelled for the first time.
     pub(super) assigned: AtomicU64,
+    /// Objects unlabelled because they left the controller's selection.
+    pub(super) released: AtomicU64,
     /// Objects per shard at the last look (by label).
     pub(super) per_shard: Mutex<HashMap<String, u64>>,
     /// Seconds from a stopped shard's Lease expiry to the relabelling of
@@ -358,6 +413,18 @@ impl Labeller {
             Some((p, o)) => (p, o),
             None => return,
         };
+        let (shard_label, drain_label) = (cfg.shard_label(), cfg.drain_label());
+        // Out of the selection: no shard caches them any more, so none
+        // would acknowledge a drain; unlabelled here (a conflict means the
+        // object changed since, and the caches show it again).
+        for cache in caches {
+            for e in cache.take_left() {
+                let patch = relabel_patch(&shard_label, &drain_label, None, &e.resource_version);
+                if cache.patch(&e, patch).await {
+                    self.counters.released.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
         let primaries = primary.entries(cfg);
         // Every deletion the cache applied before `primaries` was read has
         // been recorded once its handler has caught up (it only records):
@@ -375,7 +442,6 @@ impl Labeller {
         };
         let ring = Ring::with_virtual_nodes(members.iter().cloned(), cfg.virtual_nodes);
         departed.retain_members(&members);
-        let (shard_label, drain_label) = (cfg.shard_label(), cfg.drain_label());
         let relabel = |e: &Entry, to: Option<&str>| {
             relabel_patch(&shard_label, &drain_label, to, &e.resource_version)
         };

@@ -2,12 +2,12 @@
 //! is being drained, and what the sharder does next with it.
 //!
 //! In label mode an object's shard is the value of its label
-//! `shard.informer-rs.io/<ring>`; each replica's informers select on their
+//! `sharding.informer-rs.io/<ring>`; each replica's informers select on their
 //! own value, so a replica caches and reconciles only its own objects. A
 //! move is a handshake, so that two replicas never reconcile one object at
 //! once:
 //!
-//! 1. the sharder adds `drain.shard.informer-rs.io/<ring>` to an object its
+//! 1. the sharder adds `drain.sharding.informer-rs.io/<ring>` to an object its
 //!    ring gives to another shard;
 //! 2. the old shard, once no reconcile of the object is in flight, removes
 //!    both labels (its acknowledgment; the object leaves its cache);
@@ -57,8 +57,8 @@ impl Labelled {
     /// ```
     /// use std::collections::BTreeMap;
     /// use controller_runtime::sharding::labels::Labelled;
-    /// let labels = BTreeMap::from([("shard.informer-rs.io/r".to_string(), "a".to_string())]);
-    /// let l = Labelled::of(Some(&labels), "shard.informer-rs.io/r", "drain.shard.informer-rs.io/r");
+    /// let labels = BTreeMap::from([("sharding.informer-rs.io/r".to_string(), "a".to_string())]);
+    /// let l = Labelled::of(Some(&labels), "sharding.informer-rs.io/r", "drain.sharding.informer-rs.io/r");
     /// assert_eq!(l.shard.as_deref(), Some("a"));
     /// assert!(!l.draining);
     /// ```
@@ -134,8 +134,8 @@ pub fn decide(now: &Labelled, target: &str, members: &[String]) -> Decision {
 /// use controller_runtime::sharding::labels::copy_shard_labels;
 /// let owner = ObjectMeta {
 ///     labels: Some(BTreeMap::from([
-///         ("shard.informer-rs.io/widgets".to_string(), "replica-a".to_string()),
-///         ("drain.shard.informer-rs.io/widgets".to_string(), "true".to_string()),
+///         ("sharding.informer-rs.io/widgets".to_string(), "replica-a".to_string()),
+///         ("drain.sharding.informer-rs.io/widgets".to_string(), "true".to_string()),
 ///         ("app".to_string(), "web".to_string()),
 ///     ])),
 ///     ..Default::default()

@@ -9,16 +9,29 @@
 //! A Deployment, not a StatefulSet: replicas need no stable names (each
 //! process joins the ring under a fresh identity, see
 //! [`default_shard_identity`](super::config::default_shard_identity)), so
-//! a rolling update is a scale-up followed by graceful leaves. The pods'
-//! readiness probe is the manager's `/readyz`, which includes each sharded
-//! controller's `shard-<controller>` check; the termination grace period
-//! leaves room for the manager's graceful shutdown, after which the replica
-//! deletes its shard Lease and its objects move at once.
+//! a rolling update is a scale-up followed by graceful leaves. The manager
+//! serves no health or metrics port unless told (`ManagerBuilder::health_addr`,
+//! `metrics_addr`), so the Deployment has probes only when given the health
+//! port ([`ShardedDeployment::health_port`]), and then passes the program
+//! `--health-probe-bind-address=0.0.0.0:<port>` (the scaffold's flag, which
+//! the program hands to `health_addr`); likewise metrics with
+//! `--metrics-bind-address`. The readiness probe is the manager's `/readyz`,
+//! which includes each sharded controller's `shard-<controller>` check. The
+//! termination grace period is longer than the manager's stop bound
+//! (`graceful_shutdown_timeout` plus
+//! [`SHUTDOWN_CLEANUP_TIMEOUT`](crate::manager::SHUTDOWN_CLEANUP_TIMEOUT)),
+//! after which the replica has deleted its shard Lease and its objects move
+//! at once. Pod and container run non-root, without privilege escalation,
+//! on a read-only root filesystem with every capability dropped.
 //!
 //! ```
 //! use controller_runtime::sharding::manifests::ShardedDeployment;
 //! let m = ShardedDeployment::new("widgets", "operators", "example.com/widgets:1.0").replicas(4);
 //! assert_eq!(m.deployment().spec.unwrap().replicas, Some(4));
+//! // No health port given: the manager serves none, so no probes.
+//! let pod = m.deployment().spec.unwrap().template.spec.unwrap();
+//! assert!(pod.containers[0].readiness_probe.is_none());
+//! assert!(pod.termination_grace_period_seconds.unwrap() > 35);
 //! let yaml = m.to_yaml()?;
 //! assert!(yaml.contains("kind: Deployment") && yaml.contains("kind: RoleBinding"));
 //! # Ok::<(), controller_runtime::manifests::RenderError>(())
@@ -27,16 +40,28 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector, PodSpec,
-    PodTemplateSpec, Probe, ServiceAccount,
+    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
+    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
+    SecurityContext, ServiceAccount,
 };
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use crate::manager::{DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT, SHUTDOWN_CLEANUP_TIMEOUT};
 use crate::manifests::{RenderError, to_yaml};
 use crate::rbac::{Permissions, Role};
+
+/// Seconds a pod is given to stop after a manager with
+/// `graceful_shutdown_timeout` has had its whole stop bound, rounded up,
+/// plus 5 s for the process to exit.
+fn grace_seconds(graceful_shutdown_timeout: Duration) -> i64 {
+    let bound = graceful_shutdown_timeout + SHUTDOWN_CLEANUP_TIMEOUT + Duration::from_secs(5);
+    i64::try_from(bound.as_secs() + u64::from(bound.subsec_nanos() > 0)).unwrap_or(i64::MAX)
+}
 
 /// The manifests of a sharded controller on N replicas; see the [module
 /// documentation](self).
@@ -51,18 +76,20 @@ pub struct ShardedDeployment {
     pub image: String,
     /// How many replicas (shards).
     pub replicas: i32,
-    /// The port of the manager's health probes (`/readyz`, `/healthz`).
-    pub health_port: i32,
-    /// The port of the manager's metrics.
-    pub metrics_port: i32,
-    /// Seconds a stopping pod is given (longer than the manager's graceful
-    /// shutdown).
+    /// The port the manager serves `/readyz` and `/healthz` on, if it
+    /// serves them (then the pods have probes on it).
+    pub health_port: Option<i32>,
+    /// The port the manager serves `/metrics` on, if it does.
+    pub metrics_port: Option<i32>,
+    /// Seconds a stopping pod is given: longer than the manager's stop
+    /// bound (see [`graceful_shutdown_timeout`](Self::graceful_shutdown_timeout)).
     pub termination_grace_seconds: i64,
 }
 
 impl ShardedDeployment {
-    /// Two replicas of `image` named `name` in `namespace`; probes on 8081,
-    /// metrics on 8080, 30 s to stop.
+    /// Two replicas of `image` named `name` in `namespace`; no health or
+    /// metrics port (the manager's defaults), 40 s to stop (the manager's
+    /// default 30 s graceful shutdown, its 5 s cleanup, 5 s to exit).
     pub fn new(
         name: impl Into<String>,
         namespace: impl Into<String>,
@@ -73,9 +100,9 @@ impl ShardedDeployment {
             namespace: namespace.into(),
             image: image.into(),
             replicas: 2,
-            health_port: 8081,
-            metrics_port: 8080,
-            termination_grace_seconds: 30,
+            health_port: None,
+            metrics_port: None,
+            termination_grace_seconds: grace_seconds(DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT),
         }
     }
 
@@ -85,10 +112,36 @@ impl ShardedDeployment {
         self
     }
 
-    /// Sets the health and metrics ports.
-    pub fn ports(mut self, health: i32, metrics: i32) -> Self {
-        self.health_port = health;
-        self.metrics_port = metrics;
+    /// The program serves `/readyz` and `/healthz` on `port`: the pods get
+    /// readiness and liveness probes on it, and the argument
+    /// `--health-probe-bind-address=0.0.0.0:<port>` (give it to
+    /// `ManagerBuilder::health_addr`).
+    ///
+    /// ```
+    /// use controller_runtime::sharding::manifests::ShardedDeployment;
+    /// let d = ShardedDeployment::new("w", "ops", "img:1").health_port(8081).deployment();
+    /// let c = &d.spec.unwrap().template.spec.unwrap().containers[0];
+    /// assert!(c.readiness_probe.is_some());
+    /// assert!(c.args.iter().flatten().any(|a| a == "--health-probe-bind-address=0.0.0.0:8081"));
+    /// ```
+    pub fn health_port(mut self, port: i32) -> Self {
+        self.health_port = Some(port);
+        self
+    }
+
+    /// The program serves `/metrics` on `port`: the pods declare it and
+    /// get `--metrics-bind-address=0.0.0.0:<port>` (give it to
+    /// `ManagerBuilder::metrics_addr`).
+    pub fn metrics_port(mut self, port: i32) -> Self {
+        self.metrics_port = Some(port);
+        self
+    }
+
+    /// The manager's `graceful_shutdown_timeout` (default 30 s): the pods'
+    /// termination grace period becomes longer than the manager's stop
+    /// bound (this plus its 5 s cleanup, plus 5 s).
+    pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.termination_grace_seconds = grace_seconds(timeout);
         self
     }
 
@@ -112,7 +165,8 @@ impl ShardedDeployment {
     }
 
     /// The Deployment: N pods, `POD_NAME` and `POD_NAMESPACE` from the
-    /// downward API, readiness on `/readyz`, liveness on `/healthz`.
+    /// downward API, readiness on `/readyz` and liveness on `/healthz` when
+    /// the health port is set, non-root and read-only.
     pub fn deployment(&self) -> Deployment {
         let field_env = |name: &str, path: &str| EnvVar {
             name: name.to_string(),
@@ -139,6 +193,16 @@ impl ShardedDeployment {
             container_port: port,
             ..Default::default()
         };
+        let mut ports = Vec::new();
+        let mut args = Vec::new();
+        if let Some(p) = self.health_port {
+            ports.push(port("health", p));
+            args.push(format!("--health-probe-bind-address=0.0.0.0:{p}"));
+        }
+        if let Some(p) = self.metrics_port {
+            ports.push(port("metrics", p));
+            args.push(format!("--metrics-bind-address=0.0.0.0:{p}"));
+        }
         Deployment {
             metadata: self.meta(),
             spec: Some(DeploymentSpec {
@@ -155,19 +219,34 @@ impl ShardedDeployment {
                     spec: Some(PodSpec {
                         service_account_name: Some(self.name.clone()),
                         termination_grace_period_seconds: Some(self.termination_grace_seconds),
+                        security_context: Some(PodSecurityContext {
+                            run_as_non_root: Some(true),
+                            seccomp_profile: Some(SeccompProfile {
+                                type_: "RuntimeDefault".to_string(),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }),
                         containers: vec![Container {
                             name: "controller".to_string(),
                             image: Some(self.image.clone()),
+                            args: (!args.is_empty()).then_some(args),
                             env: Some(vec![
                                 field_env("POD_NAME", "metadata.name"),
                                 field_env("POD_NAMESPACE", "metadata.namespace"),
                             ]),
-                            ports: Some(vec![
-                                port("health", self.health_port),
-                                port("metrics", self.metrics_port),
-                            ]),
-                            readiness_probe: Some(probe("/readyz")),
-                            liveness_probe: Some(probe("/healthz")),
+                            ports: (!ports.is_empty()).then_some(ports),
+                            readiness_probe: self.health_port.map(|_| probe("/readyz")),
+                            liveness_probe: self.health_port.map(|_| probe("/healthz")),
+                            security_context: Some(SecurityContext {
+                                allow_privilege_escalation: Some(false),
+                                read_only_root_filesystem: Some(true),
+                                capabilities: Some(Capabilities {
+                                    drop: Some(vec!["ALL".to_string()]),
+                                    ..Default::default()
+                                }),
+                                ..Default::default()
+                            }),
                             ..Default::default()
                         }],
                         ..Default::default()
@@ -239,8 +318,68 @@ mod tests {
     use super::*;
 
     #[test]
+    fn defaults_agree_with_the_managers() {
+        let pod = |m: &ShardedDeployment| {
+            m.deployment()
+                .spec
+                .unwrap_or_default()
+                .template
+                .spec
+                .unwrap_or_default()
+        };
+        // The manager serves no health port by default: no probe may point
+        // at one.
+        let default = ShardedDeployment::new("w", "ops", "img:1");
+        let c = &pod(&default).containers[0];
+        assert!(c.readiness_probe.is_none() && c.liveness_probe.is_none());
+        assert!(c.ports.is_none() && c.args.is_none());
+        // Longer than the manager's stop bound.
+        let bound = DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT + SHUTDOWN_CLEANUP_TIMEOUT;
+        let grace = pod(&default).termination_grace_period_seconds.unwrap_or(0);
+        assert!(
+            grace > i64::try_from(bound.as_secs()).unwrap_or(i64::MAX),
+            "{grace}"
+        );
+        let slow = default
+            .clone()
+            .graceful_shutdown_timeout(Duration::from_millis(60_500));
+        assert_eq!(pod(&slow).termination_grace_period_seconds, Some(71));
+        // A probe only with the port the program is told to serve it on.
+        let served = default.health_port(9440).metrics_port(9443);
+        let c = &pod(&served).containers[0];
+        let args = c.args.clone().unwrap_or_default();
+        assert_eq!(
+            args,
+            [
+                "--health-probe-bind-address=0.0.0.0:9440",
+                "--metrics-bind-address=0.0.0.0:9443"
+            ]
+        );
+        let health = c
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref() == Some("health"));
+        assert_eq!(health.map(|p| p.container_port), Some(9440));
+        let probe_port = c
+            .readiness_probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .map(|h| h.port.clone());
+        assert_eq!(probe_port, Some(IntOrString::String("health".into())));
+        // Non-root, read-only, nothing to escalate (as the scaffold's).
+        let sc = c.security_context.clone().unwrap_or_default();
+        assert_eq!(sc.allow_privilege_escalation, Some(false));
+        assert_eq!(sc.read_only_root_filesystem, Some(true));
+        let psc = pod(&served).security_context.unwrap_or_default();
+        assert_eq!(psc.run_as_non_root, Some(true));
+    }
+
+    #[test]
     fn n_replicas_with_lease_rbac_bound_to_their_service_account() {
-        let m = ShardedDeployment::new("widgets", "ops", "img:1").replicas(5);
+        let m = ShardedDeployment::new("widgets", "ops", "img:1")
+            .replicas(5)
+            .health_port(8081);
         let d = m.deployment();
         let spec = d.spec.clone().unwrap_or_default();
         assert_eq!(spec.replicas, Some(5));

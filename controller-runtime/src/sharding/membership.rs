@@ -80,21 +80,15 @@ pub enum MembershipError {
 /// One acknowledging party (a sharded controller): the epoch it has adopted
 /// and drained. The replica acknowledges the oldest epoch over all of them.
 #[derive(Debug)]
-pub struct AckHandle {
+pub(crate) struct AckHandle {
     slot: Arc<AtomicU64>,
     changed: Arc<Notify>,
 }
 
 impl AckHandle {
-    /// A handle tied to no membership (for tests and custom memberships).
-    ///
-    /// ```
-    /// let ack = controller_runtime::sharding::membership::AckHandle::detached();
-    /// ack.acknowledge(3);
-    /// ack.acknowledge(2); // never goes back
-    /// assert_eq!(ack.acknowledged(), 3);
-    /// ```
-    pub fn detached() -> AckHandle {
+    /// A handle tied to no membership (for tests).
+    #[cfg(test)]
+    pub(crate) fn detached() -> AckHandle {
         AckHandle {
             slot: Arc::new(AtomicU64::new(0)),
             changed: Arc::new(Notify::new()),
@@ -103,14 +97,14 @@ impl AckHandle {
 
     /// Reports that everything this party runs belongs to `epoch`'s
     /// assignment (and asks for a renewal that publishes it).
-    pub fn acknowledge(&self, epoch: u64) {
+    pub(crate) fn acknowledge(&self, epoch: u64) {
         if self.slot.fetch_max(epoch, Ordering::AcqRel) < epoch {
             self.changed.notify_one();
         }
     }
 
     /// The epoch acknowledged so far.
-    pub fn acknowledged(&self) -> u64 {
+    pub(crate) fn acknowledged(&self) -> u64 {
         self.slot.load(Ordering::Acquire)
     }
 }
@@ -123,9 +117,8 @@ impl AckHandle {
 /// use controller_runtime::sharding::membership::Membership;
 /// # async fn demo(client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// let membership = Membership::new(client, ShardingConfig::new("default", "widgets"))?;
+/// // ... `.sharded(&membership)` on controllers of a running manager; then:
 /// let mut view = membership.subscribe();
-/// let stop = tokio_util::sync::CancellationToken::new();
-/// tokio::spawn({ let (m, stop) = (membership.clone(), stop.clone()); async move { m.run(stop).await } });
 /// view.wait_for(|v| v.settled() && v.ring.contains(membership.identity())).await?;
 /// # Ok(()) }
 /// ```
@@ -260,7 +253,7 @@ impl Membership {
 
     /// A new acknowledging party; the replica's acknowledged epoch is the
     /// oldest over all live handles.
-    pub fn ack_handle(&self) -> AckHandle {
+    pub(crate) fn ack_handle(&self) -> AckHandle {
         let slot = Arc::new(AtomicU64::new(0));
         self.inner.acks.lock().push(Arc::downgrade(&slot));
         AckHandle {
@@ -289,7 +282,10 @@ impl Membership {
 
     /// Joins the ring and stays in it until `stop` fires (then leaves) or the
     /// shard Lease is lost (then fences and returns
-    /// [`MembershipError::LostLease`]).
+    /// [`MembershipError::LostLease`]). A sharded controller runs it as a
+    /// manager runnable (`.sharded(..)`); hidden, for tests of the ring
+    /// without a manager.
+    #[doc(hidden)]
     pub async fn run(&self, stop: CancellationToken) -> Result<(), MembershipError> {
         let cfg = &self.inner.config;
         let factory = SharedInformerFactory::builder(self.inner.client.clone()).build();

@@ -20,7 +20,7 @@
 //!   Lease; the replica fences itself when it cannot renew), the informer on
 //!   the ring's Leases, and the sharder (elected on its own Lease) that
 //!   writes the next epoch whenever the live shard Leases change.
-//! - [`assignment`]: the admission gate of one sharded controller in filter
+//! - `assignment` (private): the admission gate of one sharded controller in filter
 //!   mode: which requests it may reconcile now.
 //! - [`labels`]: label mode's vocabulary and the sharder's rule (assign,
 //!   drain, relabel); the label gate and the sharder's relabelling loop
@@ -110,7 +110,7 @@
 //! above. It saves reconcile work, not memory.
 //!
 //! *Label* ([`config::ShardMode::Label`]): the replica that is the ring's
-//! sharder labels each object `shard.informer-rs.io/<ring>=<identity>` by
+//! sharder labels each object `sharding.informer-rs.io/<ring>=<identity>` by
 //! the ring, and each replica's informers select their own label, so each
 //! caches about 1/N of the objects (the sharder also keeps a metadata-only
 //! cache of all of them). Ownership is the label, not the epoch: a replica
@@ -138,7 +138,7 @@
 //! assert!(ring.owner("default/web").is_some());
 //! ```
 
-pub mod assignment;
+mod assignment;
 pub mod config;
 pub mod controller;
 mod coordinator;

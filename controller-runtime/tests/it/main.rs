@@ -23,6 +23,7 @@ mod rbac_scope;
 mod reconciler;
 mod sharding;
 mod sharding_controller;
+mod sharding_derive;
 mod sharding_fleet;
 mod shutdown;
 mod typed;

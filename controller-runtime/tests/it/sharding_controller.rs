@@ -149,7 +149,7 @@ fn shard_label(cm: &ConfigMap, ring: &str) -> Option<String> {
     cm.metadata
         .labels
         .as_ref()
-        .and_then(|l| l.get(&format!("shard.informer-rs.io/{ring}")))
+        .and_then(|l| l.get(&format!("sharding.informer-rs.io/{ring}")))
         .cloned()
 }
 
@@ -408,7 +408,7 @@ async fn label_mode_owned_objects_follow_their_owner_shard() {
             let label = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
                 m.labels
                     .as_ref()
-                    .and_then(|l| l.get("shard.informer-rs.io/it-widgets"))
+                    .and_then(|l| l.get("sharding.informer-rs.io/it-widgets"))
                     .cloned()
             };
             let expected = owners(&live, &names);
@@ -545,7 +545,7 @@ async fn label_mode_a_name_created_again_waits_for_the_shard_that_reconciles_its
             let cm = api.get(&name).await.ok()?;
             let labels = cm.metadata.labels?;
             labels
-                .contains_key(&format!("drain.shard.informer-rs.io/{RING}"))
+                .contains_key(&format!("drain.sharding.informer-rs.io/{RING}"))
                 .then_some(())
         }
     })

@@ -18,6 +18,7 @@ pub const OPTIONS: &[&str] = &[
     "name",
     "leader_election",
     "webhooks",
+    "sharding",
 ];
 
 /// Options `#[rbac(...)]` accepts.
@@ -100,6 +101,8 @@ pub struct ReconcilerArgs {
     pub rbac: Vec<RbacRule>,
     /// The webhooks declared for the primary kind.
     pub webhooks: Option<super::webhooks::Webhooks>,
+    /// Whether (and how) the controller can run sharded.
+    pub sharding: Option<super::sharding::Sharding>,
 }
 
 /// Types compared by their tokens (`Deployment` and `apps::v1::Deployment`
@@ -243,6 +246,8 @@ impl ReconcilerArgs {
         let mut leader_election = None;
         let mut rbac = Vec::new();
         let mut webhooks = None;
+        let mut sharding: Option<super::sharding::Sharding> = None;
+        let mut leader_span = None;
         let mut first_attr: Option<&Attribute> = None;
         for attr in &input.attrs {
             if attr.path().is_ident("rbac") {
@@ -306,7 +311,14 @@ impl ReconcilerArgs {
                         }
                         set_once(&mut name, lit, &meta.path)
                     }
-                    "leader_election" => set_once(&mut leader_election, (), &meta.path),
+                    "leader_election" => {
+                        leader_span = Some(meta.path.span());
+                        set_once(&mut leader_election, (), &meta.path)
+                    }
+                    "sharding" => {
+                        let sh = super::sharding::parse(&meta)?;
+                        set_once(&mut sharding, sh, &meta.path)
+                    }
                     "webhooks" => {
                         let w = super::webhooks::parse(&meta)?;
                         set_once(&mut webhooks, w, &meta.path)
@@ -326,6 +338,13 @@ impl ReconcilerArgs {
                 None => syn::Error::new(input.ident.span(), msg),
             }
         })?;
+        if let (Some(sh), Some(_)) = (&sharding, leader_span) {
+            return Err(syn::Error::new(
+                sh.span,
+                "`sharding` and `leader_election` exclude each other: every replica of a \
+                 sharded controller works (its ring elects its own sharder)",
+            ));
+        }
         Ok(ReconcilerArgs {
             for_,
             owns,
@@ -337,6 +356,7 @@ impl ReconcilerArgs {
             leader_election: leader_election.is_some(),
             rbac,
             webhooks,
+            sharding,
         })
     }
 }

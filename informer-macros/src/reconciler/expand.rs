@@ -42,6 +42,9 @@ fn permissions(args: &ReconcilerArgs) -> TokenStream {
     if args.leader_election {
         calls.push(quote!(.leases()));
     }
+    if let Some(sharding) = &args.sharding {
+        calls.extend(super::sharding::permissions(sharding, for_, &args.owns));
+    }
     for rule in &args.rbac {
         let group = &rule.group;
         let resources = &rule.resources;
@@ -109,10 +112,11 @@ fn predicate(args: &ReconcilerArgs) -> Option<TokenStream> {
 fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
     let cr = quote!(::controller_runtime);
     let for_ = &args.for_;
-    let mut calls = Vec::new();
+    let mut owned = Vec::new();
     for kind in &args.owns {
-        calls.push(quote_spanned!(kind.span()=> .owns::<#kind>()));
+        owned.push(quote_spanned!(kind.span()=> .owns::<#kind>()));
     }
+    let mut calls = Vec::new();
     for w in &args.watches {
         let (kind, map) = (&w.kind, &w.map);
         calls.push(quote_spanned!(map.span()=> .watches_map::<#kind>(#map)));
@@ -128,6 +132,9 @@ fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
     } else {
         quote!(self)
     };
+    let sharded = args.sharding.as_ref().map(|sharding| {
+        super::sharding::setup_sharded(sharding, for_, &args.owns, &calls, &reconciler)
+    });
     quote! {
         /// Registers this reconciler's controller with `mgr`: the kinds
         /// it is for, owns and watches, its event filter and workers, as
@@ -139,9 +146,12 @@ fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
         ) -> ::core::result::Result<#cr::controller::Controller, #cr::manager::ManagerError> {
             mgr.controller::<#for_>()
                 .named(Self::CONTROLLER_NAME)
+                #(#owned)*
                 #(#calls)*
                 .complete(#reconciler)
         }
+
+        #sharded
     }
 }
 

@@ -10,6 +10,7 @@
 
 mod attrs;
 mod expand;
+mod sharding;
 mod suggest;
 mod webhooks;
 

@@ -98,8 +98,8 @@ pub(super) async fn check(
             })
             .collect()
     };
-    let shard_label = format!("shard.informer-rs.io/{RING}");
-    let drain_label = format!("drain.shard.informer-rs.io/{RING}");
+    let shard_label = format!("sharding.informer-rs.io/{RING}");
+    let drain_label = format!("drain.sharding.informer-rs.io/{RING}");
     let label_of = |c: &ConfigMap, label: &str| {
         c.metadata
             .labels

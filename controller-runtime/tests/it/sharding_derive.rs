@@ -1,0 +1,383 @@
+//! Sharding composed with the rest: a `#[derive(Controller)]` reconciler
+//! with a finalizer runs sharded through its generated `setup_sharded`,
+//! under its derived role (RBAC enforced by envtest); label mode labels
+//! only what the controller's cache selects, and merges the shard's
+//! selector with the user's; an owned kind declared before `.sharded(..)`
+//! is refused in label mode.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use controller_runtime::prelude::*;
+use controller_runtime::sharding::config::ShardMode;
+use controller_runtime::sharding::controller::{ShardedError, ShardedExt};
+use controller_runtime::sharding::membership::Membership;
+use controller_runtime::sharding::ring::Ring;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube_client::api::ListParams;
+use parking_lot::Mutex;
+
+use crate::fixture::{assert_nothing_forbidden, copy_into_secret, spawn_manager, stop_manager};
+use crate::sharding::ring_config;
+use crate::{config_map, eventually};
+
+const NS: &str = "default";
+
+/// Who reconciled and who cleaned up what: `(replica, ConfigMap)`.
+#[derive(Default)]
+struct Journal {
+    reconciled: Mutex<Vec<(String, String)>>,
+    cleaned: Mutex<Vec<(String, String)>>,
+}
+
+/// Keeps a Secret `<name>-copy` of each ConfigMap, sharded by label.
+#[derive(Controller)]
+#[controller(
+    for = ConfigMap,
+    owns(Secret),
+    finalizer = "test.example.com/sharded",
+    sharding(mode = "label"),
+    name = "sharded-copier"
+)]
+struct ShardedCopier {
+    identity: String,
+    journal: Arc<Journal>,
+}
+
+impl ObjectReconciler<ConfigMap> for ShardedCopier {
+    type Error = kube_client::Error;
+
+    async fn reconcile(
+        &self,
+        cm: Arc<ConfigMap>,
+        ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
+        let action = copy_into_secret(&cm, ctx).await?;
+        self.journal
+            .reconciled
+            .lock()
+            .push((self.identity.clone(), cm.name_any()));
+        Ok(action)
+    }
+}
+
+impl Cleanup<ConfigMap> for ShardedCopier {
+    async fn cleanup(
+        &self,
+        cm: Arc<ConfigMap>,
+        _ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
+        self.journal
+            .cleaned
+            .lock()
+            .push((self.identity.clone(), cm.name_any()));
+        Ok(Action::done())
+    }
+}
+
+const RING: &str = "it-derived";
+
+fn shard_label() -> String {
+    ring_config(RING, "x").shard_label()
+}
+
+fn labels_of(cm: &ConfigMap) -> (Option<String>, bool) {
+    let labels = cm.metadata.labels.clone().unwrap_or_default();
+    let drain = ring_config(RING, "x").drain_label();
+    (
+        labels.get(&shard_label()).cloned(),
+        labels.contains_key(&drain),
+    )
+}
+
+struct Replica {
+    mgr: Manager,
+    stop: tokio_util::sync::CancellationToken,
+    run: tokio::task::JoinHandle<Result<(), ManagerError>>,
+}
+
+async fn replica(
+    client: &kube_client::Client,
+    id: &str,
+    journal: &Arc<Journal>,
+    selector: Option<&str>,
+) -> Replica {
+    let mut builder = Manager::builder(client.clone())
+        .namespace(NS)
+        .graceful_shutdown_timeout(Duration::from_secs(5));
+    if let Some(selector) = selector {
+        builder = builder.cache_options::<ConfigMap>(
+            controller_runtime::informer_core::factory::InformerOptions::new()
+                .label_selector(selector),
+        );
+    }
+    let mgr = builder.build().await.unwrap();
+    ShardedCopier {
+        identity: id.to_string(),
+        journal: Arc::clone(journal),
+    }
+    .setup_sharded(&mgr, ring_config(RING, id))
+    .unwrap();
+    let (stop, run) = spawn_manager(&mgr);
+    Replica { mgr, stop, run }
+}
+
+fn labelled(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    let mut cm = config_map(NS, name);
+    cm.data = Some(BTreeMap::from([("k".to_string(), name.to_string())]));
+    cm.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    cm
+}
+
+/// The derived RBAC has the shard rules; two replicas under it split the
+/// ConfigMaps, each reconciling (and cleaning up, through the finalizer)
+/// exactly those labelled with its identity; nothing is forbidden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_derived_controller_runs_sharded_with_its_finalizer_under_its_derived_role() {
+    let role = ShardedCopier::rbac();
+    let perms = ShardedCopier::permissions();
+    assert!(perms.allows("coordination.k8s.io", "leases", "create"));
+    assert!(perms.allows("coordination.k8s.io", "leases", "delete"));
+    assert!(perms.allows("", "configmaps", "patch"));
+    assert!(perms.allows("", "secrets", "patch"));
+    let env = envtest::TestEnv::start().await.unwrap();
+    let client = env
+        .client_with_cluster_role(NS, "sharded-copier", &role)
+        .await
+        .unwrap();
+    let journal = Arc::new(Journal::default());
+    let names: Vec<String> = (0..8).map(|i| format!("d{i}")).collect();
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    let secrets: Api<Secret> = Api::namespaced(env.client(), NS);
+    for n in &names {
+        cms.create(&PostParams::default(), &labelled(n, &[]))
+            .await
+            .unwrap();
+    }
+    let a = replica(&client, "a", &journal, None).await;
+    let b = replica(&client, "b", &journal, None).await;
+    let ring = Ring::new(["a", "b"]);
+    eventually(
+        Duration::from_secs(30),
+        "each ConfigMap and its Secret on its ring shard, reconciled there",
+        || async {
+            for n in &names {
+                let cm = cms.get(n).await.ok()?;
+                let (shard, draining) = labels_of(&cm);
+                let expected = ring.owner(&format!("{NS}/{n}"))?;
+                if shard.as_deref() != Some(expected)
+                    || draining
+                    || cm.finalizers() != ["test.example.com/sharded"]
+                {
+                    return None;
+                }
+                let secret = secrets.get_opt(&format!("{n}-copy")).await.ok()??;
+                let secret_shard = secret.labels().get(&shard_label()).cloned();
+                if secret_shard.as_deref() != Some(expected)
+                    || !journal
+                        .reconciled
+                        .lock()
+                        .contains(&(expected.to_string(), n.clone()))
+                {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+    let shares: Vec<usize> = [&a, &b]
+        .iter()
+        .map(|r| r.mgr.cache().informer::<ConfigMap>().list().len())
+        .collect();
+    println!("derived sharded copier: ConfigMaps cached per replica {shares:?}");
+    assert_eq!(shares.iter().sum::<usize>(), names.len(), "{shares:?}");
+
+    for n in &names {
+        cms.delete(n, &DeleteParams::default()).await.unwrap();
+    }
+    eventually(
+        Duration::from_secs(30),
+        "every ConfigMap cleaned up by its shard and gone",
+        || async {
+            let left = cms.list(&ListParams::default()).await.ok()?.items;
+            left.iter()
+                .all(|c| !names.contains(&c.name_any()))
+                .then_some(())
+        },
+    )
+    .await;
+    let cleaned = journal.cleaned.lock().clone();
+    for n in &names {
+        let by: Vec<&String> = cleaned
+            .iter()
+            .filter(|(_, c)| c == n)
+            .map(|(id, _)| id)
+            .collect();
+        let expected = ring.owner(&format!("{NS}/{n}")).unwrap();
+        assert!(
+            !by.is_empty() && by.iter().all(|id| id.as_str() == expected),
+            "{n} cleaned up by {by:?}, expected {expected}"
+        );
+    }
+    assert_nothing_forbidden(&env, "the derived role");
+    stop_manager(a.stop, a.run).await;
+    stop_manager(b.stop, b.run).await;
+}
+
+/// Label mode with a user selector (`probe=1`): objects outside it are
+/// never labelled, each replica's cache applies both selectors, an object
+/// that leaves the selection loses its shard labels, and after a replica
+/// joins no drain label stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_mode_labels_only_what_the_controller_selects_and_leaves_no_drain() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let client = env.client();
+    let journal = Arc::new(Journal::default());
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let probed: Vec<String> = (0..10).map(|i| format!("p{i}")).collect();
+    let others: Vec<String> = (0..10).map(|i| format!("q{i}")).collect();
+    for n in &probed {
+        cms.create(&PostParams::default(), &labelled(n, &[("probe", "1")]))
+            .await
+            .unwrap();
+    }
+    for n in &others {
+        cms.create(&PostParams::default(), &labelled(n, &[("probe", "0")]))
+            .await
+            .unwrap();
+    }
+    let a = replica(&client, "a", &journal, Some("probe=1")).await;
+    let all_labelled = |owners: Ring, names: Vec<String>| {
+        let cms = cms.clone();
+        async move {
+            let items = cms.list(&ListParams::default()).await.ok()?.items;
+            for n in &names {
+                let cm = items.iter().find(|c| &c.name_any() == n)?;
+                let (shard, draining) = labels_of(cm);
+                if shard.as_deref() != owners.owner(&format!("{NS}/{n}")) || draining {
+                    return None;
+                }
+            }
+            Some(items)
+        }
+    };
+    let unlabelled = |items: &[ConfigMap], names: &[String]| {
+        for cm in items.iter().filter(|c| names.contains(&c.name_any())) {
+            assert_eq!(
+                labels_of(cm),
+                (None, false),
+                "{} is outside the selection but labelled",
+                cm.name_any()
+            );
+        }
+    };
+    let items = eventually(
+        Duration::from_secs(20),
+        "the probed ConfigMaps on a",
+        || all_labelled(Ring::new(["a"]), probed.clone()),
+    )
+    .await;
+    unlabelled(&items, &others);
+
+    // p0 leaves the selection: it leaves a's cache, and its labels go.
+    let patch = serde_json::json!({"metadata": {"labels": {"probe": "0"}}});
+    cms.patch("p0", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(20), "p0 unlabelled", || async {
+        let cm = cms.get("p0").await.ok()?;
+        (labels_of(&cm) == (None, false)).then_some(())
+    })
+    .await;
+
+    // b joins: objects move by the drain handshake; no drain stays.
+    let b = replica(&client, "b", &journal, Some("probe=1")).await;
+    let moved = probed[1..].to_vec();
+    let items = eventually(
+        Duration::from_secs(30),
+        "the probed ConfigMaps on a and b, none draining",
+        || all_labelled(Ring::new(["a", "b"]), moved.clone()),
+    )
+    .await;
+    let mut outside = others.clone();
+    outside.push("p0".to_string());
+    unlabelled(&items, &outside);
+    // Each replica caches what both selectors select: probe=1 and its shard.
+    let ring = Ring::new(["a", "b"]);
+    for (id, r) in [("a", &a), ("b", &b)] {
+        let expected: std::collections::BTreeSet<String> = moved
+            .iter()
+            .filter(|n| ring.owner(&format!("{NS}/{n}")) == Some(id))
+            .cloned()
+            .collect();
+        eventually(Duration::from_secs(10), "caches follow the labels", || {
+            let now: std::collections::BTreeSet<String> = r
+                .mgr
+                .cache()
+                .informer::<ConfigMap>()
+                .list()
+                .iter()
+                .map(|c| c.name_any())
+                .collect();
+            let ok = now == expected;
+            async move { ok.then_some(()) }
+        })
+        .await;
+    }
+    stop_manager(a.stop, a.run).await;
+    stop_manager(b.stop, b.run).await;
+}
+
+/// Label mode refuses an owned kind declared before `.sharded(..)` (the
+/// sharder would never label it); after `.sharded(..)` it is accepted.
+#[tokio::test]
+async fn label_mode_refuses_owned_kinds_declared_before_sharded() {
+    let env = envtest::TestEnv::start().await.unwrap();
+    let mgr = Manager::builder(env.client()).build().await.unwrap();
+    let config = ring_config("it-order", "a").mode(ShardMode::Label);
+    let membership = Membership::new(env.client(), config).unwrap();
+    let copier = || ShardedCopier {
+        identity: "a".into(),
+        journal: Arc::default(),
+    };
+    let err = mgr
+        .controller::<ConfigMap>()
+        .named("before")
+        .owns::<Secret>()
+        .sharded(&membership)
+        .complete(copier())
+        .unwrap_err();
+    let ManagerError::Controller(err) = err else {
+        panic!("{err}")
+    };
+    let err = err.downcast_ref::<ShardedError>().unwrap();
+    assert!(
+        matches!(err, ShardedError::OwnedBeforeSharded { kinds } if kinds == &["Secret (v1)"]),
+        "{err}"
+    );
+    mgr.controller::<ConfigMap>()
+        .named("after")
+        .sharded(&membership)
+        .owns::<Secret>()
+        .complete(copier())
+        .unwrap();
+    // The shard's selector was merged into the cache options of both kinds.
+    for kind in ["ConfigMap", "Secret"] {
+        let options = mgr.cache().options_for_kind("", kind);
+        assert_eq!(
+            options.label_selector,
+            ring_config("it-order", "a")
+                .mode(ShardMode::Label)
+                .informer_options()
+                .label_selector,
+            "{kind}"
+        );
+    }
+}
