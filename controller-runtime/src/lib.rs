@@ -22,12 +22,24 @@
 //! ... `v1_37` features to `k8s-openapi` and enables `v1_34` by default, so
 //! a program that adds nothing gets 1.34 and never names `k8s-openapi`
 //! itself (use [`k8s_openapi`] through this crate). To pick another version,
-//! turn the default off and name one:
+//! turn the defaults off and name one, with a TLS stack (the other default):
 //!
 //! ```toml
 //! [dependencies]
-//! controller-runtime = { version = "0.1", default-features = false, features = ["v1_35"] }
+//! controller-runtime = { version = "0.1", default-features = false, features = ["v1_35", "rustls-tls"] }
 //! ```
+//!
+//! ## TLS and kubeconfig auth
+//!
+//! The default features include `rustls-tls` (rustls on ring): the client
+//! reaches any API server over HTTPS, as every cluster serves it. Without
+//! default features pick `rustls-tls` or `openssl-tls` (the system's
+//! OpenSSL); with neither, `Client::try_default` fails on an `https://`
+//! server with kube-client's "TLS required but no TLS stack selected".
+//! Kubeconfig users with a token, a client certificate or an `exec` plugin
+//! (`aws eks get-token`, `gke-gcloud-auth-plugin`, `kubelogin`) work with
+//! the defaults; `oidc` (an `auth-provider: oidc` with token refresh) and
+//! `gcp` (`auth-provider: gcp`) are opt-in features.
 //!
 //! `envtest` (a dev-dependency) has the same `v1_*` features with the same
 //! default; list it without default features and it follows whatever
