@@ -50,6 +50,21 @@ pub enum BuilderError {
         /// The ring.
         ring: String,
     },
+    /// Label mode: kinds declared owned on the controller builder before
+    /// `.sharded(..)`; the sharder would never label them.
+    #[error(
+        "label mode: declare owned kinds after `.sharded(..)` so that the sharder labels them \
+         (`.sharded(&membership).owns::<C>()`); declared before: {}",
+        kinds.join(", ")
+    )]
+    OwnedBeforeSharded {
+        /// The kinds declared owned before `.sharded(..)`.
+        kinds: Vec<String>,
+    },
+    /// The shard membership of a sharded controller could not be made (a
+    /// `sharding::membership::MembershipError`: its settings break a rule).
+    #[error("shard membership: {0}")]
+    Membership(#[source] BoxError),
 }
 
 /// Errors of the manager: the one error type of setting up a manager and

@@ -92,6 +92,9 @@ impl From<ShardedError> for ManagerError {
             ShardedError::SecondLabelController { ring } => {
                 ManagerError::Controller(BuilderError::SecondLabelController { ring })
             }
+            ShardedError::OwnedBeforeSharded { kinds } => {
+                ManagerError::Controller(BuilderError::OwnedBeforeSharded { kinds })
+            }
         }
     }
 }
@@ -100,7 +103,7 @@ impl From<ShardedError> for ManagerError {
 /// error of the sharded controller.
 impl From<MembershipError> for ManagerError {
     fn from(error: MembershipError) -> Self {
-        ManagerError::Controller(Box::new(error))
+        ManagerError::Controller(BuilderError::Membership(Box::new(error)))
     }
 }
 

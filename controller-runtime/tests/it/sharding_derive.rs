@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use controller_runtime::controller::BuilderError;
 use controller_runtime::prelude::*;
 use controller_runtime::sharding::config::ShardMode;
-use controller_runtime::sharding::controller::{ShardedError, ShardedExt};
+use controller_runtime::sharding::controller::ShardedExt;
 use controller_runtime::sharding::membership::Membership;
 use controller_runtime::sharding::ring::Ring;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -354,12 +355,8 @@ async fn label_mode_refuses_owned_kinds_declared_before_sharded() {
         .sharded(&membership)
         .complete(copier())
         .unwrap_err();
-    let ManagerError::Controller(err) = err else {
-        panic!("{err}")
-    };
-    let err = err.downcast_ref::<ShardedError>().unwrap();
     assert!(
-        matches!(err, ShardedError::OwnedBeforeSharded { kinds } if kinds == &["Secret (v1)"]),
+        matches!(&err, ManagerError::Controller(BuilderError::OwnedBeforeSharded { kinds }) if kinds == &["Secret (v1)"]),
         "{err}"
     );
     mgr.controller::<ConfigMap>()
