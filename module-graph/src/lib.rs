@@ -1,11 +1,11 @@
-//! The layering check shared by the workspace's module-graph tests
-//! (`envtest`, `informer-core`, `controller-runtime`: each crate's
-//! `tests/it/module_graph.rs`). It reads a crate's `src/`, resolves every
+//! The layering check shared by the workspace's module-graph tests (every
+//! crate's `tests/it/module_graph.rs`; xtask's in its unit tests). It reads a crate's `src/`, resolves every
 //! `crate::...` and `super::...` path outside comments and string literals to
 //! the module it names, and reports what breaks the crate's layers: a
 //! top-level module with no layer, an import that points up a layer or
-//! sideways within one, and a circle between top-level modules or between a
-//! module's own submodules.
+//! sideways within one, and a circle between top-level modules or between
+//! the submodules of any module at any depth (two files of `http/crud/`
+//! that import each other are a circle inside `http::crud`).
 //!
 //! A test tool, not a library of the framework: it is a dev-dependency only,
 //! and a source file it cannot read fails the test that asked.
@@ -99,24 +99,27 @@ pub fn violations(src: &Path, rules: &Layers<'_>) -> Vec<String> {
             c.join(" -> ")
         ));
     }
-    for parent in tree.keys().filter(|k| k.len() == 1) {
+    // Every module at every depth: a circle between the files (or inline
+    // submodules) of one module is a circle too.
+    for parent in tree.keys().filter(|k| !k.is_empty()) {
+        let name = parent.join("::");
         let mut inner = edges_among(parent, &tree, &uses);
         for (p, from, to) in rules.tolerated_inner {
-            if parent[0] == *p
+            if name == *p
                 && let Some(tos) = inner.get_mut(*from)
             {
                 tos.remove(*to);
             }
         }
         if let Some(c) = find_circle(&inner) {
-            problems.push(format!("circle inside `{}`: {}", parent[0], c.join(" -> ")));
+            problems.push(format!("circle inside `{name}`: {}", c.join(" -> ")));
         }
     }
     problems
 }
 
-/// Module path -> the module paths it uses (first two segments, e.g.
-/// `["http", "crud"]`), from one crate's source directory.
+/// Module path -> the paths it uses (whole, e.g. `["http", "crud",
+/// "admit", "Admission"]`), from one crate's source directory.
 type Uses = BTreeMap<Vec<String>, BTreeSet<Vec<String>>>;
 
 /// Blank out comments (line, doc and nested block comments) and the contents
@@ -356,7 +359,8 @@ fn module_of(rel: &Path) -> Vec<String> {
 }
 
 /// The module tree (module path -> child names) and the uses of every
-/// module (own path truncated to two segments) of the crate at `src`.
+/// module of the crate at `src`. The crate root (`lib.rs`, `main.rs`) and
+/// `bin/` are not modules of the tree.
 fn crate_graph(src: &Path) -> (BTreeMap<Vec<String>, BTreeSet<String>>, Uses) {
     let mut files = Vec::new();
     rust_files(src, &mut files);
@@ -365,7 +369,8 @@ fn crate_graph(src: &Path) -> (BTreeMap<Vec<String>, BTreeSet<String>>, Uses) {
     for f in files {
         let rel = f.strip_prefix(src).unwrap();
         let here = module_of(rel);
-        if matches!(here.first().map(String::as_str), Some("lib" | "bin")) {
+        let root = here.len() == 1 && matches!(here[0].as_str(), "lib" | "main");
+        if root || here.first().is_some_and(|m| m == "bin") {
             continue;
         }
         for depth in 0..here.len() {
@@ -374,11 +379,8 @@ fn crate_graph(src: &Path) -> (BTreeMap<Vec<String>, BTreeSet<String>>, Uses) {
                 .insert(here[depth].clone());
         }
         let text = std::fs::read_to_string(&f).unwrap();
-        let own: Vec<String> = here.iter().take(2).cloned().collect();
         for p in paths_used(&text, &here) {
-            uses.entry(own.clone())
-                .or_default()
-                .insert(p.into_iter().take(2).collect());
+            uses.entry(here.clone()).or_default().insert(p);
         }
     }
     (tree, uses)

@@ -145,3 +145,44 @@ fn an_expected_edge_the_parser_missed_is_reported() {
         "{missed:?}"
     );
 }
+
+/// A circle between two files of a module two levels down (`http/crud/`)
+/// is reported, by its whole module path; the same files without the
+/// circle are clean. (The check once read only the top-level modules and
+/// their direct children.)
+#[test]
+fn a_circle_between_two_files_deep_inside_a_module_is_reported() {
+    let dir = Scratch::new("deep");
+    dir.write("lib.rs", "mod store;");
+    dir.write("store/mod.rs", "mod http;");
+    dir.write("store/http/mod.rs", "mod crud;");
+    dir.write("store/http/crud/mod.rs", "mod admit; mod write;");
+    dir.write("store/http/crud/write.rs", "use super::admit::admit;");
+    dir.write(
+        "store/http/crud/admit.rs",
+        "pub fn admit() { crate::store::http::crud::write::stamp(); }",
+    );
+    let all = violations(&dir.0, &LAYERS).join("\n");
+    assert!(
+        all.contains("circle inside `store::http::crud`: admit -> write -> admit"),
+        "{all}"
+    );
+    // A tolerated edge, named by the module's whole path, takes it out.
+    let tolerant = Layers {
+        tolerated_inner: &[("store::http::crud", "admit", "write")],
+        ..LAYERS
+    };
+    assert!(violations(&dir.0, &tolerant).is_empty());
+    // Broken: admit no longer calls back into write.
+    dir.write("store/http/crud/admit.rs", "pub fn admit() {}");
+    assert!(violations(&dir.0, &LAYERS).is_empty());
+}
+
+/// A binary crate's root (`main.rs`) is the crate, not a module.
+#[test]
+fn a_binary_crate_root_is_not_a_module() {
+    let dir = Scratch::new("bin");
+    dir.write("main.rs", "mod store; fn main() { crate::store::run(); }");
+    dir.write("store.rs", "pub fn run() {}");
+    assert!(violations(&dir.0, &LAYERS).is_empty());
+}

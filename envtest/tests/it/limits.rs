@@ -101,6 +101,9 @@ async fn a_json_patch_bomb_is_refused_within_a_second_while_others_are_served() 
     let ((code, st), took) = tokio::time::timeout(WAIT, bomb).await.unwrap().unwrap();
     assert_eq!(code, 413, "{st}");
     eprintln!("the patch bomb was answered {code} in {took:?}");
-    assert!(took < Duration::from_secs(1), "the bomb took {took:?}");
+    // Refused before the expansion: tens of ms. The bound is 5 s so that a
+    // saturated machine cannot turn the verdict (`cargo xtask stress`);
+    // a patch that expanded would take far longer and answer 200.
+    assert!(took < Duration::from_secs(5), "the bomb took {took:?}");
     assert_eq!(api.get("bomb").await.unwrap().data.unwrap().len(), 1);
 }

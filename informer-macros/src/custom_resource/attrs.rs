@@ -3,10 +3,11 @@
 //! code is generated.
 
 use darling::util::{Flag, Override, SpannedValue};
-use darling::{FromDeriveInput, FromField, FromMeta};
+use darling::{FromDeriveInput, FromMeta};
 use proc_macro2::Span;
 use syn::spanned::Spanned;
 
+use super::fields::SpecField;
 use super::names;
 use super::paths::{self, SpecFields};
 
@@ -53,16 +54,6 @@ pub struct RawResource {
     pub derive: Vec<syn::Path>,
     #[darling(rename = "crate")]
     pub krate: Option<syn::Path>,
-}
-
-/// A spec field with its `#[resource(...)]` validation keywords.
-#[derive(Debug, FromField)]
-#[darling(attributes(resource), forward_attrs(serde))]
-pub struct SpecField {
-    pub ident: Option<syn::Ident>,
-    pub attrs: Vec<syn::Attribute>,
-    #[darling(flatten)]
-    pub rules: super::fields::FieldRules,
 }
 
 /// `printcolumn(name = "...", json_path = "...", type = "...", ...)`.

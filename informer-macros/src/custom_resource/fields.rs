@@ -2,8 +2,8 @@
 //! validation(rule = "...")...)]` on spec fields, checked and turned into the
 //! OpenAPI keywords merged into the field's schema.
 
-use darling::FromMeta;
 use darling::util::{Flag, SpannedValue};
+use darling::{FromField, FromMeta};
 use serde_json::{Map, Value, json};
 
 /// A CEL rule (`x-kubernetes-validations` entry).
@@ -275,4 +275,14 @@ impl FieldRules {
         }
         Ok(o)
     }
+}
+
+/// A spec field with its `#[resource(...)]` validation keywords.
+#[derive(Debug, FromField)]
+#[darling(attributes(resource), forward_attrs(serde))]
+pub struct SpecField {
+    pub ident: Option<syn::Ident>,
+    pub attrs: Vec<syn::Attribute>,
+    #[darling(flatten)]
+    pub rules: FieldRules,
 }

@@ -4,7 +4,7 @@
 //! names. Deeper segments and `.status` (types the macro cannot see) are
 //! checked when the CRD is built, against the generated schema.
 
-use super::attrs::SpecField;
+use super::fields::SpecField;
 use super::names::did_you_mean;
 
 /// Serialized `ObjectMeta` field names.

@@ -1,7 +1,8 @@
 //! Integration tests for the derive macros: compile-fail and compile-pass
 //! cases (`ui`), checked-in CRDs (`golden`), the generated types against
 //! envtest over real HTTP (`envtest`, `informer`, the field rules in
-//! `rules`, k8s-openapi types and nested rules in `pool`) a round-trip property (`props`), and the
+//! `rules`, k8s-openapi types and nested rules in `pool`) a round-trip property (`props`), the
+//! layering of the crate's own modules (`module_graph`), and the
 //! serde enum shapes a spec may hold (`enums`).
 
 // Helpers outside #[test] functions panic on failure by design.
@@ -11,6 +12,7 @@ mod enums;
 mod envtest;
 mod golden;
 mod informer;
+mod module_graph;
 mod pool;
 mod props;
 mod rules;

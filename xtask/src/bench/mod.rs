@@ -124,7 +124,7 @@ fn render(json: &Path, out_dir: &Path, release: bool) -> Result<(), String> {
         .map_err(|e| format!("cannot read {}: {e}", json.display()))?;
     let session: report::Session = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a bench result: {e}", json.display()))?;
-    let written = report::write(&session, out_dir, release)?;
+    let written = report::write(&session, out_dir, release, &plot::scenario)?;
     eprintln!("xtask bench: wrote {}", written.display());
     Ok(())
 }

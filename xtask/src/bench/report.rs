@@ -458,7 +458,14 @@ fn sharding_targets(session: &Session, line: &mut impl FnMut(&str, &str, String,
 const RELIST_RATIO: &str = "peak heap during relist / steady state";
 
 /// Writes `performance.md` and the plots into `dir`; returns the file.
-pub fn write(session: &Session, dir: &Path, release: bool) -> Result<PathBuf, String> {
+/// `plot` draws one scenario's SVG (`bench::plot::scenario`; passed in, as
+/// the plot reads this module's rows and must not be imported back).
+pub fn write(
+    session: &Session,
+    dir: &Path,
+    release: bool,
+    plot: &dyn Fn(&Session, &str, &Path) -> Result<(), String>,
+) -> Result<PathBuf, String> {
     let plots = dir.join("performance");
     std::fs::create_dir_all(&plots)
         .map_err(|e| format!("cannot create {}: {e}", plots.display()))?;
@@ -491,7 +498,7 @@ pub fn write(session: &Session, dir: &Path, release: bool) -> Result<PathBuf, St
             continue;
         }
         let _ = write!(md, "\n## {title}\n\n{}\n", prose.trim());
-        super::plot::scenario(session, id, &plots.join(format!("{id}.svg")))?;
+        plot(session, id, &plots.join(format!("{id}.svg")))?;
         let _ = write!(md, "\n![{title}](performance/{id}.svg)\n\n");
         md.push_str("| case | quantity | informer-rs | kube-runtime | floor | informer-rs / kube-runtime | informer-rs / floor |\n");
         md.push_str("|---|---|---:|---:|---:|---:|---:|\n");

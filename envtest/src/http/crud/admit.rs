@@ -11,7 +11,7 @@
 //! again, webhooks included, as kube-apiserver's retried updates do).
 //! Nothing is stored for a refused write.
 
-use super::write::{UpdateMode, apply_update, insert_new, prepare_new, watch_owners};
+use super::persist::{UpdateMode, apply_update, insert_new, prepare_new, watch_owners};
 use crate::error::ApiError;
 use crate::http::admission::Admission;
 use crate::http::admission::review::Attributes;

@@ -8,10 +8,15 @@
 //!   `foregroundDeletion` finalizer, its dependents are deleted, and the
 //!   owner goes once the last dependent is gone.
 //! - Orphan: dependents lose their reference to the owner and stay.
+//!
+//! The removal of one object ([`delete_one`], with its preconditions and
+//! the bookkeeping after it) lives here too: a removal starts a collection
+//! and a collection removes dependents, so the two are one unit. The
+//! handlers (`delete.rs`, `write.rs`) and admission (`admit.rs`) use it.
 
-use super::delete::{Outcome, Preconditions, after_removal, can_remove, delete_one};
 use crate::error::ApiError;
 use crate::http::state::Server;
+use crate::resources::crd;
 use crate::resources::objects::now_rfc3339;
 use crate::storage::owners::owner_uids;
 use crate::storage::{ObjKey, StoredObject, Txn};
@@ -232,4 +237,158 @@ fn collect_dangling(srv: &Server, txn: &mut Txn<'_>, res: &str, key: &ObjKey, ui
         }
         txn.put(res, key.clone(), v);
     }
+}
+
+const NAMESPACES: &str = "/namespaces";
+
+/// DeleteOptions: preconditions, propagation and whether this is a dry run.
+#[derive(Debug, Default)]
+pub(super) struct Preconditions {
+    pub(super) uid: Option<String>,
+    pub(super) resource_version: Option<String>,
+    pub(super) dry_run: bool,
+    pub(super) propagation: Propagation,
+}
+
+pub(super) enum Outcome {
+    Removed(Arc<StoredObject>),
+    Pending(Arc<StoredObject>),
+}
+
+impl Outcome {
+    pub(super) fn object(&self) -> &Arc<StoredObject> {
+        match self {
+            Outcome::Removed(o) | Outcome::Pending(o) => o,
+        }
+    }
+}
+
+fn has_finalizers(v: &Value) -> bool {
+    v["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty())
+}
+
+/// Whether an object whose deletion has started and whose finalizers are
+/// gone may be removed now (a namespace also waits for its contents).
+pub(crate) fn can_remove(txn: &Txn<'_>, res: &str, key: &ObjKey) -> bool {
+    res != NAMESPACES || txn.resources_with_objects_in(&key.1).is_empty()
+}
+
+/// Bookkeeping after an object is really gone.
+pub(crate) fn after_removal(srv: &Server, txn: &mut Txn<'_>, res: &str, value: &Value) {
+    if txn.is_dry() {
+        return;
+    }
+    if res == crd::STORAGE_KEY {
+        crd::on_removed(&srv.registry, txn, value);
+    }
+    collect(srv, txn, value);
+    if let Some(ns) = value["metadata"]["namespace"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+    {
+        finish_namespace(txn, ns);
+    }
+}
+
+fn finish_namespace(txn: &mut Txn<'_>, ns: &str) {
+    let key = (String::new(), ns.to_string());
+    let Some(obj) = txn.get(NAMESPACES, &key) else {
+        return;
+    };
+    if obj.meta()["deletionTimestamp"].is_null()
+        || has_finalizers(&obj.value)
+        || !can_remove(txn, NAMESPACES, &key)
+    {
+        return;
+    }
+    txn.remove(NAMESPACES, &key, obj.value.clone());
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn delete_one(
+    srv: &Server,
+    txn: &mut Txn<'_>,
+    res: &str,
+    key: &ObjKey,
+    pre: &Preconditions,
+    group: &str,
+    plural: &str,
+) -> Result<Outcome, ApiError> {
+    let name = key.1.as_str();
+    let old = txn
+        .get(res, key)
+        .ok_or_else(|| ApiError::not_found(group, plural, name))?;
+    let meta = old.meta();
+    if let Some(uid) = &pre.uid {
+        let actual = meta["uid"].as_str().unwrap_or("");
+        if uid != actual {
+            return Err(ApiError::conflict(
+                group,
+                plural,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                ),
+            ));
+        }
+    }
+    if let Some(rv) = &pre.resource_version
+        && *rv != old.rev.to_string()
+    {
+        return Err(ApiError::conflict(
+            group,
+            plural,
+            name,
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                old.rev
+            ),
+        ));
+    }
+    let uid = meta["uid"].as_str().unwrap_or("").to_string();
+    if pre.propagation == Propagation::Orphan && !txn.is_dry() {
+        orphan_dependents(txn, &uid);
+    }
+    if pre.propagation == Propagation::Foreground
+        && meta["deletionTimestamp"].is_null()
+        && !txn.dependents_of(&uid).is_empty()
+    {
+        return Ok(start_foreground(srv, txn, res, key, &old));
+    }
+    let is_ns = res == NAMESPACES;
+    if has_finalizers(&old.value) || is_ns {
+        if !meta["deletionTimestamp"].is_null() {
+            return Ok(Outcome::Pending(old));
+        }
+        let mut v = old.value.clone();
+        let generation = meta["generation"].as_i64().unwrap_or(1);
+        v["metadata"]["deletionTimestamp"] = Value::String(now_rfc3339());
+        v["metadata"]["deletionGracePeriodSeconds"] = Value::from(0);
+        v["metadata"]["generation"] = Value::from(generation + 1);
+        if is_ns {
+            v["status"]["phase"] = Value::String("Terminating".into());
+        }
+        let marked = txn.put(res, key.clone(), v);
+        if is_ns {
+            for r in txn.resources_with_objects_in(name) {
+                for (k, _) in txn.list(&r, Some(name)) {
+                    // Objects may vanish as a cascade of earlier deletions.
+                    let _ = delete_one(srv, txn, &r, &k, &Preconditions::default(), "", &r);
+                }
+            }
+            finish_namespace(txn, name);
+            if txn.get(res, key).is_none() {
+                let gone = txn.get(res, key).unwrap_or(marked);
+                return Ok(Outcome::Removed(gone));
+            }
+        }
+        return Ok(Outcome::Pending(marked));
+    }
+    let removed = txn
+        .remove(res, key, old.value.clone())
+        .ok_or_else(|| ApiError::not_found(group, plural, name))?;
+    after_removal(srv, txn, res, &removed.value);
+    Ok(Outcome::Removed(removed))
 }

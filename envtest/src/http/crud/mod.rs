@@ -11,6 +11,7 @@
 mod admit;
 mod delete;
 mod gc;
+mod persist;
 mod scale;
 mod write;
 

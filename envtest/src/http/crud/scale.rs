@@ -4,7 +4,7 @@
 //! PATCH change only the desired replicas, with the usual optimistic
 //! concurrency and generation rules.
 
-use super::write::{UpdateMode, apply_update, manager_of};
+use super::persist::{UpdateMode, apply_update, manager_of};
 use crate::error::ApiError;
 use crate::http::state::{Server, Target};
 use crate::request::Req;
