@@ -70,7 +70,7 @@ async fn concurrency_and_timeout_must_be_positive() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "controller \"pod\": max_concurrent_reconciles must be at least 1"
+        "controller setup: controller \"pod\": max_concurrent_reconciles must be at least 1"
     );
     let err = mgr
         .controller::<Pod>()

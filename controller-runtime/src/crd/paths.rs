@@ -58,7 +58,8 @@ pub(super) fn check_paths(info: &CrdVersionInfo, root: &Value) -> Result<(), Crd
                         path: path.to_owned(),
                         missing: segment.to_owned(),
                         parent: if seen.is_empty() { ".".into() } else { seen },
-                        suggestion: closest(segment, &names).map(str::to_owned),
+                        suggestion: informer_naming::closest(segment, &names)
+                            .map(|n| (*n).to_owned()),
                     });
                 }
             }
@@ -67,30 +68,4 @@ pub(super) fn check_paths(info: &CrdVersionInfo, root: &Value) -> Result<(), Crd
         }
     }
     Ok(())
-}
-
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
-}
-
-/// The candidate closest to `word`, if close enough to be a typo.
-fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let lower = word.to_lowercase();
-    candidates
-        .iter()
-        .map(|c| (distance(&lower, &c.to_lowercase()), *c))
-        .filter(|(d, c)| *d <= (c.len() / 3).max(2))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
 }

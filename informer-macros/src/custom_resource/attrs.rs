@@ -188,7 +188,7 @@ impl RawResource {
                 }
                 p.as_str().to_owned()
             }
-            None => names::pluralize(&kind_str.to_ascii_lowercase()),
+            None => informer_naming::plural(&kind_str),
         };
         let singular = match &self.singular {
             Some(s) => {

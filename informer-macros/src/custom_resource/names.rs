@@ -97,53 +97,11 @@ pub fn check_lower_label(value: &str, what: &str) -> Result<(), String> {
     }
 }
 
-/// The English plural of a lowercase kind, as kubebuilder guesses it.
-pub fn pluralize(singular: &str) -> String {
-    let consonant_y = singular.ends_with('y')
-        && !singular.ends_with("ay")
-        && !singular.ends_with("ey")
-        && !singular.ends_with("oy")
-        && !singular.ends_with("uy");
-    if consonant_y {
-        format!("{}ies", &singular[..singular.len() - 1])
-    } else if ["s", "x", "z", "ch", "sh"]
-        .iter()
-        .any(|e| singular.ends_with(e))
-    {
-        format!("{singular}es")
-    } else {
-        format!("{singular}s")
-    }
-}
-
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
-}
-
-/// `"; did you mean `x`?"` for the closest candidate, if close enough.
+/// `"; did you mean `x`?"` for the closest candidate, if close enough
+/// (the rule shared with `controller-runtime`, see [`informer_naming::closest`]).
 pub fn did_you_mean<S: AsRef<str>>(word: &str, candidates: &[S]) -> String {
-    candidates
-        .iter()
-        .map(|c| {
-            (
-                distance(&word.to_lowercase(), &c.as_ref().to_lowercase()),
-                c.as_ref(),
-            )
-        })
-        .filter(|(d, c)| *d <= (c.len() / 3).max(2))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| format!("; did you mean `{c}`?"))
+    informer_naming::closest(word, candidates)
+        .map(|c| format!("; did you mean `{}`?", c.as_ref()))
         .unwrap_or_default()
 }
 
@@ -178,15 +136,6 @@ mod tests {
         assert!(check_kind("cronTab").is_err());
         assert!(check_kind("Cron_Tab").is_err());
         assert!(check_kind("").is_err());
-    }
-
-    #[test]
-    fn plurals() {
-        assert_eq!(pluralize("foo"), "foos");
-        assert_eq!(pluralize("policy"), "policies");
-        assert_eq!(pluralize("gateway"), "gateways");
-        assert_eq!(pluralize("ingress"), "ingresses");
-        assert_eq!(pluralize("box"), "boxes");
     }
 
     #[test]

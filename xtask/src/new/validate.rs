@@ -330,22 +330,11 @@ fn upper_camel(s: &str) -> String {
         .collect()
 }
 
-/// The plural resource name of `kind`, as kubebuilder derives it: lower
-/// case, `-es` after s/x/z/ch/sh, `-ies` after a consonant and `y`, else
-/// `-s`.
+/// The plural resource name of `kind`: the `CustomResource` derive's own
+/// rule ([`informer_naming::plural`]), so the scaffold's manifests and the
+/// derived CRD name the same resource.
 pub fn plural(kind: &str) -> String {
-    let lower = kind.to_ascii_lowercase();
-    if ["s", "x", "z", "ch", "sh"]
-        .iter()
-        .any(|end| lower.ends_with(end))
-    {
-        format!("{lower}es")
-    } else if lower.ends_with('y') && !lower[..lower.len() - 1].ends_with(['a', 'e', 'i', 'o', 'u'])
-    {
-        format!("{}ies", &lower[..lower.len() - 1])
-    } else {
-        format!("{lower}s")
-    }
+    informer_naming::plural(kind)
 }
 
 #[cfg(test)]
@@ -455,5 +444,23 @@ mod tests {
         assert_eq!(plural("Mailbox"), "mailboxes");
         assert_eq!(plural("Patch"), "patches");
         assert_eq!(plural("Bus"), "buses");
+    }
+
+    /// The scaffold names the resource as the `CustomResource` derive does
+    /// (both call `informer_naming::plural`), on the kinds where simple
+    /// rules go wrong.
+    #[test]
+    fn plurals_agree_with_the_derive_on_tricky_kinds() {
+        for (kind, resource) in [
+            ("Policy", "policies"),
+            ("Ingress", "ingresses"),
+            ("Status", "statuses"),
+            ("Proxy", "proxies"),
+            ("Chassis", "chassis"),
+            ("Endpoints", "endpoints"),
+        ] {
+            assert_eq!(plural(kind), resource, "{kind}");
+            assert_eq!(plural(kind), informer_naming::plural(kind), "{kind}");
+        }
     }
 }
