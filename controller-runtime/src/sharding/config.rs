@@ -272,14 +272,6 @@ impl ShardingConfig {
                 ),
             });
         }
-        if ["ring", "role", "epoch", "members", "acked-epoch"].contains(&self.ring.as_str()) {
-            return Err(ConfigError::Invalid {
-                reason: format!(
-                    "ring {:?} is reserved: its shard label would be a key of the ring's Leases",
-                    self.ring
-                ),
-            });
-        }
         if self.mode == ShardMode::Label && self.identity.len() > 63 {
             return Err(ConfigError::Invalid {
                 reason: format!(
@@ -319,7 +311,6 @@ mod tests {
                 .is_err()
         );
         assert!(default_shard_identity().len() <= 63);
-        assert!(ShardingConfig::new("ns", "role").validate().is_err());
         assert!(
             cfg.clone()
                 .lease_duration(Duration::from_millis(900))

@@ -276,7 +276,10 @@ impl<K: Object> ShardedExt<K> for ControllerBuilder<K> {
                 .add_options::<K>(membership.config().informer_options());
         }
         ShardedBuilder {
-            kinds: vec![labeller::primary::<K>(mgr.client(), selection::<K>(&mgr))],
+            kinds: vec![labeller::primary::<K>(
+                mgr.client(),
+                selection::<K>(&mgr, membership),
+            )],
             owned_before: if label {
                 self.owned_kinds().to_vec()
             } else {
@@ -289,11 +292,19 @@ impl<K: Object> ShardedExt<K> for ControllerBuilder<K> {
 }
 
 /// The user's selection of `K`: the cache options the manager was built
-/// with, without a shard's selector.
-fn selection<K: Object>(mgr: &Manager) -> informer_core::factory::InformerOptions {
-    mgr.cache()
+/// with, without requirements on the ring's shard and drain labels (a
+/// manager built with `cache_options::<K>(config.informer_options())`
+/// selects its own shard; the sharder must see every shard's objects).
+fn selection<K: Object>(
+    mgr: &Manager,
+    membership: &Membership,
+) -> informer_core::factory::InformerOptions {
+    let options = mgr
+        .cache()
         .scope()
-        .options_for_kind(&K::group(&()), &K::kind(&()))
+        .options_for_kind(&K::group(&()), &K::kind(&()));
+    let cfg = membership.config();
+    labeller::without_labels(options, &[cfg.shard_label(), cfg.drain_label()])
 }
 
 /// A controller builder with sharding on; see [`ShardedExt`].
@@ -322,7 +333,7 @@ impl<K: Object> ShardedBuilder<K> {
         }
         self.kinds.push(labeller::owned::<C>(
             mgr.client(),
-            selection::<C>(&mgr),
+            selection::<C>(&mgr, &self.membership),
             OwnerKind {
                 group: K::group(&()).into_owned(),
                 kind: K::kind(&()).into_owned(),

@@ -48,6 +48,7 @@ use super::membership::Membership;
 use super::ring::{Ring, object_key};
 use crate::object::Object;
 use left::Left;
+pub(super) use left::without_labels;
 
 mod left;
 

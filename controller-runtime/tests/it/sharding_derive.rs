@@ -79,6 +79,16 @@ impl Cleanup<ConfigMap> for ShardedCopier {
 
 const RING: &str = "it-derived";
 
+/// Ring settings for these tests: roomy timings, so that a loaded machine
+/// does not fence a replica (handovers wait for acknowledgments, not for
+/// lease expiry, so they take no longer).
+fn config(id: &str) -> controller_runtime::sharding::config::ShardingConfig {
+    ring_config(RING, id)
+        .lease_duration(Duration::from_secs(6))
+        .renew_deadline(Duration::from_secs(4))
+        .retry_period(Duration::from_millis(500))
+}
+
 fn shard_label() -> String {
     ring_config(RING, "x").shard_label()
 }
@@ -118,7 +128,7 @@ async fn replica(
         identity: id.to_string(),
         journal: Arc::clone(journal),
     }
-    .setup_sharded(&mgr, ring_config(RING, id))
+    .setup_sharded(&mgr, config(id))
     .unwrap();
     let (stop, run) = spawn_manager(&mgr);
     Replica { mgr, stop, run }
@@ -164,35 +174,50 @@ async fn a_derived_controller_runs_sharded_with_its_finalizer_under_its_derived_
     let a = replica(&client, "a", &journal, None).await;
     let b = replica(&client, "b", &journal, None).await;
     let ring = Ring::new(["a", "b"]);
-    eventually(
-        Duration::from_secs(30),
-        "each ConfigMap and its Secret on its ring shard, reconciled there",
-        || async {
+    // The last state seen that was not the expected one, for the failure.
+    let last = Arc::new(Mutex::new(String::new()));
+    let found = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let mut wrong = None;
             for n in &names {
-                let cm = cms.get(n).await.ok()?;
+                let expected = ring.owner(&format!("{NS}/{n}")).unwrap_or_default();
+                let cm = cms.get(n).await.unwrap();
                 let (shard, draining) = labels_of(&cm);
-                let expected = ring.owner(&format!("{NS}/{n}"))?;
+                let secret = secrets.get_opt(&format!("{n}-copy")).await.unwrap();
+                let secret_shard = secret.and_then(|s| s.labels().get(&shard_label()).cloned());
+                let reconciled = journal
+                    .reconciled
+                    .lock()
+                    .contains(&(expected.to_string(), n.clone()));
                 if shard.as_deref() != Some(expected)
                     || draining
                     || cm.finalizers() != ["test.example.com/sharded"]
+                    || secret_shard.as_deref() != Some(expected)
+                    || !reconciled
                 {
-                    return None;
-                }
-                let secret = secrets.get_opt(&format!("{n}-copy")).await.ok()??;
-                let secret_shard = secret.labels().get(&shard_label()).cloned();
-                if secret_shard.as_deref() != Some(expected)
-                    || !journal
-                        .reconciled
-                        .lock()
-                        .contains(&(expected.to_string(), n.clone()))
-                {
-                    return None;
+                    wrong = Some(format!(
+                        "{n}: shard {shard:?} (expected {expected}), draining {draining}, \
+                         finalizers {:?}, secret's shard {secret_shard:?}, reconciled there: \
+                         {reconciled}",
+                        cm.finalizers()
+                    ));
+                    break;
                 }
             }
-            Some(())
-        },
-    )
+            match wrong {
+                None => break,
+                Some(w) => *last.lock() = w,
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
     .await;
+    assert!(
+        found.is_ok(),
+        "each ConfigMap and its Secret on its ring shard, reconciled there; last: {}; journal {:?}",
+        last.lock(),
+        journal.reconciled.lock()
+    );
     let shares: Vec<usize> = [&a, &b]
         .iter()
         .map(|r| r.mgr.cache().informer::<ConfigMap>().list().len())
