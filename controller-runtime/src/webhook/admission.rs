@@ -1,9 +1,19 @@
 //! Typed admission: a [`Validator`] says whether a create, update or delete
 //! of a `K` may happen (with warnings, or a [`Denial`] with field causes); a
 //! [`Defaulter`] fills in a `K` before it is stored, and the JSON patch the
-//! API server applies is computed by diffing the object before and after.
-//! Both see an [`AdmissionContext`]: the operation, who asks, whether it is
-//! a dry run, the namespace and name.
+//! API server applies is computed by diffing the object before and after
+//! and merging that change into the object as sent: fields `K` does not
+//! know are kept, and a change that cannot be made without dropping them
+//! is refused with a `422` naming the path, never patched away.
+//! Both see an [`AdmissionContext`]: the operation, the kind and resource
+//! asked about, who asks, whether it is a dry run, the namespace and name.
+//!
+//! A handler serves one kind: a review whose kind, resource or version is
+//! not that kind's (by its `kind`, its `resource` or its objects'
+//! `apiVersion`/`kind`) is refused with a `400` naming both, as
+//! controller-runtime's decoder refuses it, before the object is decoded:
+//! a `Gadget` whose fields happen to fit the handler's type is not
+//! validated, let alone patched, as one.
 //!
 //! Part of the manager layer's webhook server ([`super::WebhookServer`]
 //! serves them at controller-runtime's paths, `/validate-<group>-<version>-<kind>`
@@ -17,9 +27,11 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::UserInfo;
 use kube_client::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube_client::core::response::{StatusCause, StatusDetails};
-use kube_client::core::{DynamicObject, Resource};
+use kube_client::core::{DynamicObject, GroupVersionKind, GroupVersionResource, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use super::patch::patch_for;
 
 /// Warnings returned to the client with an allowed (or denied) request;
 /// kubectl prints them as `Warning: ...`.
@@ -30,6 +42,17 @@ pub type Warnings = Vec<String>;
 pub struct AdmissionContext {
     /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
     pub operation: Operation,
+    /// The kind of the object as the handler sees it (its group, version
+    /// and kind are the handler's: any other is refused before the handler
+    /// runs).
+    pub kind: GroupVersionKind,
+    /// The resource asked about (group, version, plural).
+    pub resource: GroupVersionResource,
+    /// The kind the client asked for, when the API server converted the
+    /// object to the webhook's version (`matchPolicy: Equivalent`).
+    pub request_kind: Option<GroupVersionKind>,
+    /// The resource the client asked for, when it differs likewise.
+    pub request_resource: Option<GroupVersionResource>,
     /// Who sent the request.
     pub user_info: UserInfo,
     /// Whether the change will not be persisted (`?dryRun=All`): a handler
@@ -49,6 +72,10 @@ impl AdmissionContext {
     fn of<T: Resource>(req: &AdmissionRequest<T>) -> Self {
         AdmissionContext {
             operation: req.operation.clone(),
+            kind: req.kind.clone(),
+            resource: req.resource.clone(),
+            request_kind: req.request_kind.clone(),
+            request_resource: req.request_resource.clone(),
             user_info: req.user_info.clone(),
             dry_run: req.dry_run,
             namespace: req.namespace.clone(),
@@ -249,10 +276,76 @@ fn decode<K: DeserializeOwned>(obj: Option<&DynamicObject>, what: &str) -> Resul
     serde_json::from_value(value).map_err(|e| format!("decoding the {what}: {e}"))
 }
 
+/// `group/version Kind`, `version Kind` for the core group.
+fn gvk_text(group: &str, version: &str, kind: &str) -> String {
+    if group.is_empty() {
+        format!("{version} {kind}")
+    } else {
+        format!("{group}/{version} {kind}")
+    }
+}
+
+/// Whether `req` is about `K`: its `kind`, its `resource` and the
+/// `apiVersion`/`kind` of the objects it carries. The error names what
+/// the handler serves and what was asked.
+fn served<K: Resource<DynamicType = ()>>(
+    req: &AdmissionRequest<DynamicObject>,
+) -> Result<(), String> {
+    let (group, version, kind, plural) =
+        (K::group(&()), K::version(&()), K::kind(&()), K::plural(&()));
+    let serves = || {
+        format!(
+            "this webhook serves {} ({plural})",
+            gvk_text(&group, &version, &kind)
+        )
+    };
+    let k = &req.kind;
+    if (k.group.as_str(), k.version.as_str(), k.kind.as_str()) != (&*group, &*version, &*kind) {
+        return Err(format!(
+            "{}, not {}",
+            serves(),
+            gvk_text(&k.group, &k.version, &k.kind)
+        ));
+    }
+    let r = &req.resource;
+    if (r.group.as_str(), r.version.as_str(), r.resource.as_str()) != (&*group, &*version, &*plural)
+    {
+        let resource = if r.group.is_empty() {
+            format!("{}/{}", r.version, r.resource)
+        } else {
+            format!("{}/{}/{}", r.group, r.version, r.resource)
+        };
+        return Err(format!("{}, not the resource {resource}", serves()));
+    }
+    let api_version = K::api_version(&());
+    for obj in [&req.object, &req.old_object].into_iter().flatten() {
+        if let Some(t) = &obj.types
+            && (t.api_version.as_str(), t.kind.as_str()) != (&*api_version, &*kind)
+        {
+            return Err(format!(
+                "{}, not an object of {} {}",
+                serves(),
+                t.api_version,
+                t.kind
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn bad_request(resp: AdmissionResponse, message: String) -> AdmissionResponse {
     let mut resp = resp.deny(message);
     resp.result.code = 400;
     resp.result.reason = "BadRequest".into();
+    resp
+}
+
+/// The defaulter's change cannot be sent as a patch of the object as
+/// sent: a `422` saying why, rather than a patch that drops fields.
+fn unprocessable(resp: AdmissionResponse, message: String) -> AdmissionResponse {
+    let mut resp = resp.deny(message);
+    resp.result.code = 422;
+    resp.result.reason = "Invalid".into();
     resp
 }
 
@@ -278,6 +371,9 @@ where
     fn review(&self, req: AdmissionRequest<DynamicObject>) -> BoxFuture<'_, AdmissionResponse> {
         Box::pin(async move {
             let base = AdmissionResponse::from(&req);
+            if let Err(e) = served::<K>(&req) {
+                return bad_request(base, e);
+            }
             let ctx = AdmissionContext::of(&req);
             let result = match req.operation {
                 Operation::Create => match decode::<K>(req.object.as_ref(), "object") {
@@ -330,6 +426,9 @@ where
     fn review(&self, req: AdmissionRequest<DynamicObject>) -> BoxFuture<'_, AdmissionResponse> {
         Box::pin(async move {
             let base = AdmissionResponse::from(&req);
+            if let Err(e) = served::<K>(&req) {
+                return bad_request(base, e);
+            }
             if !matches!(req.operation, Operation::Create | Operation::Update) {
                 return base;
             }
@@ -350,59 +449,15 @@ where
             let after = serde_json::to_value(&obj);
             match (before, after) {
                 (Ok(before), Ok(after)) => match patch_for(&raw, &before, &after) {
-                    Some(patch) => match base.clone().with_patch(patch) {
+                    Ok(Some(patch)) => match base.clone().with_patch(patch) {
                         Ok(resp) => resp,
                         Err(e) => bad_request(base, e.to_string()),
                     },
-                    None => base,
+                    Ok(None) => base,
+                    Err(e) => unprocessable(base, e),
                 },
                 (Err(e), _) | (_, Err(e)) => bad_request(base, format!("encoding the object: {e}")),
             }
         })
-    }
-}
-
-/// The patch to send for a defaulter that turned `before` into `after`,
-/// applied to `raw` (the object as the API server sent it): only what the
-/// defaulter changed is patched, so fields `K` does not know (or
-/// serializes differently) are left alone. `None` when nothing changed.
-pub(crate) fn patch_for(
-    raw: &serde_json::Value,
-    before: &serde_json::Value,
-    after: &serde_json::Value,
-) -> Option<json_patch::Patch> {
-    let changes = json_patch::diff(before, after);
-    if changes.0.is_empty() {
-        return None;
-    }
-    let mut patched = raw.clone();
-    if json_patch::patch(&mut patched, &changes).is_err() {
-        // The typed changes do not apply to the raw object (a path K
-        // serializes differently): fall back to the whole typed object.
-        patched = after.clone();
-    }
-    let patch = json_patch::diff(raw, &patched);
-    (!patch.0.is_empty()).then_some(patch)
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn the_patch_touches_only_what_the_defaulter_changed() {
-        let raw = json!({"metadata": {"name": "a", "unknownField": 1}, "spec": {"x": null}});
-        let before = json!({"metadata": {"name": "a"}, "spec": {}});
-        let after = json!({"metadata": {"name": "a"}, "spec": {"replicas": 1}});
-        let patch = patch_for(&raw, &before, &after).unwrap();
-        let mut applied = raw.clone();
-        json_patch::patch(&mut applied, &patch).unwrap();
-        assert_eq!(
-            applied,
-            json!({"metadata": {"name": "a", "unknownField": 1}, "spec": {"x": null, "replicas": 1}})
-        );
-        assert!(patch_for(&raw, &before, &before).is_none());
     }
 }

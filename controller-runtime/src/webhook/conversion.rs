@@ -4,9 +4,14 @@
 //! One version is the [`Hub`]; every other version is [`Convertible`] to and
 //! from it. A [`Conversion`] knows the hub and its spokes and converts any
 //! served version to any other through the hub (spoke -> hub -> spoke), as
-//! controller-runtime's `conversion` package does. Metadata is kept exactly
-//! as the API server sent it; an object that cannot be converted fails the
-//! whole ConversionReview with a message naming it.
+//! controller-runtime's `conversion` package does. A conversion may change
+//! the labels and annotations (the usual place to keep a field one version
+//! cannot hold, so it survives a round trip) and nothing else of the
+//! metadata, as kube-apiserver enforces: the rest is kept exactly as the
+//! API server sent it, and a conversion that changed it (a name, a UID, an
+//! owner) is refused with [`ConversionError::Metadata`] naming the field.
+//! An object that cannot be converted fails the whole ConversionReview
+//! with a message naming it.
 //!
 //! Part of the manager layer's webhook server; this module turns a
 //! `ConversionRequest` into a `ConversionResponse` and knows nothing of
@@ -15,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_client::core::Resource;
 use kube_client::core::Status;
 use kube_client::core::conversion::{ConversionRequest, ConversionResponse};
@@ -46,6 +52,16 @@ pub enum ConversionError {
         expected: String,
         /// The object's kind.
         found: String,
+    },
+    /// The conversion changed metadata other than labels and annotations.
+    #[error(
+        "converting {name} changed metadata.{field}; a conversion may change only metadata.labels and metadata.annotations"
+    )]
+    Metadata {
+        /// The object's name.
+        name: String,
+        /// The changed field of `metadata` (e.g. `name`).
+        field: String,
     },
     /// The object does not decode as its version's type (or does not
     /// encode back).
@@ -243,7 +259,8 @@ impl<H: Hub> Conversion<H> {
     }
 
     /// Converts `obj` (any known version, as JSON) to `desired`
-    /// (`group/version`), keeping its metadata as it is.
+    /// (`group/version`), keeping its metadata as it is but for the labels
+    /// and annotations the conversion set.
     pub fn convert(&self, obj: Value, desired: &str) -> Result<Value, ConversionError> {
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
         if kind != H::kind(&()) {
@@ -270,17 +287,69 @@ impl<H: Hub> Conversion<H> {
             return Ok(obj);
         }
         let metadata = obj.get("metadata").cloned();
+        let name = name_of(&obj);
         let hub = (source.to_hub)(obj)?;
         let mut out = (target.from_hub)(hub)?;
         if let Some(o) = out.as_object_mut() {
             o.insert("apiVersion".into(), desired.into());
             o.insert("kind".into(), H::kind(&()).into_owned().into());
-            if let Some(metadata) = metadata {
-                o.insert("metadata".into(), metadata);
-            }
+            let converted = o.remove("metadata").unwrap_or(Value::Null);
+            let restored = restore_metadata(&name, metadata.unwrap_or(Value::Null), &converted)?;
+            o.insert("metadata".into(), restored);
         }
         Ok(out)
     }
+}
+
+/// The fields of `metadata` a conversion may change.
+const CONVERTIBLE_METADATA: [&str; 2] = ["labels", "annotations"];
+
+/// `original` (the metadata as sent) with the labels and annotations of
+/// `converted`; an error naming the first other field `converted` changed.
+/// `original` is compared as the typed `ObjectMeta` sees it (so a field
+/// serialized differently is not a change).
+fn restore_metadata(
+    name: &str,
+    original: Value,
+    converted: &Value,
+) -> Result<Value, ConversionError> {
+    let mut original = match original {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    let seen = serde_json::from_value::<ObjectMeta>(Value::Object(original.clone()))
+        .ok()
+        .and_then(|m| serde_json::to_value(m).ok())
+        .unwrap_or_else(|| Value::Object(original.clone()));
+    let empty = serde_json::Map::new();
+    let seen = seen.as_object().unwrap_or(&empty);
+    let converted = converted.as_object().unwrap_or(&empty);
+    let mut fields: Vec<&String> = seen.keys().chain(converted.keys()).collect();
+    fields.sort();
+    fields.dedup();
+    if let Some(field) = fields
+        .into_iter()
+        .filter(|f| !CONVERTIBLE_METADATA.contains(&f.as_str()))
+        .find(|f| seen.get(*f) != converted.get(*f))
+    {
+        return Err(ConversionError::Metadata {
+            name: name.to_owned(),
+            field: field.clone(),
+        });
+    }
+    for field in CONVERTIBLE_METADATA {
+        match converted.get(field) {
+            // An emptied map where the object had none: still none.
+            Some(Value::Object(m)) if m.is_empty() && !original.contains_key(field) => {}
+            Some(v) if !v.is_null() => {
+                original.insert(field.to_owned(), v.clone());
+            }
+            _ => {
+                original.remove(field);
+            }
+        }
+    }
+    Ok(Value::Object(original))
 }
 
 /// A conversion with its hub erased: what the server routes to.

@@ -48,6 +48,7 @@ mod conversion;
 mod manifests;
 mod metrics;
 mod options;
+mod patch;
 mod review;
 mod selfsigned;
 mod server;

@@ -33,6 +33,7 @@ mod webhook_client;
 mod webhook_conversion;
 mod webhook_derive;
 mod webhook_envtest;
+mod webhook_kinds;
 mod webhook_manager;
 mod widget;
 

@@ -1,5 +1,7 @@
 //! Conversion webhooks over real TLS with real ConversionReview bodies: a
-//! round trip v1alpha1 -> v1 -> v1alpha1 keeping metadata, failures
+//! round trip v1alpha1 -> v1 -> v1alpha1 keeping metadata, a conversion
+//! keeping a lossy field in an annotation (labels and annotations may
+//! change, nothing else of metadata), failures
 //! reported as a failed ConversionReview, a panicking conversion that
 //! leaves the server serving, and a property: for random spec values,
 //! v1alpha1 -> hub -> v1alpha1 is the identity.
@@ -261,4 +263,157 @@ proptest! {
         let back = c.convert(hub, "convert.example.com/v1alpha1").unwrap();
         prop_assert_eq!(back, obj);
     }
+}
+
+/// A hub with a field its older version cannot hold: the older version
+/// keeps it in an annotation, the usual way, so a round trip loses nothing.
+pub mod lossy {
+    pub mod v1 {
+        use controller_runtime::CustomResource;
+        use schemars::JsonSchema;
+        use serde::{Deserialize, Serialize};
+
+        #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+        #[resource(
+            group = "lossy.example.com",
+            version = "v1",
+            kind = "Sprocket",
+            namespaced
+        )]
+        pub struct SprocketSpec {
+            pub teeth: u32,
+            pub color: Option<String>,
+        }
+    }
+
+    pub mod v1beta1 {
+        use controller_runtime::CustomResource;
+        use schemars::JsonSchema;
+        use serde::{Deserialize, Serialize};
+
+        #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+        #[resource(
+            group = "lossy.example.com",
+            version = "v1beta1",
+            kind = "Sprocket",
+            namespaced,
+            storage = false
+        )]
+        pub struct SprocketSpec {
+            pub teeth: u32,
+        }
+    }
+}
+
+const COLOR: &str = "lossy.example.com/color";
+
+impl Hub for lossy::v1::Sprocket {}
+
+impl Convertible<lossy::v1::Sprocket> for lossy::v1beta1::Sprocket {
+    fn to_hub(mut self) -> Result<lossy::v1::Sprocket, ConversionError> {
+        let color = self
+            .metadata
+            .annotations
+            .as_mut()
+            .and_then(|a| a.remove(COLOR));
+        if self
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.is_empty())
+        {
+            self.metadata.annotations = None;
+        }
+        Ok(lossy::v1::Sprocket {
+            metadata: self.metadata,
+            spec: lossy::v1::SprocketSpec {
+                teeth: self.spec.teeth,
+                color,
+            },
+            status: None,
+        })
+    }
+
+    fn from_hub(mut hub: lossy::v1::Sprocket) -> Result<Self, ConversionError> {
+        if let Some(color) = hub.spec.color {
+            hub.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(COLOR.into(), color);
+        }
+        // A conversion that renames is a bug the server must refuse.
+        if hub.spec.teeth == 0 {
+            hub.metadata.name = Some("renamed".into());
+        }
+        Ok(lossy::v1beta1::Sprocket {
+            metadata: hub.metadata,
+            spec: lossy::v1beta1::SprocketSpec {
+                teeth: hub.spec.teeth,
+            },
+            status: None,
+        })
+    }
+}
+
+fn sprocket(name: &str, teeth: u32) -> Value {
+    json!({
+        "apiVersion": "lossy.example.com/v1",
+        "kind": "Sprocket",
+        "metadata": {"name": name, "namespace": "default", "uid": "5a1d", "resourceVersion": "7",
+                     "labels": {"team": "a"}, "someFutureField": 1},
+        "spec": {"teeth": teeth, "color": "red"},
+    })
+}
+
+#[tokio::test]
+async fn a_conversion_may_change_labels_and_annotations_and_nothing_else_of_metadata() {
+    let run = start(|s| {
+        s.conversion(Conversion::<lossy::v1::Sprocket>::new().spoke::<lossy::v1beta1::Sprocket>())
+            .unwrap()
+    })
+    .await;
+    let hub = sprocket("s", 12);
+    let (_, body) = run
+        .client
+        .review(
+            CONVERT_PATH,
+            &review("lossy.example.com/v1beta1", vec![hub.clone()]),
+        )
+        .await;
+    let resp = response(&body);
+    assert_eq!(resp["result"]["status"], "Success", "{body}");
+    let old = &resp["convertedObjects"][0];
+    // The color the old version cannot hold is in an annotation; the rest
+    // of the metadata is as sent.
+    assert_eq!(old["metadata"]["annotations"][COLOR], "red", "{body}");
+    assert_eq!(old["metadata"]["someFutureField"], 1);
+    assert_eq!(old["metadata"]["uid"], "5a1d");
+    assert_eq!(old["spec"], json!({"teeth": 12}));
+
+    // And back: the color is restored and the annotation gone.
+    let (_, body) = run
+        .client
+        .review(
+            CONVERT_PATH,
+            &review("lossy.example.com/v1", vec![old.clone()]),
+        )
+        .await;
+    assert_eq!(response(&body)["convertedObjects"], json!([hub]), "{body}");
+
+    // A conversion that changes the name is refused, naming the field.
+    let (_, body) = run
+        .client
+        .review(
+            CONVERT_PATH,
+            &review("lossy.example.com/v1beta1", vec![sprocket("t", 0)]),
+        )
+        .await;
+    let result = &response(&body)["result"];
+    assert_eq!(result["status"], "Failure", "{body}");
+    let message = result["message"].as_str().unwrap();
+    assert!(message.contains("changed metadata.name"), "{message}");
+    assert!(
+        message.contains("only metadata.labels and metadata.annotations"),
+        "{message}"
+    );
 }
