@@ -53,7 +53,7 @@ fn parse_flag(name: &str, value: &str) -> Result<bool, Error> {
 
 /// For a test that needs a feature only the in-process server has: `true`
 /// (and a line `skipped: <test> needs <feature> (USE_EXISTING_CLUSTER=true)`
-/// on stdout, shown by `--nocapture` and counted by `grep '^skipped: '`)
+/// on stdout, shown by `--nocapture` and counted by `grep 'skipped: '`)
 /// when the tests run against an existing cluster, so that the test
 /// returns at once; `false` otherwise. Panics when `USE_EXISTING_CLUSTER`
 /// holds neither true nor false.
