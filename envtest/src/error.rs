@@ -48,6 +48,27 @@ pub enum Error {
     /// ([`crate::TestEnvBuilder::tls`]).
     #[error("could not set up TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    /// A feature only the in-process server has was asked of an existing
+    /// cluster (`USE_EXISTING_CLUSTER=true`); see
+    /// [`crate::skip_on_existing_cluster`].
+    #[error(
+        "`{feature}` needs the in-process envtest server and is not available with \
+         USE_EXISTING_CLUSTER=true (skip the test with envtest::skip_on_existing_cluster)"
+    )]
+    EnvtestOnly {
+        /// The method or setting, such as `faults` or `tls`.
+        feature: String,
+    },
+    /// Using an existing cluster (`USE_EXISTING_CLUSTER=true`) failed:
+    /// reading the kubeconfig, installing a CRD, creating or deleting the
+    /// test's namespace.
+    #[error("existing cluster: could not {what}: {message}")]
+    ExistingCluster {
+        /// What was being done.
+        what: String,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// One cause inside a 422 Invalid answer: which field, what is wrong.

@@ -47,7 +47,8 @@ mod tls;
 
 pub use env::{
     DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_WINDOW, DEFAULT_MAX_BODY_BYTES, DEFAULT_NAMESPACES,
-    DEFAULT_REQUEST_TIMEOUT, TestEnv, TestEnvBuilder,
+    DEFAULT_REQUEST_TIMEOUT, KEEP_CRDS, NAMESPACE_PREFIX, TestEnv, TestEnvBuilder,
+    USE_EXISTING_CLUSTER, skip_on_existing_cluster, use_existing_cluster,
 };
 pub use error::{ApiError, Cause, Details, Error};
 pub use http::faults::{FailureRule, Faults, RequestRecord, WatchLineFault};

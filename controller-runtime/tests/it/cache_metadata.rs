@@ -22,7 +22,6 @@ const SECRET_VALUE: &str = "s3cr3t-value-never-cached";
 fn secret(name: &str, labels: &[(&str, &str)]) -> Secret {
     let mut s = Secret::default();
     s.metadata.name = Some(name.into());
-    s.metadata.namespace = Some("default".into());
     s.metadata.labels = Some(
         labels
             .iter()
@@ -37,17 +36,18 @@ fn secret(name: &str, labels: &[(&str, &str)]) -> Secret {
 /// `app-token` in the metadata cache: absent, present, or labelled rotated.
 struct WatchToken {
     cache: Cache,
+    ns: String,
     seen: Arc<Mutex<Vec<&'static str>>>,
 }
 
 impl Reconciler for WatchToken {
     type Error = std::convert::Infallible;
     async fn reconcile(&self, req: Request, _: CallInfo) -> Result<Action, Self::Error> {
-        if req.name == "app" {
+        if req.name == "app" && req.namespace.as_deref() == Some(&self.ns) {
             let token = self
                 .cache
                 .metadata_informer::<Secret>()
-                .get(Some("default"), "app-token");
+                .get(Some(&self.ns), "app-token");
             self.seen.lock().push(match token {
                 None => "absent",
                 Some(t) if t.labels().contains_key("rotated") => "rotated",
@@ -68,6 +68,7 @@ async fn a_controller_owning_secret_metadata_is_reconciled_by_their_changes_and_
         .owns_metadata::<Secret>()
         .complete(WatchToken {
             cache: mgr.cache().clone(),
+            ns: env.namespace().into(),
             seen: Arc::clone(&seen),
         })
         .unwrap();
@@ -81,9 +82,9 @@ async fn a_controller_owning_secret_metadata_is_reconciled_by_their_changes_and_
     };
 
     // The ConfigMap alone: reconciled once, no Secret yet.
-    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
     let owner = cms
-        .create(&PostParams::default(), &config_map("default", "app"))
+        .create(&PostParams::default(), &config_map(env.namespace(), "app"))
         .await
         .unwrap();
     eventually(LIMIT, "the owner reconciled", saw("absent")).await;
@@ -91,7 +92,7 @@ async fn a_controller_owning_secret_metadata_is_reconciled_by_their_changes_and_
     // reconcile it from here on.
     let mut owned = secret("app-token", &[]);
     owned.metadata.owner_references = owner.controller_owner_ref(&()).map(|o| vec![o]);
-    let secrets: Api<Secret> = Api::namespaced(env.client(), "default");
+    let secrets: Api<Secret> = Api::namespaced(env.client(), env.namespace());
     secrets
         .create(&PostParams::default(), &owned)
         .await
@@ -113,7 +114,14 @@ async fn a_controller_owning_secret_metadata_is_reconciled_by_their_changes_and_
     eventually(LIMIT, "a reconcile by the Secret's change", saw("rotated")).await;
 
     // The cache holds metadata only, and no full Secret informer exists.
-    let cached = mgr.cache().metadata_informer::<Secret>().list();
+    // (On an existing cluster other namespaces hold Secrets too.)
+    let cached: Vec<_> = mgr
+        .cache()
+        .metadata_informer::<Secret>()
+        .list()
+        .into_iter()
+        .filter(|m| m.namespace().as_deref() == Some(env.namespace()))
+        .collect();
     assert_eq!(cached.len(), 1);
     for meta in cached {
         let json = serde_json::to_string(meta.as_ref()).unwrap();

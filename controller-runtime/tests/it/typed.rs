@@ -123,7 +123,7 @@ async fn apply(w: &Widget, ctx: &ObjectContext<Widget>) -> Result<Action, Invali
 }
 
 async fn events_for(client: &Client, name: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(client.clone(), NS)
+    Api::<Event>::default_namespaced(client.clone())
         .list(&ListParams::default())
         .await
         .unwrap()
@@ -152,7 +152,7 @@ fn stopper(
 
 #[tokio::test]
 async fn typed_reconcile_applies_records_finalizes_and_sees_the_deletion() {
-    let (_env, client, mgr, _journal) = fixture().await;
+    let (env, client, mgr, _journal) = fixture().await;
     let seen = Arc::new(Seen::default());
     mgr.controller::<Widget>()
         .named("typed-widgets")
@@ -194,7 +194,7 @@ async fn typed_reconcile_applies_records_finalizes_and_sees_the_deletion() {
     let before = seen.reconciles("w1");
     let mut secret = Secret::default();
     secret.metadata.name = Some("w1-extra".into());
-    Api::<Secret>::namespaced(client.clone(), NS)
+    Api::<Secret>::default_namespaced(client.clone())
         .create(&PostParams::default(), &secret)
         .await
         .unwrap();
@@ -222,8 +222,9 @@ async fn typed_reconcile_applies_records_finalizes_and_sees_the_deletion() {
             .is_none()
     })
     .await;
-    wait_until(LONG, "deleted() is called for default/w1", || async {
-        seen.deleted.lock().iter().any(|k| k == "default/w1")
+    let key = format!("{}/w1", env.namespace());
+    wait_until(LONG, "deleted() is called for <namespace>/w1", || async {
+        seen.deleted.lock().iter().any(|k| *k == key)
     })
     .await;
 

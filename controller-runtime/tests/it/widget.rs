@@ -78,9 +78,9 @@ pub fn widget(name: &str, data: &[(&str, &str)]) -> Widget {
     Widget {
         api_version: "example.com/v1".into(),
         kind: "Widget".into(),
+        // Created in the namespace of the Api it is created through.
         metadata: ObjectMeta {
             name: Some(name.into()),
-            namespace: Some(NS.into()),
             ..ObjectMeta::default()
         },
         spec: WidgetSpec {
@@ -93,8 +93,9 @@ pub fn widget(name: &str, data: &[(&str, &str)]) -> Widget {
     }
 }
 
-pub async fn install_widget_crd(client: &Client) {
-    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+/// The Widget CRD.
+pub fn widget_crd() -> CustomResourceDefinition {
+    serde_json::from_value(serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "widgets.example.com"},
         "spec": {
@@ -104,19 +105,25 @@ pub async fn install_widget_crd(client: &Client) {
                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
         }
     }))
-    .unwrap();
+    .unwrap()
+}
+
+pub async fn install_widget_crd(client: &Client) {
     Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
+        .create(&PostParams::default(), &widget_crd())
         .await
         .unwrap();
 }
 
+/// Widgets in the client's default namespace: `default` on envtest's own
+/// server, the test's namespace on an existing cluster.
 pub fn widgets(client: &Client) -> Api<Widget> {
-    Api::namespaced(client.clone(), NS)
+    Api::default_namespaced(client.clone())
 }
 
+/// ConfigMaps in the client's default namespace (as [`widgets`]).
 pub fn configmaps(client: &Client) -> Api<ConfigMap> {
-    Api::namespaced(client.clone(), NS)
+    Api::default_namespaced(client.clone())
 }
 
 pub fn cm_name(widget: &str) -> String {
@@ -302,11 +309,13 @@ impl Reconciler for WidgetReconciler {
     }
 }
 
-/// A started envtest with the CRD installed.
+/// A started envtest with the CRD installed (on an existing cluster too).
 pub async fn env_with_crd() -> TestEnv {
-    let env = TestEnv::start().await.unwrap();
-    install_widget_crd(&env.client()).await;
-    env
+    TestEnv::builder()
+        .crds([widget_crd()])
+        .start()
+        .await
+        .unwrap()
 }
 
 /// The usual start of a controller test: a server with the Widget CRD (keep

@@ -219,8 +219,15 @@ impl Authz {
             .any(|rule| rule_allows(rule, attrs))
     }
 
-    /// The user whose token the request carries, if it is one of ours.
+    /// The user a request acts as, when RBAC applies to it: the owner of
+    /// its service-account token, else the user its `Impersonate-User`
+    /// header names (the request is the admin's, who may impersonate).
     pub fn identify(&self, headers: &HeaderMap) -> Option<UserInfo> {
+        self.token_user(headers).or_else(|| impersonated(headers))
+    }
+
+    /// The user whose token the request carries, if it is one of ours.
+    pub fn token_user(&self, headers: &HeaderMap) -> Option<UserInfo> {
         self.user(bearer_token(headers)?)
     }
 
@@ -245,6 +252,34 @@ impl Authz {
             Err(attrs.forbidden(user))
         }
     }
+}
+
+/// The header that names the user a request impersonates.
+pub const IMPERSONATE_USER: &str = "impersonate-user";
+
+/// The user of an `Impersonate-User` header, with the groups of the
+/// `Impersonate-Group` headers; a service account's name
+/// (`system:serviceaccount:NS:NAME`) gets its groups, as a real API
+/// server gives them.
+fn impersonated(headers: &HeaderMap) -> Option<UserInfo> {
+    let name = headers.get(IMPERSONATE_USER)?.to_str().ok()?.trim();
+    if let Some((ns, sa)) = name
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'))
+    {
+        return Some(UserInfo::service_account(ns, sa));
+    }
+    let mut groups: Vec<String> = headers
+        .get_all("impersonate-group")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::to_string)
+        .collect();
+    groups.push("system:authenticated".into());
+    Some(UserInfo {
+        name: name.into(),
+        groups,
+    })
 }
 
 /// The token of an `Authorization: Bearer <token>` header. The scheme is

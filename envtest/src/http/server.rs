@@ -5,6 +5,7 @@
 //! delete and watch handlers.
 
 use crate::error::ApiError;
+use crate::http::authz::IMPERSONATE_USER;
 use crate::http::faults::RequestRecord;
 use crate::http::state::{Config, Server, Target};
 use crate::http::{auth_review, crud, discovery, openapi, watch};
@@ -30,17 +31,32 @@ async fn fault_layer(State(srv): State<Arc<Server>>, req: Request, next: Next) -
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
-    let denied = match srv.authz.identify(req.headers()) {
-        Some(user) => srv
-            .authz
-            .authorize(&srv.store, &user, &method, &path, &query)
-            .err(),
-        None if !authorized(&srv.config, &path, req.headers()) => Some(ApiError::new(
+    let token_user = srv.authz.token_user(req.headers());
+    let impersonating = req.headers().contains_key(IMPERSONATE_USER);
+    let denied = match (token_user, srv.authz.identify(req.headers())) {
+        // Only the admin may impersonate.
+        (Some(user), _) if impersonating => Some(ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "users \"{}\" is forbidden: User \"{}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope",
+                req.headers()
+                    .get(IMPERSONATE_USER)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default(),
+                user.name
+            ),
+        )),
+        (None, _) if !authorized(&srv.config, &path, req.headers()) => Some(ApiError::new(
             401,
             "Unauthorized",
             "Unauthorized: a valid bearer token is required",
         )),
-        None => None,
+        (_, Some(user)) => srv
+            .authz
+            .authorize(&srv.store, &user, &method, &path, &query)
+            .err(),
+        (_, None) => None,
     };
     let resp = match denied {
         Some(e) => e.into_response(),

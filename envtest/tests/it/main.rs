@@ -25,6 +25,7 @@ mod crud;
 mod errors;
 mod faults;
 mod gc;
+mod impersonation;
 mod junctors;
 mod limits;
 mod metadata;
