@@ -65,6 +65,30 @@ fn configmap_indexer_answers_from_the_index_as_objects_change() {
 }
 
 #[test]
+fn sharded_controller_spreads_a_derived_controller_over_three_replicas() {
+    let out = run_demo(
+        "sharded-controller",
+        env!("CARGO_BIN_EXE_sharded-controller"),
+    );
+    assert_lines(
+        "sharded-controller",
+        &out,
+        &[
+            "bound to the derived ClusterRole",
+            "   not-a-job: no shard label (outside the replicas' selection)",
+            "no request refused by RBAC; every job reconciled and cleaned up by its shard",
+        ],
+    );
+    for replica in ["replica-a", "replica-b", "replica-c"] {
+        assert!(
+            out.contains(&format!("   {replica} holds job-"))
+                && out.contains(&format!("   {replica} cleaned up: job-")),
+            "{replica} holds no job:\n{out}"
+        );
+    }
+}
+
+#[test]
 fn leader_election_moves_leadership_when_the_leader_stops() {
     let out = run_demo("leader-election", env!("CARGO_BIN_EXE_leader-election"));
     assert_lines(
