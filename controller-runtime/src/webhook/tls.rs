@@ -133,18 +133,9 @@ impl ResolvesServerCert for CertResolver {
 
 /// A listener serving HTTPS: TCP connections are accepted and their
 /// handshakes run on their own tasks; [`axum::serve()`] takes finished ones.
-/// The webhook server serves on it; so can any other router that should
-/// present the same (rotated) certificate.
-///
-/// ```no_run
-/// use controller_runtime::webhook::{CertResolver, TlsListener};
-/// # async fn run(resolver: CertResolver) -> Result<(), Box<dyn std::error::Error>> {
-/// let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-/// let listener = TlsListener::new(tcp, resolver.server_config()?)?;
-/// axum::serve(listener, axum::Router::new()).await?;
-/// # Ok(()) }
-/// ```
-pub struct TlsListener {
+/// The webhook server serves on it, and so does the manager's secure
+/// metrics server (presenting the same, rotated, certificate).
+pub(crate) struct TlsListener {
     ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
     local: SocketAddr,
     accept_loop: tokio::task::JoinHandle<()>,
@@ -152,7 +143,10 @@ pub struct TlsListener {
 
 impl TlsListener {
     /// Serve TLS with `config` on `listener`.
-    pub fn new(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> io::Result<Self> {
+    pub(crate) fn new(
+        listener: TcpListener,
+        config: Arc<rustls::ServerConfig>,
+    ) -> io::Result<Self> {
         let local = listener.local_addr()?;
         let (tx, ready) = mpsc::channel(ACCEPT_BACKLOG);
         let acceptor = TlsAcceptor::from(config);
