@@ -175,14 +175,13 @@ pub async fn run(plan: &Plan, out: &mut Records) -> Result<(), BenchError> {
         .map_err(BenchError::msg)?;
     let stop = CancellationToken::new();
 
-    let server = WebhookServer::new(resolver.clone())
-        .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .validator::<ConfigMap, _>(Rules)
-        .map_err(BenchError::msg)?
-        .listen()
-        .await
+    let socket = std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
         .map_err(BenchError::msg)?;
-    let webhook_addr = server.local_addr();
+    let webhook_addr = socket.local_addr().map_err(BenchError::msg)?;
+    let server = WebhookServer::new(resolver.clone())
+        .listener(socket)
+        .validator::<ConfigMap, _>(Rules)
+        .map_err(BenchError::msg)?;
     tokio::spawn(server.serve(stop.clone()));
 
     let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -35,7 +35,8 @@
 //! [`Manager::add_runnable`]).
 //!
 //! With [`ManagerBuilder::webhook_server`] it also serves admission and
-//! conversion webhooks ([`Manager::webhook`]) on every replica.
+//! conversion webhooks ([`Manager::webhook`]) on every replica; `run`
+//! refuses to start while a webhook its manifests declare has no handler.
 //!
 //! Layer 4 (manager): imports the cache, the metrics registry, events,
 //! health checks, leader election, the webhook server and the vocabulary; never the
@@ -140,7 +141,7 @@ struct Inner {
     health_addr: Option<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
     servers: Mutex<(Option<BoundServer>, Option<BoundServer>)>,
-    webhook: Option<(webhook::Pending, SocketAddr)>,
+    webhook: Option<(Arc<webhook::Pending>, SocketAddr)>,
     elector: Option<LeaderElector>,
     runnables: Mutex<Vec<Arc<dyn Runnable>>>,
     /// While [`Manager::run`] runs: where runnables added meanwhile go, to
@@ -364,6 +365,7 @@ impl Manager {
     /// Runs everything until `shutdown` fires, then shuts down gracefully;
     /// see the module documentation for the order of events.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), ManagerError> {
+        self.check_declared_webhooks()?;
         if self.inner.started.swap(true, Ordering::AcqRel) {
             return Err(ManagerError::AlreadyStarted);
         }

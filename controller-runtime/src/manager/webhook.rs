@@ -21,12 +21,16 @@ use tokio_util::sync::CancellationToken;
 use super::{Manager, ManagerBuilder, ManagerError, Runnable};
 use crate::error::BoxError;
 use crate::webhook::{
-    CertKeeper, CertResolver, Conversion, Defaulter, Hub, Validator, WebhookMetrics,
+    CertKeeper, CertResolver, Conversion, Defaulter, Hub, Validator, WebhookError, WebhookMetrics,
     WebhookOptions, WebhookServer,
 };
 
-/// The server being assembled: handlers are added until the manager runs.
-pub(super) type Pending = Arc<Mutex<Option<WebhookServer>>>;
+/// The server being assembled (handlers are added until the manager
+/// runs, which takes it) and the keeper of its certificates.
+pub(super) struct Pending {
+    server: Mutex<Option<WebhookServer>>,
+    keeper: CertKeeper,
+}
 
 impl ManagerBuilder {
     /// Serve admission and conversion webhooks as `options` says (port
@@ -53,7 +57,7 @@ impl ManagerBuilder {
 /// What `build` sets up for the webhook server: the pending server (its
 /// readiness check registered), its address, and the runnable.
 pub(super) struct Built {
-    pub(super) pending: Pending,
+    pub(super) pending: Arc<Pending>,
     pub(super) addr: SocketAddr,
     pub(super) runnable: Arc<dyn Runnable>,
     pub(super) readiness: Box<dyn Fn() -> Result<(), String> + Send + Sync>,
@@ -65,8 +69,9 @@ pub(super) fn build(
     registry: &prometheus::Registry,
 ) -> Result<Built, ManagerError> {
     let resolver = CertResolver::new();
-    let (addr, listener, keeper) = options.into_parts(client, resolver.clone());
-    let listener = match listener {
+    let parts = options.into_parts(client, resolver.clone());
+    let (addr, keeper) = (parts.addr, parts.keeper);
+    let listener = match parts.listener {
         Some(l) => l,
         None => std::net::TcpListener::bind(addr).map_err(|source| ManagerError::Bind {
             what: "webhook",
@@ -82,13 +87,16 @@ pub(super) fn build(
     let metrics = WebhookMetrics::new(registry).map_err(crate::metrics::MetricsError::from)?;
     let server = WebhookServer::new(resolver)
         .listener(listener)
-        .metrics(metrics);
+        .metrics(metrics)
+        .declared(parts.declared);
     let check = server.readiness();
     let readiness = Box::new(move || crate::healthz::HealthCheck::check(&check));
-    let pending: Pending = Arc::new(Mutex::new(Some(server)));
+    let pending = Arc::new(Pending {
+        server: Mutex::new(Some(server)),
+        keeper,
+    });
     let runnable = Arc::new(WebhookRunnable {
         pending: pending.clone(),
-        keeper,
     });
     Ok(Built {
         pending,
@@ -151,9 +159,55 @@ impl Manager {
         self.with_webhook_server(|s| s.add_conversion(conversion))
     }
 
+    /// Renews the webhook serving certificate now, not when it is due:
+    /// after a key may have leaked, or to see a rotation happen. With
+    /// self-managed certificates ([`WebhookOptions::self_managed`]) a new
+    /// pair signed by the same CA is written to the Secret and served at
+    /// once; every other replica serves it within seconds (each watches
+    /// the Secret). A CA rotation that is due advances instead. With
+    /// certificates from a directory it is refused: whoever writes the
+    /// directory renews them.
+    ///
+    /// Works before and while the manager runs; the renewal interval is
+    /// [`WebhookOptions::check_interval`].
+    ///
+    /// ```no_run
+    /// # async fn demo(mgr: controller_runtime::manager::Manager) -> Result<(), controller_runtime::manager::ManagerError> {
+    /// mgr.renew_webhook_certificate().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn renew_webhook_certificate(&self) -> Result<(), ManagerError> {
+        let Some((pending, _)) = &self.inner.webhook else {
+            return Err(ManagerError::NoWebhookServer);
+        };
+        pending.keeper.renew().await.map_err(ManagerError::Webhook)
+    }
+
     /// The address the webhook server listens on, if there is one.
     pub fn webhook_addr(&self) -> Option<SocketAddr> {
         self.inner.webhook.as_ref().map(|(_, addr)| *addr)
+    }
+
+    /// Refuses to start while a webhook the manifests declare (see
+    /// [`crate::webhook::WebhookManifests::options`]) has no handler: the
+    /// API server would send its reviews to a path answering 404.
+    pub(super) fn check_declared_webhooks(&self) -> Result<(), ManagerError> {
+        let Some((pending, _)) = &self.inner.webhook else {
+            return Ok(());
+        };
+        let missing = pending
+            .server
+            .lock()
+            .as_ref()
+            .map(WebhookServer::missing_handlers)
+            .unwrap_or_default();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(ManagerError::Webhook(WebhookError::MissingHandlers(
+                missing,
+            )))
+        }
     }
 
     fn with_webhook_server(
@@ -163,7 +217,7 @@ impl Manager {
         let Some((pending, _)) = &self.inner.webhook else {
             return Err(ManagerError::NoWebhookServer);
         };
-        let mut slot = pending.lock();
+        let mut slot = pending.server.lock();
         let Some(server) = slot.as_mut() else {
             return Err(ManagerError::WebhookServerRunning);
         };
@@ -174,8 +228,7 @@ impl Manager {
 /// Runs the webhook server on every replica: certificates first, then the
 /// server, until the stop token; reviews in flight are finished.
 struct WebhookRunnable {
-    pending: Pending,
-    keeper: CertKeeper,
+    pending: Arc<Pending>,
 }
 
 impl Runnable for WebhookRunnable {
@@ -189,13 +242,13 @@ impl Runnable for WebhookRunnable {
 
     fn start(self: Arc<Self>, stop: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
         Box::pin(async move {
-            let Some(server) = self.pending.lock().take() else {
+            let Some(server) = self.pending.server.lock().take() else {
                 return Err("the webhook server was started twice".into());
             };
-            self.keeper.prepare().await?;
+            self.pending.keeper.prepare().await?;
             let listening = server.listen().await?;
             tracing::info!(addr = %listening.local_addr(), "serving webhooks");
-            let keeper = tokio::spawn(self.keeper.clone().run(stop.clone()));
+            let keeper = tokio::spawn(self.pending.keeper.clone().run(stop.clone()));
             let served = listening.serve(stop).await;
             keeper.abort();
             served.map_err(Into::into)

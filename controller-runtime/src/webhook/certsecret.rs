@@ -27,7 +27,11 @@
 //! serves at every step, as long as the overlap is longer than the check
 //! interval of every replica (each reloads the Secret at its checks).
 //! [`SecretCerts::run`] checks on an interval (tokio's clock) with the
-//! wall-clock time from an injectable [`Clock`].
+//! wall-clock time from an injectable [`Clock`], and also watches the
+//! Secret: a replica serves a pair another replica wrote within seconds,
+//! not at its next check. [`SecretCerts::renew`] renews the serving
+//! certificate at once (the manager's
+//! [`renew_webhook_certificate`](crate::manager::Manager::renew_webhook_certificate)).
 //!
 //! Part of the manager layer's webhook server; uses only the client.
 
@@ -48,16 +52,27 @@ use super::selfsigned::{CA_VALIDITY, CertError, NextCa, SelfSigned, service_dns_
 use super::tls::CertResolver;
 
 /// The annotation holding the serving certificate's expiry (Unix seconds).
-pub const NOT_AFTER_ANNOTATION: &str = "webhook.informer-rs.dev/not-after";
+pub const NOT_AFTER_ANNOTATION: &str = "webhook.informer-rs.io/not-after";
 
 /// The annotation holding the signing CA's expiry (Unix seconds).
-pub const CA_NOT_AFTER_ANNOTATION: &str = "webhook.informer-rs.dev/ca-not-after";
+pub const CA_NOT_AFTER_ANNOTATION: &str = "webhook.informer-rs.io/ca-not-after";
 
 /// The annotation saying how far a CA rotation is: `published:<unix
 /// seconds>` (the next CA is in the bundle, not signing yet) or
 /// `switched:<unix seconds>` (it signs, the previous CA is still in the
 /// bundle); absent when no rotation is under way.
-pub const CA_ROTATION_ANNOTATION: &str = "webhook.informer-rs.dev/ca-rotation";
+pub const CA_ROTATION_ANNOTATION: &str = "webhook.informer-rs.io/ca-rotation";
+
+/// The domain of the annotations before they moved to `informer-rs.io`
+/// (the project's one label domain). They are still read, and written
+/// beside the new ones, so replicas of the previous release keep reading
+/// the Secret during a rolling upgrade.
+const LEGACY_DOMAIN: &str = "webhook.informer-rs.dev/";
+
+/// `key` in [`LEGACY_DOMAIN`].
+fn legacy(key: &str) -> String {
+    key.replace("webhook.informer-rs.io/", LEGACY_DOMAIN)
+}
 
 /// How long each step of a CA rotation lasts by default.
 pub const DEFAULT_CA_OVERLAP: Duration = Duration::from_secs(24 * 3600);
@@ -113,7 +128,7 @@ pub trait Clock: Send + Sync + 'static {
 
 /// The system's clock.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> SystemTime {
@@ -249,6 +264,12 @@ impl SecretCerts {
         self
     }
 
+    /// [`SecretCerts::clock`], shared.
+    pub(crate) fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// Writes the CA into the ValidatingWebhookConfiguration `name`.
     pub fn validating_webhook(mut self, name: impl Into<String>) -> Self {
         self.validating.push(name.into());
@@ -346,6 +367,11 @@ impl SecretCerts {
         if let Some(r) = rotation {
             annotations.insert(CA_ROTATION_ANNOTATION.to_owned(), r.annotation());
         }
+        let legacy_keys: Vec<(String, String)> = annotations
+            .iter()
+            .map(|(k, v)| (legacy(k), v.clone()))
+            .collect();
+        annotations.extend(legacy_keys);
         let mut data = BTreeMap::from([
             ("ca.crt".to_owned(), bytes(&pair.ca_bundle_pem())),
             ("ca.key".to_owned(), bytes(pair.ca_key_pem())),
@@ -376,8 +402,13 @@ impl SecretCerts {
     fn from_secret(secret: &Secret) -> Option<(SelfSigned, Option<Rotation>)> {
         let data = secret.data.as_ref()?;
         let annotations = secret.metadata.annotations.as_ref()?;
+        let get = |key: &str| {
+            annotations
+                .get(key)
+                .or_else(|| annotations.get(&legacy(key)))
+        };
         let at = |key: &str| {
-            let secs = annotations.get(key)?.parse::<u64>().ok()?;
+            let secs = get(key)?.parse::<u64>().ok()?;
             Some(UNIX_EPOCH + Duration::from_secs(secs))
         };
         let not_after = at(NOT_AFTER_ANNOTATION)?;
@@ -385,9 +416,7 @@ impl SecretCerts {
             (Some(cert_pem), Some(key_pem)) => Some(NextCa { cert_pem, key_pem }),
             _ => None,
         };
-        let rotation = annotations
-            .get(CA_ROTATION_ANNOTATION)
-            .and_then(|v| Rotation::parse(v));
+        let rotation = get(CA_ROTATION_ANNOTATION).and_then(|v| Rotation::parse(v));
         // The signing CA is the first of the published bundle.
         let pair = SelfSigned::from_parts(
             first_pem(&text(data, "ca.crt")?)?,
@@ -404,8 +433,9 @@ impl SecretCerts {
         Some((pair, rotation))
     }
 
-    /// The current pair from the Secret: created if absent, renewed if due.
-    async fn current(&self) -> Result<SelfSigned, CertSecretError> {
+    /// The current pair from the Secret: created if absent, renewed if due
+    /// (or, with `force`, renewed at once if nothing else is due).
+    async fn current(&self, force: bool) -> Result<SelfSigned, CertSecretError> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
         for _ in 0..ATTEMPTS {
             let existing = api
@@ -442,6 +472,11 @@ impl SecretCerts {
                     let (pair, rotation, what) = match Self::from_secret(&secret) {
                         Some((pair, rotation)) => match self.advance(&pair, rotation, now)? {
                             Some(next) => next,
+                            None if force => (
+                                pair.renew(&self.names, now, self.validity)?,
+                                rotation,
+                                "renewed the webhook serving certificate on request",
+                            ),
                             None => return Ok(pair),
                         },
                         // Not ours or damaged: start over with a new CA.
@@ -488,7 +523,20 @@ impl SecretCerts {
     /// serves it: a certificate is served only once the CA that signed it
     /// is published. Returns the pair.
     pub async fn ensure(&self) -> Result<SelfSigned, CertSecretError> {
-        let pair = self.current().await?;
+        self.ensure_with(false).await
+    }
+
+    /// [`SecretCerts::ensure`], renewing the serving certificate now even
+    /// if it is not due (with the same CA, so no `caBundle` changes; a CA
+    /// rotation that is due is advanced instead). Every replica serves the
+    /// new pair within seconds ([`SecretCerts::run`] watches the Secret).
+    /// Returns the pair.
+    pub async fn renew(&self) -> Result<SelfSigned, CertSecretError> {
+        self.ensure_with(true).await
+    }
+
+    async fn ensure_with(&self, force: bool) -> Result<SelfSigned, CertSecretError> {
+        let pair = self.current(force).await?;
         self.inject_ca(&pair.ca_bundle_pem()).await?;
         self.resolver
             .load_pem(pair.cert_pem().as_bytes(), pair.key_pem().as_bytes())
@@ -514,15 +562,24 @@ impl SecretCerts {
     }
 
     /// Checks every interval until `stop` fires: renews or rotates what is
-    /// due, rewrites `caBundle`s that drifted. A failed check is logged and retried at
-    /// the next one; the pair already served stays.
+    /// due, rewrites `caBundle`s that drifted. Between checks it watches
+    /// the Secret and checks again as soon as it changes (another replica
+    /// renewed or rotated), so every replica serves the new pair within
+    /// seconds. A failed check is logged and retried at the next one; the
+    /// pair already served stays.
     pub async fn run(self, stop: CancellationToken) {
         let mut ticks = tokio::time::interval(self.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (changed, mut changes) = tokio::sync::mpsc::channel(1);
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let _watcher = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+            super::certwatch::watch(api, self.secret.clone(), changed),
+        ));
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
                 _ = ticks.tick() => {}
+                Some(()) = changes.recv() => {}
             }
             if let Err(e) = self.ensure().await {
                 tracing::warn!(error = %e, "keeping the webhook certificates failed; retrying at the next check");

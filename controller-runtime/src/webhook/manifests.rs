@@ -41,6 +41,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube_client::core::Resource;
 
+use super::declared::Declared;
 use super::options::WebhookOptions;
 use super::server::{CONVERT_PATH, DEFAULT_PORT, mutate_path, validate_path};
 use crate::object::ScopeInfo;
@@ -133,8 +134,13 @@ impl KindHooks {
         format!("{op}-{}.{}.{group}", self.version, self.plural)
     }
 
+    /// `group/version Kind`, `version Kind` for the core group.
     fn gvk(&self) -> String {
-        format!("{}/{} {}", self.group, self.version, self.kind)
+        if self.group.is_empty() {
+            format!("{} {}", self.version, self.kind)
+        } else {
+            format!("{}/{} {}", self.group, self.version, self.kind)
+        }
     }
 
     fn rule(&self, operations: &[&str]) -> RuleWithOperations {
@@ -453,10 +459,41 @@ impl WebhookManifests {
     /// let hooks = WebhookManifests::for_kind::<ConfigMap>("system", decl);
     /// assert_eq!(hooks.options().addr().port(), 9443);
     /// ```
+    ///
+    /// The options also carry the webhooks declared here: the manager
+    /// built with them refuses to start ([`crate::manager::ManagerError::Webhook`],
+    /// naming the path) while one of them has no handler registered, since
+    /// the API server would send every write of that kind to a path that
+    /// answers 404 (and refuse it, with `failurePolicy: Fail`).
     pub fn options(&self) -> WebhookOptions {
-        if let Some(dir) = &self.cert_dir {
-            return WebhookOptions::cert_dir(dir);
+        let mut options = match &self.cert_dir {
+            Some(dir) => WebhookOptions::cert_dir(dir),
+            None => self.self_managed_options(),
+        };
+        for k in &self.kinds {
+            let admission = |path: &str, handler| Declared::Admission {
+                path: path.to_owned(),
+                kind: k.gvk(),
+                handler,
+            };
+            if k.decl.validating {
+                options = options.declare(admission(&k.validate_path, "validator"));
+            }
+            if k.decl.defaulting {
+                options = options.declare(admission(&k.mutate_path, "defaulter"));
+            }
+            if k.decl.conversion {
+                options = options.declare(Declared::Conversion {
+                    group: k.group.clone(),
+                    kind: k.kind.clone(),
+                    crd: k.crd_name(),
+                });
+            }
         }
+        options
+    }
+
+    fn self_managed_options(&self) -> WebhookOptions {
         let mut options = WebhookOptions::self_managed(&self.namespace, &self.service);
         if self.validating().next().is_some() {
             options = options.validating_webhook(self.validating_name());
@@ -470,8 +507,8 @@ impl WebhookManifests {
         options
     }
 
-    /// What the self-managed certificates do, as RBAC: `get` and `update`
-    /// on the Secret `<service>-cert` and `create` on Secrets (a create
+    /// What the self-managed certificates do, as RBAC: `get`, `update` and
+    /// `watch` on the Secret `<service>-cert` and `create` on Secrets (a create
     /// cannot be narrowed to a name); `get` and `patch` on the
     /// configurations built here and on the converted CRDs. Nothing when
     /// the certificates come from a directory (`cert_dir`).
@@ -484,7 +521,7 @@ impl WebhookManifests {
                 "",
                 "secrets",
                 [self.secret_name()],
-                [Verb::Get, Verb::Update],
+                [Verb::Get, Verb::Update, Verb::Watch],
             )
             .rule("", "secrets", [Verb::Create]);
         let read_patch = [Verb::Get, Verb::Patch];

@@ -33,8 +33,7 @@ impl WebhookMetrics {
     /// use controller_runtime::webhook::WebhookMetrics;
     /// let registry = prometheus::Registry::new();
     /// let metrics = WebhookMetrics::new(&registry).unwrap();
-    /// metrics.start("/convert").finish(200);
-    /// assert_eq!(metrics.requests("/convert", 200), 1);
+    /// assert_eq!(metrics.requests("/convert", 200), 0);
     /// ```
     pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
         let requests = IntCounterVec::new(
@@ -76,7 +75,7 @@ impl WebhookMetrics {
 
     /// Marks a request to `webhook` in flight until the returned guard is
     /// finished (or dropped, counted as a 500).
-    pub fn start(&self, webhook: &str) -> InFlight {
+    pub(crate) fn start(&self, webhook: &str) -> InFlight {
         self.in_flight.with_label_values(&[webhook]).inc();
         InFlight {
             metrics: self.clone(),
@@ -87,7 +86,7 @@ impl WebhookMetrics {
     }
 
     /// A handler panicked.
-    pub fn panicked(&self) {
+    pub(crate) fn panicked(&self) {
         self.panics.inc();
     }
 
@@ -111,7 +110,7 @@ impl WebhookMetrics {
 
 /// One request in flight; see [`WebhookMetrics::start`].
 #[derive(Debug)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     metrics: WebhookMetrics,
     webhook: String,
     started: Instant,
@@ -120,7 +119,7 @@ pub struct InFlight {
 
 impl InFlight {
     /// The request was answered with `code`.
-    pub fn finish(mut self, code: u16) {
+    pub(crate) fn finish(mut self, code: u16) {
         self.record(code);
     }
 

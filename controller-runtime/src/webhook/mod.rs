@@ -44,7 +44,9 @@ mod cabundle;
 mod cert_error;
 mod certdir;
 mod certsecret;
+mod certwatch;
 mod conversion;
+mod declared;
 mod manifests;
 mod metrics;
 mod options;
@@ -59,7 +61,7 @@ pub use cert_error::CertSecretError;
 pub use certdir::{CertDir, CertDirError};
 pub use certsecret::{
     CA_NOT_AFTER_ANNOTATION, CA_ROTATION_ANNOTATION, Clock, DEFAULT_CA_OVERLAP,
-    NOT_AFTER_ANNOTATION, SecretCerts, SystemClock,
+    NOT_AFTER_ANNOTATION, SecretCerts,
 };
 pub use conversion::{Conversion, ConversionError, Convertible, Hub};
 /// The admission operation (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
@@ -68,11 +70,16 @@ pub use manifests::{
     DEFAULT_SERVICE, DEFAULT_TIMEOUT_SECONDS, FailurePolicy, ManifestError, SERVICE_PORT,
     WebhookDeclaration, WebhookManifests,
 };
-pub use metrics::{InFlight, WebhookMetrics};
-pub use options::{CertKeeper, CertSourceError, WebhookOptions};
+pub use metrics::WebhookMetrics;
+pub(crate) use options::CertKeeper;
+pub use options::{CertSourceError, WebhookOptions};
 pub use selfsigned::{CA_VALIDITY, CertError, SelfSigned, service_dns_names};
 pub use server::{
-    CONVERT_PATH, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, ListeningServer, WebhookError,
-    WebhookServer, mutate_path, validate_path,
+    CONVERT_PATH, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, WebhookError, WebhookServer, mutate_path,
+    validate_path,
 };
-pub use tls::{CertResolver, TlsError, TlsListener};
+/// The TLS listener the webhook server accepts on; not part of the API
+/// (the benchmark's TLS echo floor serves on the same stack with it).
+#[doc(hidden)]
+pub use tls::TlsListener;
+pub use tls::{CertResolver, TlsError};

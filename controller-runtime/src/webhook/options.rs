@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube_client::Client;
@@ -15,8 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::cert_error::CertSecretError;
 use super::certdir::{CertDir, CertDirError};
-use super::certsecret::SecretCerts;
-use super::server::DEFAULT_PORT;
+use super::certsecret::{Clock, SecretCerts};
+use super::declared::Declared;
+use super::server::{DEFAULT_PORT, WebhookError};
 use super::tls::CertResolver;
 
 /// Why the certificates could not be prepared.
@@ -37,11 +39,23 @@ enum Source {
         service: String,
         extra_names: Vec<String>,
         validity: Option<Duration>,
+        interval: Option<Duration>,
+        clock: Option<SharedClock>,
         validating: Vec<String>,
         mutating: Vec<String>,
         crds: Vec<String>,
     },
     Dir(PathBuf),
+}
+
+/// A clock shared by the options' clones.
+#[derive(Clone)]
+struct SharedClock(Arc<dyn Clock>);
+
+impl std::fmt::Debug for SharedClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
 }
 
 /// Where a manager's webhook server listens and how it gets certificates.
@@ -60,6 +74,15 @@ pub struct WebhookOptions {
     addr: SocketAddr,
     listener: Option<std::net::TcpListener>,
     source: Source,
+    declared: Vec<Declared>,
+}
+
+/// What [`WebhookOptions::into_parts`] splits into.
+pub(crate) struct Parts {
+    pub(crate) addr: SocketAddr,
+    pub(crate) listener: Option<std::net::TcpListener>,
+    pub(crate) keeper: CertKeeper,
+    pub(crate) declared: Vec<Declared>,
 }
 
 impl WebhookOptions {
@@ -70,11 +93,14 @@ impl WebhookOptions {
         WebhookOptions {
             addr: SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
             listener: None,
+            declared: Vec::new(),
             source: Source::SelfManaged {
                 namespace: namespace.into(),
                 service: service.into(),
                 extra_names: Vec::new(),
                 validity: None,
+                interval: None,
+                clock: None,
                 validating: Vec::new(),
                 mutating: Vec::new(),
                 crds: Vec::new(),
@@ -88,6 +114,7 @@ impl WebhookOptions {
         WebhookOptions {
             addr: SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
             listener: None,
+            declared: Vec::new(),
             source: Source::Dir(dir.into()),
         }
     }
@@ -156,24 +183,62 @@ impl WebhookOptions {
         self
     }
 
-    /// Splits into the socket (if bound already) and the certificate
-    /// keeper feeding `resolver`.
-    pub fn into_parts(
-        self,
-        client: Client,
-        resolver: CertResolver,
-    ) -> (SocketAddr, Option<std::net::TcpListener>, CertKeeper) {
+    /// Records webhooks the manifests declare (the manager checks each
+    /// has a handler before it starts).
+    pub(crate) fn declare(mut self, declared: Declared) -> Self {
+        self.declared.push(declared);
+        self
+    }
+
+    /// Self-managed mode: how often the certificates are checked for
+    /// renewal and CA rotation (hourly by default; see
+    /// [`SecretCerts::check_interval`]). A replica also reloads as soon as
+    /// another one changes the Secret, whatever the interval.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use controller_runtime::webhook::WebhookOptions;
+    /// let options = WebhookOptions::self_managed("system", "demo-webhook-service")
+    ///     .check_interval(Duration::from_secs(600));
+    /// ```
+    pub fn check_interval(mut self, every: Duration) -> Self {
+        if let Some(Source::SelfManaged { interval, .. }) = self.self_managed_mut() {
+            *interval = Some(every);
+        }
+        self
+    }
+
+    /// Self-managed mode: reads the wall clock (certificate validity) from
+    /// `clock` (see [`SecretCerts::clock`]); for tests that move time.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        if let Some(Source::SelfManaged { clock: slot, .. }) = self.self_managed_mut() {
+            *slot = Some(SharedClock(Arc::new(clock)));
+        }
+        self
+    }
+
+    /// Splits into the socket (if bound already), the certificate keeper
+    /// feeding `resolver` and the declared webhooks.
+    pub(crate) fn into_parts(self, client: Client, resolver: CertResolver) -> Parts {
         let keeper = match self.source {
             Source::SelfManaged {
                 namespace,
                 service,
                 extra_names,
                 validity,
+                interval,
+                clock,
                 validating,
                 mutating,
                 crds,
             } => {
                 let mut certs = SecretCerts::new(client, namespace, service, resolver);
+                if let Some(i) = interval {
+                    certs = certs.check_interval(i);
+                }
+                if let Some(SharedClock(c)) = clock {
+                    certs = certs.shared_clock(c);
+                }
                 for n in extra_names {
                     certs = certs.extra_name(n);
                 }
@@ -193,7 +258,12 @@ impl WebhookOptions {
             }
             Source::Dir(dir) => CertKeeper::Dir(CertDir::new(dir, resolver)),
         };
-        (self.addr, self.listener, keeper)
+        Parts {
+            addr: self.addr,
+            listener: self.listener,
+            keeper,
+            declared: self.declared,
+        }
     }
 }
 
@@ -202,7 +272,7 @@ impl WebhookOptions {
 // One per server, made once: the size difference costs nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
-pub enum CertKeeper {
+pub(crate) enum CertKeeper {
     /// Self-managed, in a Secret.
     SelfManaged(SecretCerts),
     /// From a directory.
@@ -211,15 +281,24 @@ pub enum CertKeeper {
 
 impl CertKeeper {
     /// Loads the first pair (and, self-managed, writes the `caBundle`s).
-    pub async fn prepare(&self) -> Result<(), CertSourceError> {
+    pub(crate) async fn prepare(&self) -> Result<(), CertSourceError> {
         match self {
             CertKeeper::SelfManaged(s) => s.ensure().await.map(drop).map_err(Into::into),
             CertKeeper::Dir(d) => d.load().map_err(Into::into),
         }
     }
 
+    /// Renews the serving certificate now (self-managed); a directory's
+    /// pair is renewed by whoever writes it.
+    pub(crate) async fn renew(&self) -> Result<(), WebhookError> {
+        match self {
+            CertKeeper::SelfManaged(s) => s.renew().await.map(drop).map_err(WebhookError::Renew),
+            CertKeeper::Dir(_) => Err(WebhookError::RenewFromDirectory),
+        }
+    }
+
     /// Keeps the pair current until `stop` fires.
-    pub async fn run(self, stop: CancellationToken) {
+    pub(crate) async fn run(self, stop: CancellationToken) {
         match self {
             CertKeeper::SelfManaged(s) => s.run(stop).await,
             CertKeeper::Dir(d) => d.run(stop).await,

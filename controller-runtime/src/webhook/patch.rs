@@ -178,14 +178,24 @@ mod tests {
     fn lists_merge_item_by_item_and_appended_items_are_added() {
         let raw = json!({"items": [{"name": "a", "future": 1}]});
         let before = json!({"items": [{"name": "a"}]});
-        let after = json!({"items": [{"name": "a", "image": "x"}, {"name": "b"}]});
+        // Changed in place.
+        let after = json!({"items": [{"name": "a", "image": "x"}]});
         assert_eq!(
             applied(&raw, &before, &after),
-            json!({"items": [{"name": "a", "future": 1, "image": "x"}, {"name": "b"}]})
+            json!({"items": [{"name": "a", "future": 1, "image": "x"}]})
+        );
+        // Appended.
+        let after = json!({"items": [{"name": "a"}, {"name": "b"}]});
+        assert_eq!(
+            applied(&raw, &before, &after),
+            json!({"items": [{"name": "a", "future": 1}, {"name": "b"}]})
         );
         // Items cut off the end are removed, unknown fields and all.
         let after = json!({"items": []});
         assert_eq!(applied(&raw, &before, &after), json!({"items": []}));
+        // Changed and appended: which item is which cannot be told.
+        let after = json!({"items": [{"name": "a", "image": "x"}, {"name": "b"}]});
+        assert!(patch_for(&raw, &before, &after).is_err());
     }
 
     #[test]

@@ -28,7 +28,9 @@ use tokio_util::sync::CancellationToken;
 use super::admission::{
     AdmissionHandler, Defaulter, DefaultingHandler, ValidatingHandler, Validator,
 };
+use super::cert_error::CertSecretError;
 use super::conversion::{Conversion, ConversionHandler, Hub};
+use super::declared::Declared;
 use super::metrics::WebhookMetrics;
 use super::review::{Routes, route};
 use super::tls::{CertResolver, TlsError, TlsListener};
@@ -60,6 +62,20 @@ pub enum WebhookError {
     /// Two handlers for one path.
     #[error("a webhook is already registered at {0}")]
     Duplicate(String),
+    /// Webhooks the manifests declare have no handler: the API server
+    /// would send their reviews to a path answering 404. One line each,
+    /// naming the path and the handler to register.
+    #[error("{}", .0.join("; "))]
+    MissingHandlers(Vec<String>),
+    /// A forced renewal of the self-managed serving certificate failed.
+    #[error("renewing the webhook certificate: {0}")]
+    Renew(#[source] CertSecretError),
+    /// A forced renewal was asked of certificates read from a directory:
+    /// whoever writes the directory (cert-manager) renews them.
+    #[error(
+        "the webhook certificates come from a directory: renew them there (cert-manager renews its own)"
+    )]
+    RenewFromDirectory,
 }
 
 /// `group` with dots as dashes, as controller-runtime writes it in paths.
@@ -108,7 +124,7 @@ pub use super::review::CONVERT_PATH;
 /// # }
 /// # async fn run(resolver: CertResolver, stop: tokio_util::sync::CancellationToken) -> Result<(), Box<dyn std::error::Error>> {
 /// let server = WebhookServer::new(resolver).validator::<ConfigMap, _>(V)?;
-/// server.listen().await?.serve(stop).await?;
+/// server.serve(stop).await?;
 /// # Ok(()) }
 /// ```
 #[must_use]
@@ -121,6 +137,7 @@ pub struct WebhookServer {
     metrics: Option<WebhookMetrics>,
     ready: Arc<AtomicBool>,
     bound: Option<std::net::TcpListener>,
+    declared: Vec<Declared>,
 }
 
 impl std::fmt::Debug for WebhookServer {
@@ -147,7 +164,42 @@ impl WebhookServer {
             metrics: None,
             ready: Arc::new(AtomicBool::new(false)),
             bound: None,
+            declared: Vec::new(),
         }
+    }
+
+    /// The webhooks the manifests declare, checked by
+    /// [`WebhookServer::undeclared`] (the manager sets them from its
+    /// [`super::WebhookOptions`]).
+    pub(crate) fn declared(mut self, declared: Vec<Declared>) -> Self {
+        self.declared = declared;
+        self
+    }
+
+    /// One line per declared webhook without a handler, naming its path
+    /// and how to register one; empty when every one has a handler.
+    pub(crate) fn missing_handlers(&self) -> Vec<String> {
+        self.declared
+            .iter()
+            .filter_map(|d| match d {
+                Declared::Admission { path, kind, handler } => {
+                    (!self.admission.contains_key(path)).then(|| {
+                        format!(
+                            "{path} (the {handler} of {kind}) is declared but has no handler: register one with `mgr.webhook::<K>().{handler}(..)` before running the manager"
+                        )
+                    })
+                }
+                Declared::Conversion { group, kind, crd } => (!self
+                    .conversions
+                    .iter()
+                    .any(|c| c.group_kind() == (group.clone(), kind.clone())))
+                .then(|| {
+                    format!(
+                        "{CONVERT_PATH} for {group}/{kind} (the conversion of the CRD {crd}) is declared but has no handler: register one with `mgr.webhook_conversion(..)` before running the manager"
+                    )
+                }),
+            })
+            .collect()
     }
 
     /// Serves on `listener`, a socket bound already (by a manager at
@@ -287,8 +339,16 @@ impl WebhookServer {
         })
     }
 
+    /// Binds the port (unless [`WebhookServer::listener`] gave a bound
+    /// socket) and serves until `stop` fires, then finishes the reviews in
+    /// flight and returns. To know the port before serving (port 0), bind
+    /// a socket first and hand it over with [`WebhookServer::listener`].
+    pub async fn serve(self, stop: CancellationToken) -> Result<(), WebhookError> {
+        self.listen().await?.serve(stop).await
+    }
+
     /// Binds the port.
-    pub async fn listen(self) -> Result<ListeningServer, WebhookError> {
+    pub(crate) async fn listen(self) -> Result<ListeningServer, WebhookError> {
         let config = self.resolver.server_config()?;
         let bind_err = |source| WebhookError::Bind {
             addr: self.addr,
@@ -320,7 +380,7 @@ impl WebhookServer {
 }
 
 /// A webhook server bound to its port; [`ListeningServer::serve`] answers.
-pub struct ListeningServer {
+pub(crate) struct ListeningServer {
     listener: TlsListener,
     local: SocketAddr,
     state: Arc<Routes>,
@@ -337,13 +397,13 @@ impl std::fmt::Debug for ListeningServer {
 
 impl ListeningServer {
     /// The address bound.
-    pub fn local_addr(&self) -> SocketAddr {
+    pub(crate) fn local_addr(&self) -> SocketAddr {
         self.local
     }
 
     /// Serves until `stop` fires, then finishes the reviews in flight and
     /// returns.
-    pub async fn serve(self, stop: CancellationToken) -> Result<(), WebhookError> {
+    pub(crate) async fn serve(self, stop: CancellationToken) -> Result<(), WebhookError> {
         let app = Router::new().fallback(route).with_state(self.state);
         let ready = self.ready;
         let result = axum::serve(self.listener, app)

@@ -133,17 +133,8 @@ impl ResolvesServerCert for CertResolver {
 
 /// A listener serving HTTPS: TCP connections are accepted and their
 /// handshakes run on their own tasks; [`axum::serve()`] takes finished ones.
-/// The webhook server serves on it; so can any other router that should
-/// present the same (rotated) certificate.
-///
-/// ```no_run
-/// use controller_runtime::webhook::{CertResolver, TlsListener};
-/// # async fn run(resolver: CertResolver) -> Result<(), Box<dyn std::error::Error>> {
-/// let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-/// let listener = TlsListener::new(tcp, resolver.server_config()?)?;
-/// axum::serve(listener, axum::Router::new()).await?;
-/// # Ok(()) }
-/// ```
+/// The webhook server serves on it, and so does the manager's secure
+/// metrics server (presenting the same, rotated, certificate).
 pub struct TlsListener {
     ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
     local: SocketAddr,

@@ -174,10 +174,10 @@ pub async fn serve_loopback(
     stop: &CancellationToken,
     build: impl FnOnce(WebhookServer) -> WebhookServer,
 ) -> (SocketAddr, JoinHandle<Result<(), WebhookError>>) {
-    let server = build(WebhookServer::new(resolver).bind(SocketAddr::from(([127, 0, 0, 1], 0))));
-    let listening = server.listen().await.unwrap();
-    let addr = listening.local_addr();
-    (addr, tokio::spawn(listening.serve(stop.clone())))
+    let listener = std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = build(WebhookServer::new(resolver).listener(listener));
+    (addr, tokio::spawn(server.serve(stop.clone())))
 }
 
 /// The certificates in `ca_pem`, as roots to trust.

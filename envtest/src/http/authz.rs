@@ -135,6 +135,13 @@ impl Attributes {
             a.subresource = (*sub).to_string();
         }
         let named = !a.name.is_empty();
+        if !named && tail.is_empty() {
+            // As kube-apiserver's request-info resolver: a list or watch
+            // selecting one name by field is authorized against that name.
+            if let Some(name) = selected_name(query) {
+                a.name = name;
+            }
+        }
         a.verb = match (method, named) {
             (&Method::GET | &Method::HEAD, _) if watch => "watch",
             (&Method::GET | &Method::HEAD, true) => "get",
@@ -377,6 +384,23 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<Value> 
     })
 }
 
+/// The name a `fieldSelector=metadata.name=<name>` query selects.
+fn selected_name(query: &str) -> Option<String> {
+    let selector = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("fieldSelector="))?
+        .replace("%3D", "=")
+        .replace("%3d", "=")
+        .replace("%2C", ",")
+        .replace("%2c", ",");
+    selector.split(',').find_map(|term| {
+        let name = term
+            .strip_prefix("metadata.name==")
+            .or_else(|| term.strip_prefix("metadata.name="))?;
+        (!name.is_empty()).then(|| name.to_owned())
+    })
+}
+
 /// Whether one `PolicyRule` (as stored JSON) allows the request.
 pub fn rule_allows(rule: &Value, a: &Attributes) -> bool {
     let verb_ok = strings(rule, "verbs").any(|v| v == "*" || v == a.verb);
@@ -413,6 +437,12 @@ mod tests {
         assert_eq!((a.verb.as_str(), a.namespace.as_str()), ("watch", ""));
         let a = attrs(Method::GET, "/api/v1/watch/namespaces/ns/pods/p", "");
         assert_eq!((a.verb.as_str(), a.name.as_str()), ("watch", "p"));
+        let a = attrs(
+            Method::GET,
+            "/api/v1/namespaces/ns/secrets",
+            "watch=true&fieldSelector=metadata.name%3Dcert",
+        );
+        assert_eq!((a.verb.as_str(), a.name.as_str()), ("watch", "cert"));
         let a = attrs(
             Method::PUT,
             "/apis/example.com/v1/namespaces/ns/foos/f/status",

@@ -279,7 +279,7 @@ fn permissions_match_what_the_certificate_keeper_calls() {
         rules,
         json!([
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
-            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["demo-webhook-service-cert"], "verbs": ["get", "update"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["demo-webhook-service-cert"], "verbs": ["get", "watch", "update"]},
             {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
              "resourceNames": ["demo-webhook-service-mutating"], "verbs": ["get", "patch"]},
             {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
