@@ -224,7 +224,7 @@ async fn typed_reconcile_applies_records_finalizes_and_sees_the_deletion() {
     .await;
     let key = format!("{}/w1", env.namespace());
     wait_until(LONG, "deleted() is called for <namespace>/w1", || async {
-        seen.deleted.lock().iter().any(|k| *k == key)
+        seen.deleted.lock().contains(&key)
     })
     .await;
 

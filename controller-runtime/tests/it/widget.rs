@@ -108,13 +108,6 @@ pub fn widget_crd() -> CustomResourceDefinition {
     .unwrap()
 }
 
-pub async fn install_widget_crd(client: &Client) {
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &widget_crd())
-        .await
-        .unwrap();
-}
-
 /// Widgets in the client's default namespace: `default` on envtest's own
 /// server, the test's namespace on an existing cluster.
 pub fn widgets(client: &Client) -> Api<Widget> {
