@@ -75,6 +75,10 @@ fn refused(status: Option<u16>) -> bool {
     status.is_none_or(|c| (400..500).contains(&c))
 }
 
+/// A hostile request: its name, its raw bytes, and the status it must get
+/// (`None`: the connection was closed without an answer).
+type Case = (&'static str, Vec<u8>, fn(Option<u16>) -> bool);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_a_4xx_and_a_good_probe_is_answered_after_each() {
     let (_env, mgr) = health_manager().await;
@@ -89,7 +93,7 @@ async fn bad_requests_get_a_4xx_and_a_good_probe_is_answered_after_each() {
         "a".repeat(1 << 20)
     );
     let many_headers: String = (0..10_000).map(|i| format!("X-H{i}: v\r\n")).collect();
-    let cases: [(&str, Vec<u8>, fn(Option<u16>) -> bool); 9] = [
+    let cases: [Case; 9] = [
         (
             "unknown path",
             b"GET /nope HTTP/1.1\r\nHost: t\r\n\r\n".to_vec(),

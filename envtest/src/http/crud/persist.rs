@@ -182,8 +182,7 @@ pub(super) fn watch_owners(
     check_owners_later(srv, info.storage_key(), key, uid.to_string());
 }
 
-/// POST a new object.
-
+/// The object's finalizers.
 fn finalizers(v: &Value) -> BTreeSet<String> {
     v["metadata"]["finalizers"]
         .as_array()
