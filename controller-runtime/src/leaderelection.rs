@@ -43,6 +43,7 @@
 
 mod config;
 mod lock;
+mod timing;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,12 +55,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub use config::{
-    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElectionConfig,
-    default_identity,
-};
+pub use config::{LeaderElectionConfig, default_identity};
 pub use lock::{ApiLeaseLock, LeaseLock};
 use lock::{Decision, Observed};
+pub(crate) use timing::RenewClock;
+pub use timing::{
+    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaseTiming, TimingError,
+};
 
 /// Errors of leader election.
 #[derive(Debug, thiserror::Error)]
@@ -271,11 +273,11 @@ impl LeaderElector {
     /// Tries until it holds the lease; returns when the winning attempt
     /// started, or `None` when cancelled.
     async fn acquire(&self, cancel: &CancellationToken) -> Option<Instant> {
-        let retry = self.inner.config.retry_period;
+        let retry = self.inner.config.timing.retry_period;
         loop {
             let started = Instant::now();
             // A hung request must not hold up the next attempt for long.
-            let limit = self.inner.config.renew_deadline;
+            let limit = self.inner.config.timing.renew_deadline;
             let attempt = tokio::select! {
                 _ = cancel.cancelled() => return None,
                 r = tokio::time::timeout(limit, self.try_acquire_or_renew()) => r,
@@ -300,15 +302,15 @@ impl LeaderElector {
     async fn renew_loop(
         &self,
         cancel: &CancellationToken,
-        mut last_renew: Instant,
+        last_renew: Instant,
     ) -> Result<(), LeaderElectionError> {
-        let cfg = &self.inner.config;
-        let mut next_attempt = last_renew + cfg.retry_period;
+        let timing = self.inner.config.timing;
+        let mut clock = RenewClock::new(timing, last_renew);
         loop {
-            let deadline = last_renew + cfg.renew_deadline;
+            let deadline = clock.deadline();
             tokio::select! {
                 _ = cancel.cancelled() => return Ok(()),
-                _ = tokio::time::sleep_until(next_attempt.min(deadline)) => {}
+                _ = tokio::time::sleep_until(clock.wake_at()) => {}
             }
             let started = Instant::now();
             let attempt = tokio::select! {
@@ -317,8 +319,7 @@ impl LeaderElector {
             };
             match attempt {
                 Ok(Ok(Attempt::Held)) => {
-                    last_renew = started;
-                    next_attempt = started + cfg.retry_period;
+                    clock.renewed(started);
                     continue;
                 }
                 Ok(Ok(Attempt::Raced)) => {
@@ -335,13 +336,9 @@ impl LeaderElector {
                 }
                 Err(_elapsed) => {}
             }
-            if Instant::now() >= deadline {
-                return Err(self.lost(format!(
-                    "no successful renewal within the renew deadline ({:?})",
-                    cfg.renew_deadline
-                )));
-            }
-            next_attempt = started + cfg.retry_period;
+            clock
+                .failed(started, timing.retry_period)
+                .map_err(|reason| self.lost(reason))?;
         }
     }
 
@@ -403,7 +400,7 @@ impl LeaderElector {
     async fn try_acquire_or_renew(&self) -> Result<Attempt, LeaderElectionError> {
         let cfg = &self.inner.config;
         let lock = &self.inner.lock;
-        let duration_secs = cfg.lease_duration_seconds();
+        let duration_secs = cfg.timing.lease_duration_seconds();
         let read = lock.get().await?;
         let now = Instant::now();
         let Some(current) = read else {
@@ -420,7 +417,7 @@ impl LeaderElector {
         };
         let observed = self.observe(current, now);
         if let Decision::Wait { .. } =
-            lock::decide(&observed, &cfg.identity, now, cfg.lease_duration)
+            lock::decide(&observed, &cfg.identity, now, cfg.timing.lease_duration)
         {
             return Ok(Attempt::HeldByOther);
         }

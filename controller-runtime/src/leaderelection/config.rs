@@ -3,14 +3,7 @@
 use std::time::Duration;
 
 use super::LeaderElectionError;
-
-/// Default time a non-leader waits, from when it last saw the lease change,
-/// before taking it over.
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
-/// Default time a leader keeps trying to renew before it stops leading.
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
-/// Default wait between two attempts to acquire or renew.
-pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
+use super::timing::LeaseTiming;
 
 /// An identity unique to this process: the `HOSTNAME` (the pod name in a
 /// cluster) followed by a random suffix, so two processes on one host differ.
@@ -35,7 +28,7 @@ pub fn default_identity() -> String {
 /// use std::time::Duration;
 /// use controller_runtime::leaderelection::LeaderElectionConfig;
 /// let cfg = LeaderElectionConfig::new("kube-system", "my-operator", "pod-a");
-/// assert_eq!(cfg.lease_duration, Duration::from_secs(15));
+/// assert_eq!(cfg.timing.lease_duration, Duration::from_secs(15));
 /// assert!(cfg.validate().is_ok());
 /// let bad = cfg.clone().renew_deadline(Duration::from_secs(20));
 /// assert!(bad.validate().is_err());
@@ -49,13 +42,9 @@ pub struct LeaderElectionConfig {
     pub lease_name: String,
     /// This candidate's identity, unique among the candidates (a pod name).
     pub identity: String,
-    /// How long a lease lasts without renewal, judged by each candidate's
-    /// local clock from when it last saw the lease change.
-    pub lease_duration: Duration,
-    /// How long the leader keeps retrying a renewal before it stops leading.
-    pub renew_deadline: Duration,
-    /// Wait between attempts to acquire or renew.
-    pub retry_period: Duration,
+    /// Lease duration, renew deadline (how long the leader keeps retrying
+    /// a renewal before it stops leading) and retry period.
+    pub timing: LeaseTiming,
     /// Whether to release the lease (empty holder) when stopped, so that a
     /// successor takes over at once.
     pub release_on_cancel: bool,
@@ -73,28 +62,32 @@ impl LeaderElectionConfig {
             lease_namespace: lease_namespace.into(),
             lease_name: lease_name.into(),
             identity: identity.into(),
-            lease_duration: DEFAULT_LEASE_DURATION,
-            renew_deadline: DEFAULT_RENEW_DEADLINE,
-            retry_period: DEFAULT_RETRY_PERIOD,
+            timing: LeaseTiming::default(),
             release_on_cancel: true,
         }
     }
 
     /// Sets the lease duration.
     pub fn lease_duration(mut self, d: Duration) -> Self {
-        self.lease_duration = d;
+        self.timing = self.timing.lease_duration(d);
         self
     }
 
     /// Sets the renew deadline.
     pub fn renew_deadline(mut self, d: Duration) -> Self {
-        self.renew_deadline = d;
+        self.timing = self.timing.renew_deadline(d);
         self
     }
 
     /// Sets the retry period.
     pub fn retry_period(mut self, d: Duration) -> Self {
-        self.retry_period = d;
+        self.timing = self.timing.retry_period(d);
+        self
+    }
+
+    /// Sets the lease duration, renew deadline and retry period at once.
+    pub fn timing(mut self, timing: LeaseTiming) -> Self {
+        self.timing = timing;
         self
     }
 
@@ -114,32 +107,6 @@ impl LeaderElectionConfig {
         if self.lease_name.is_empty() || self.lease_namespace.is_empty() {
             return invalid("lease name and namespace must not be empty".into());
         }
-        if self.retry_period.is_zero() {
-            return invalid("retry period must be positive".into());
-        }
-        if self.lease_duration <= self.renew_deadline {
-            return invalid(format!(
-                "lease duration ({:?}) must be greater than renew deadline ({:?})",
-                self.lease_duration, self.renew_deadline
-            ));
-        }
-        if self.renew_deadline.as_secs_f64() <= 1.2 * self.retry_period.as_secs_f64() {
-            return invalid(format!(
-                "renew deadline ({:?}) must be greater than 1.2 x retry period ({:?})",
-                self.renew_deadline, self.retry_period
-            ));
-        }
-        Ok(())
-    }
-
-    /// The lease duration as written to `spec.leaseDurationSeconds`: whole
-    /// seconds, rounded up, at least 1.
-    pub(crate) fn lease_duration_seconds(&self) -> i32 {
-        let secs = self.lease_duration.as_secs_f64().ceil();
-        if secs >= f64::from(i32::MAX) {
-            i32::MAX
-        } else {
-            (secs as i32).max(1)
-        }
+        self.timing.validate().or_else(|e| invalid(e.to_string()))
     }
 }

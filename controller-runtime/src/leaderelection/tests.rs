@@ -196,7 +196,11 @@ fn spec(store: &Store) -> LeaseSpec {
 fn config_defaults_and_validation_rules() {
     let cfg = LeaderElectionConfig::new("ns", "l", "me");
     assert_eq!(
-        (cfg.lease_duration, cfg.renew_deadline, cfg.retry_period),
+        (
+            cfg.timing.lease_duration,
+            cfg.timing.renew_deadline,
+            cfg.timing.retry_period
+        ),
         (
             Duration::from_secs(15),
             Duration::from_secs(10),
@@ -249,16 +253,18 @@ fn lease_duration_seconds_rounds_up() {
     assert_eq!(
         cfg.clone()
             .lease_duration(Duration::from_millis(1500))
+            .timing
             .lease_duration_seconds(),
         2
     );
     assert_eq!(
         cfg.clone()
             .lease_duration(Duration::from_millis(10))
+            .timing
             .lease_duration_seconds(),
         1
     );
-    assert_eq!(cfg.lease_duration_seconds(), 15);
+    assert_eq!(cfg.timing.lease_duration_seconds(), 15);
 }
 
 fn lease_held_by(holder: &str, transitions: i32) -> Lease {

@@ -1,17 +1,15 @@
 //! Sharding settings: which ring a replica joins, under which identity, and
 //! how fast its shard Lease is renewed and judged expired.
 //!
-//! The timing rules are leader election's (lease > renew deadline > 1.2 x
-//! retry period) and are checked by the same code
-//! ([`LeaderElectionConfig::validate`]): a replica that cannot renew its
+//! The timing is leader election's [`LeaseTiming`], with its rules (lease >
+//! renew deadline > 1.2 x retry period, checked by
+//! [`LeaseTiming::validate`]): a replica that cannot renew its
 //! shard Lease within the renew deadline stops reconciling before any other
 //! replica can judge the Lease expired.
 
 use std::time::Duration;
 
-use crate::leaderelection::{
-    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElectionConfig,
-};
+use crate::leaderelection::{LeaderElectionConfig, LeaseTiming};
 
 use informer_core::factory::InformerOptions;
 
@@ -123,14 +121,11 @@ pub struct ShardingConfig {
     pub ring: String,
     /// This replica's identity: the name of its shard Lease.
     pub identity: String,
-    /// How long a shard Lease lasts without renewal, judged by each
-    /// replica's clock from when it saw the Lease change.
-    pub lease_duration: Duration,
-    /// How long a replica keeps retrying a renewal before it stops
-    /// reconciling and leaves.
-    pub renew_deadline: Duration,
-    /// Wait between two renewals.
-    pub retry_period: Duration,
+    /// How long a shard Lease lasts without renewal (judged by each
+    /// replica's clock from when it saw the Lease change), how long a
+    /// replica keeps retrying a renewal before it stops reconciling and
+    /// leaves, and the wait between two renewals.
+    pub timing: LeaseTiming,
     /// Points per member on the ring.
     pub virtual_nodes: u32,
     /// Filter or label mode.
@@ -145,9 +140,7 @@ impl ShardingConfig {
             namespace: namespace.into(),
             ring: ring.into(),
             identity: default_shard_identity(),
-            lease_duration: DEFAULT_LEASE_DURATION,
-            renew_deadline: DEFAULT_RENEW_DEADLINE,
-            retry_period: DEFAULT_RETRY_PERIOD,
+            timing: LeaseTiming::default(),
             virtual_nodes: Ring::DEFAULT_VIRTUAL_NODES,
             mode: ShardMode::Filter,
         }
@@ -192,19 +185,25 @@ impl ShardingConfig {
 
     /// Sets the lease duration.
     pub fn lease_duration(mut self, d: Duration) -> Self {
-        self.lease_duration = d;
+        self.timing = self.timing.lease_duration(d);
         self
     }
 
     /// Sets the renew deadline.
     pub fn renew_deadline(mut self, d: Duration) -> Self {
-        self.renew_deadline = d;
+        self.timing = self.timing.renew_deadline(d);
         self
     }
 
     /// Sets the retry period.
     pub fn retry_period(mut self, d: Duration) -> Self {
-        self.retry_period = d;
+        self.timing = self.timing.retry_period(d);
+        self
+    }
+
+    /// Sets the lease duration, renew deadline and retry period at once.
+    pub fn timing(mut self, timing: LeaseTiming) -> Self {
+        self.timing = timing;
         self
     }
 
@@ -233,15 +232,7 @@ impl ShardingConfig {
     /// identity).
     pub fn sharder_election(&self) -> LeaderElectionConfig {
         LeaderElectionConfig::new(&self.namespace, self.sharder_lease_name(), &self.identity)
-            .lease_duration(self.lease_duration)
-            .renew_deadline(self.renew_deadline)
-            .retry_period(self.retry_period)
-    }
-
-    /// The lease duration as written to `spec.leaseDurationSeconds`: whole
-    /// seconds, rounded up, at least 1 (leader election's rounding).
-    pub(crate) fn lease_duration_seconds(&self) -> i32 {
-        self.sharder_election().lease_duration_seconds()
+            .timing(self.timing)
     }
 
     /// Checks the timing rules, and that names are valid Lease names.
@@ -280,7 +271,7 @@ impl ShardingConfig {
                 ),
             });
         }
-        if self.lease_duration < Duration::from_secs(1) {
+        if self.timing.lease_duration < Duration::from_secs(1) {
             return Err(ConfigError::Invalid {
                 reason: "lease duration must be at least 1 s (Leases count whole seconds)".into(),
             });
@@ -321,6 +312,7 @@ mod tests {
         );
         assert_eq!(
             cfg.lease_duration(Duration::from_millis(1500))
+                .timing
                 .lease_duration_seconds(),
             2
         );

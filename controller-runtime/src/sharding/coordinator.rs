@@ -41,7 +41,7 @@ pub(super) fn elect(
     stop: CancellationToken,
 ) -> (JoinHandle<()>, watch::Receiver<bool>) {
     let config = m.config.sharder_election();
-    let retry = config.retry_period;
+    let retry = config.timing.retry_period;
     let elector = match LeaderElector::new(m.client.clone(), config) {
         Ok(e) => e,
         Err(error) => {
@@ -78,7 +78,7 @@ pub(super) async fn run(
     mut changes: watch::Receiver<u64>,
     mut leading: watch::Receiver<bool>,
 ) {
-    let period = m.config.retry_period / 2;
+    let period = m.config.timing.retry_period / 2;
     loop {
         let is_leading = *leading.borrow_and_update();
         m.set_sharder(is_leading);
@@ -120,7 +120,7 @@ async fn tick(m: &Replica, informer: &SharedIndexInformer<Lease>) {
         let obs = m.observations.lock();
         shards
             .keys()
-            .filter(|n| obs.is_live(n, now, cfg.lease_duration))
+            .filter(|n| obs.is_live(n, now, cfg.timing.lease_duration))
             .cloned()
             .collect()
     };
@@ -131,7 +131,7 @@ async fn tick(m: &Replica, informer: &SharedIndexInformer<Lease>) {
                 let mut obs = m.observations.lock();
                 let at = Instant::now();
                 obs.observe(&lease, at);
-                if obs.is_live(member, at, cfg.lease_duration) {
+                if obs.is_live(member, at, cfg.timing.lease_duration) {
                     live.insert(member.clone());
                 }
             }
@@ -154,8 +154,8 @@ async fn tick(m: &Replica, informer: &SharedIndexInformer<Lease>) {
         let expired_long = m
             .observations
             .lock()
-            .expired_for(name, now, cfg.lease_duration)
-            .is_some_and(|d| d >= cfg.lease_duration);
+            .expired_for(name, now, cfg.timing.lease_duration)
+            .is_some_and(|d| d >= cfg.timing.lease_duration);
         if !expired_long {
             continue;
         }

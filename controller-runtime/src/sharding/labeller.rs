@@ -395,7 +395,7 @@ impl Labeller {
                 r = sharder.changed() => if r.is_err() || !*sharder.borrow_and_update() { break },
                 _ = changes.changed() => {}
                 _ = ring.changed() => {}
-                () = tokio::time::sleep(cfg.retry_period) => {}
+                () = tokio::time::sleep(cfg.timing.retry_period) => {}
             }
         }
         factory.shutdown().await;

@@ -42,6 +42,7 @@ use super::config::{ConfigError, ShardingConfig};
 use super::coordinator;
 use super::replica::Replica;
 use super::view::{ACK_ANNOTATION, RING_LABEL, ROLE_LABEL, ROLE_SHARD, RingView, ring_state};
+use crate::leaderelection::RenewClock;
 
 /// Errors of shard membership.
 #[derive(Debug, thiserror::Error)]
@@ -227,7 +228,7 @@ impl Membership {
         self.inner.observations.lock().expired_for(
             member,
             Instant::now(),
-            self.inner.config.lease_duration,
+            self.inner.config.timing.lease_duration,
         )
     }
 
@@ -237,7 +238,7 @@ impl Membership {
         self.inner
             .observations
             .lock()
-            .expired_at(member, self.inner.config.lease_duration)
+            .expired_at(member, self.inner.config.timing.lease_duration)
     }
 
     /// Claims the one label-mode controller of this membership; `false`
@@ -319,7 +320,7 @@ impl Membership {
             return result;
         }
         self.leave().await;
-        let limit = cfg.renew_deadline;
+        let limit = cfg.timing.renew_deadline;
         if tokio::time::timeout(limit, factory.shutdown())
             .await
             .is_err()
@@ -375,7 +376,7 @@ impl Membership {
             ..Default::default()
         });
         spec.holder_identity = Some(cfg.identity.clone());
-        spec.lease_duration_seconds = Some(cfg.lease_duration_seconds());
+        spec.lease_duration_seconds = Some(cfg.timing.lease_duration_seconds());
         spec.renew_time = Some(now);
         lease.spec = Some(spec);
         lease
@@ -447,18 +448,18 @@ impl Membership {
             }
             tokio::select! {
                 () = stop.cancelled() => return Ok(()),
-                () = tokio::time::sleep(cfg.retry_period) => {}
+                () = tokio::time::sleep(cfg.timing.retry_period) => {}
             }
         }
         self.inner.renewals.fetch_add(1, Ordering::Relaxed);
-        let mut last_renew = Instant::now();
+        let timing = cfg.timing;
+        let mut clock = RenewClock::new(timing, Instant::now());
         let mut published = self.acknowledged();
-        let mut next = last_renew + cfg.retry_period;
         loop {
-            let deadline = last_renew + cfg.renew_deadline;
+            let deadline = clock.deadline();
             if self.acknowledged() == published {
                 tokio::select! {
-                    () = tokio::time::sleep_until(next.min(deadline)) => {}
+                    () = tokio::time::sleep_until(clock.wake_at()) => {}
                     () = self.inner.ack_changed.notified() => {}
                 }
             }
@@ -467,24 +468,20 @@ impl Membership {
             match tokio::time::timeout_at(deadline, self.write_lease(&mut current)).await {
                 Ok(Ok(())) => {
                     self.inner.renewals.fetch_add(1, Ordering::Relaxed);
-                    last_renew = started;
-                    next = started + cfg.retry_period;
+                    clock.renewed(started);
                     continue;
                 }
                 Ok(Err(error)) => tracing::warn!(%error, "renewing the shard lease"),
                 Err(_) => {}
             }
-            if Instant::now() >= deadline {
+            // A failed write is retried sooner than a renewal is due.
+            if let Err(reason) = clock.failed(started, timing.retry_period / 4) {
                 self.inner.fence.cancel();
                 return Err(MembershipError::LostLease {
                     identity: cfg.identity.clone(),
-                    reason: format!(
-                        "no successful renewal within the renew deadline ({:?})",
-                        cfg.renew_deadline
-                    ),
+                    reason,
                 });
             }
-            next = (started + cfg.retry_period / 4).min(deadline);
         }
     }
 
