@@ -97,20 +97,10 @@ struct Inner {
     departed: Mutex<Option<Departed>>,
 }
 
-/// The admission gate of one sharded controller; cheap to clone.
-///
-/// ```no_run
-/// use controller_runtime::Request;
-/// use controller_runtime::sharding::assignment::{Admission, ShardGate};
-/// # async fn demo(membership: controller_runtime::sharding::membership::Membership) {
-/// let gate = ShardGate::new(&membership);
-/// tokio::spawn({ let gate = gate.clone(); async move { gate.follow(membership.subscribe()).await } });
-/// match gate.begin(&Request::new(Some("default"), "web")) {
-///     Admission::Reconcile(_in_flight) => { /* reconcile, then drop the guard */ }
-///     Admission::NotMine | Admission::Wait | Admission::Fenced => {}
-/// }
-/// # }
-/// ```
+/// The admission gate of one sharded controller; cheap to clone. A sharded
+/// controller asks it before each reconcile (`begin`): `Reconcile` with a
+/// guard to hold while reconciling, or `NotMine`, `Wait` or `Fenced`. Not
+/// public: `.sharded(&membership)` on the controller builder installs it.
 #[derive(Clone)]
 pub struct ShardGate {
     inner: Arc<Inner>,

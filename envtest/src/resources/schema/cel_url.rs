@@ -464,7 +464,16 @@ pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::schema::cel_library::ENV;
+
+    /// The standard library with this extension (and the strings one), not
+    /// `cel_library::ENV`: the library imports this module, so its tests
+    /// must not import the library back.
+    static ENV: std::sync::LazyLock<std::sync::Arc<cel::Env>> = std::sync::LazyLock::new(|| {
+        let mut env = cel::Env::stdlib();
+        env.add_extension(cel::extensions::strings).unwrap();
+        env.add_extension(extension).unwrap();
+        std::sync::Arc::new(env)
+    });
 
     fn eval(src: &str) -> Result<Value, ExecutionError> {
         let ctx = cel::Context::with_env(ENV.clone());
