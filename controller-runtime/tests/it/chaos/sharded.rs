@@ -52,7 +52,8 @@
 //! counts per shard equal those shares (it forgot the deleted objects;
 //! checked when a live replica holds the sharder Lease at that moment).
 //!
-//! `CHAOS_SEEDS` and `CHAOS_SEED` pick the seeds as for the main suite;
+//! `CHAOS_SEEDS` and `CHAOS_SEED` pick the seeds as for the main suite
+//! (`CHAOS_SHARDED_SEEDS`, if set, counts this suite's seeds instead);
 //! `CHAOS_SHARDED_PARALLEL` (default 4) how many run at once. A run mostly
 //! waits for Leases to expire, but each runs several replicas on 1 s
 //! Leases: at 12 at once on 2 cores, 2 of 24 seeds failed on a quiet
@@ -231,7 +232,10 @@ struct Outcome {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sharded_fault_suite() {
     let first = env_u64("CHAOS_SEED", 1);
-    let count = env_u64("CHAOS_SEEDS", 24);
+    let count = std::env::var("CHAOS_SHARDED_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| env_u64("CHAOS_SEEDS", 24));
     let parallel = usize::try_from(env_u64("CHAOS_SHARDED_PARALLEL", 4).max(1)).unwrap_or(4);
     let started = Instant::now();
     let results: Vec<(Schedule, Result<Outcome, String>)> =
