@@ -29,7 +29,7 @@
 //! only what that selector and the cache's namespaces select. Owned kinds
 //! are declared on the [`ShardedBuilder`], after `.sharded(..)`, so that the
 //! sharder labels them too; one declared on the controller builder before
-//! is refused ([`ShardedError::OwnedBeforeSharded`]). Kinds the controller
+//! is refused (`BuilderError::OwnedBeforeSharded` inside [`ManagerError::Controller`]). Kinds the controller
 //! only watches are not labelled and stay cached whole. One label-mode
 //! controller per ring.
 //!
@@ -60,44 +60,6 @@ use crate::object::{Object, ScopeInfo};
 use crate::reconcile::{CallInfo, IntoReconciler, Reconciler};
 use crate::request::Request;
 use crate::workqueue::{AddOptions, Priority};
-
-/// Errors of building a sharded controller (inside
-/// [`ManagerError::Controller`]).
-#[derive(Debug, thiserror::Error)]
-pub enum ShardedError {
-    /// A second label-mode controller on one ring: the ring's labels name
-    /// one controller's shards.
-    #[error("ring {ring:?} already has a label-mode controller; use one ring per controller")]
-    SecondLabelController {
-        /// The ring.
-        ring: String,
-    },
-    /// Label mode: kinds declared owned on the controller builder before
-    /// `.sharded(..)`; the sharder would never label them, and no shard
-    /// would cache them.
-    #[error(
-        "label mode: declare owned kinds after `.sharded(..)` so that the sharder labels them \
-         (`.sharded(&membership).owns::<C>()`); declared before: {}",
-        kinds.join(", ")
-    )]
-    OwnedBeforeSharded {
-        /// The kinds declared owned before `.sharded(..)`.
-        kinds: Vec<String>,
-    },
-}
-
-impl From<ShardedError> for ManagerError {
-    fn from(error: ShardedError) -> Self {
-        match error {
-            ShardedError::SecondLabelController { ring } => {
-                ManagerError::Controller(BuilderError::SecondLabelController { ring })
-            }
-            ShardedError::OwnedBeforeSharded { kinds } => {
-                ManagerError::Controller(BuilderError::OwnedBeforeSharded { kinds })
-            }
-        }
-    }
-}
 
 /// A membership that cannot be made (its settings break a rule) is a setup
 /// error of the sharded controller.
@@ -355,16 +317,16 @@ impl<K: Object> ShardedBuilder<K> {
             ShardMode::Filter => complete_filter(&mgr, self.builder, &self.membership, reconciler),
             ShardMode::Label => {
                 if !self.owned_before.is_empty() {
-                    return Err(ShardedError::OwnedBeforeSharded {
+                    return Err(ManagerError::Controller(BuilderError::OwnedBeforeSharded {
                         kinds: self.owned_before,
-                    }
-                    .into());
+                    }));
                 }
                 if !self.membership.claim_label_controller() {
-                    return Err(ShardedError::SecondLabelController {
-                        ring: self.membership.config().ring.clone(),
-                    }
-                    .into());
+                    return Err(ManagerError::Controller(
+                        BuilderError::SecondLabelController {
+                            ring: self.membership.config().ring.clone(),
+                        },
+                    ));
                 }
                 let gate = Arc::new(wiring::label_gate::<K>(&mgr, &self.membership));
                 wiring::feed_label_gate::<K>(&mgr, &gate);
