@@ -1,3 +1,5 @@
+//! `#[api_types]` over a module whose paths reach nested, boxed, newtype and outside types.
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -25,15 +27,27 @@ mod v1alpha1 {
         namespaced,
         status = "FooStatus",
         printcolumn(name = "Image", json_path = ".spec.template.image", type = "string"),
-        printcolumn(name = "Policy", json_path = ".spec.template.pullPolicy", type = "string"),
-        printcolumn(name = "Registry", json_path = ".spec.template.registryRef.host", type = "string"),
+        printcolumn(
+            name = "Policy",
+            json_path = ".spec.template.pullPolicy",
+            type = "string"
+        ),
+        printcolumn(
+            name = "Registry",
+            json_path = ".spec.template.registryRef.host",
+            type = "string"
+        ),
         printcolumn(name = "Wrapped", json_path = ".spec.wrapped.image", type = "string"),
         printcolumn(name = "Surge", json_path = ".spec.maxSurge", type = "string"),
         printcolumn(name = "App", json_path = ".spec.labels.app", type = "string"),
         printcolumn(name = "Note", json_path = ".spec.shared.note", type = "string"),
         printcolumn(name = "Ready", json_path = ".status.readyReplicas", type = "integer"),
         printcolumn(name = "Phase", json_path = ".status.rollout.phase", type = "string"),
-        scale(spec = ".spec.replicas", status = ".status.readyReplicas", selector = ".status.rollout.selector"),
+        scale(
+            spec = ".spec.replicas",
+            status = ".status.readyReplicas",
+            selector = ".status.rollout.selector"
+        ),
         selectable = ".spec.template.image"
     )]
     #[index(name = "by-port-name", path = ".spec.ports.name")]
@@ -85,9 +99,16 @@ mod v1alpha1 {
     }
 }
 
-fn main() {
+#[test]
+fn compiles_and_holds() {
     // The run-time check against the finished schema agrees.
     let crd = v1alpha1::Foo::crd().unwrap();
-    assert_eq!(crd.spec.versions[0].additional_printer_columns.as_ref().map(Vec::len), Some(9));
+    assert_eq!(
+        crd.spec.versions[0]
+            .additional_printer_columns
+            .as_ref()
+            .map(Vec::len),
+        Some(9)
+    );
     assert_eq!(v1alpha1::Foo::indexers().len(), 1);
 }

@@ -1,3 +1,5 @@
+//! A cluster-scoped kind with no status: the least a `CustomResource` needs.
+
 use controller_runtime::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -9,7 +11,8 @@ pub struct GadgetSpec {
     size: u32,
 }
 
-fn main() {
+#[test]
+fn compiles_and_holds() {
     let g = Gadget::new("g", GadgetSpec { size: 1 });
     assert!(g.status.is_none());
     let crd = Gadget::crd().unwrap();

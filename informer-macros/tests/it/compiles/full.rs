@@ -1,3 +1,5 @@
+//! Every container and field option of `CustomResource` at once.
+
 use controller_runtime::CustomResource;
 use controller_runtime::crd::merge_versions;
 use schemars::JsonSchema;
@@ -16,8 +18,19 @@ use serde::{Deserialize, Serialize};
     shortname = "fo",
     shortname = "fos",
     category = "all",
-    printcolumn(name = "Replicas", json_path = ".spec.replicas", type = "integer", format = "int32", description = "desired", priority = 0),
-    scale(spec = ".spec.replicas", status = ".status.availableReplicas", selector = ".status.selector"),
+    printcolumn(
+        name = "Replicas",
+        json_path = ".spec.replicas",
+        type = "integer",
+        format = "int32",
+        description = "desired",
+        priority = 0
+    ),
+    scale(
+        spec = ".spec.replicas",
+        status = ".status.availableReplicas",
+        selector = ".status.selector"
+    ),
     selectable = ".spec.deploymentName",
     annotation(key = "a", value = "b"),
     label(key = "c", value = "d"),
@@ -31,7 +44,12 @@ use serde::{Deserialize, Serialize};
 #[index(name = "by-deployment", path = ".spec.deploymentName")]
 #[serde(rename_all = "camelCase")]
 pub struct FooSpec {
-    #[resource(min_length = 1, max_length = 253, pattern = "^[a-z]", format = "hostname")]
+    #[resource(
+        min_length = 1,
+        max_length = 253,
+        pattern = "^[a-z]",
+        format = "hostname"
+    )]
     deployment_name: String,
     #[resource(minimum = -1, maximum = 100, exclusive_maximum, multiple_of = 1, default = "1", nullable)]
     replicas: Option<i32>,
@@ -55,13 +73,20 @@ mod v1 {
 
     /// The same kind, a later version.
     #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
-    #[resource(group = "samplecontroller.k8s.io", version = "v1", kind = "Foo", namespaced, storage = false)]
+    #[resource(
+        group = "samplecontroller.k8s.io",
+        version = "v1",
+        kind = "Foo",
+        namespaced,
+        storage = false
+    )]
     pub struct FooSpec {
         deployment_name: String,
     }
 }
 
-fn main() {
+#[test]
+fn compiles_and_holds() {
     let crd = Foo::crd().unwrap();
     assert_eq!(crd.spec.names.short_names.as_ref().map(Vec::len), Some(2));
     let merged = merge_versions(vec![Foo::crd().unwrap(), v1::Foo::crd().unwrap()]).unwrap();

@@ -1,4 +1,5 @@
 //! Every `#[controller]` option at once, with `#[rbac]` rules.
+
 use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
 use controller_runtime::k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use controller_runtime::prelude::*;
@@ -28,13 +29,21 @@ impl Web {
 
 impl ObjectReconciler<ConfigMap> for Web {
     type Error = controller_runtime::kube_client::Error;
-    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
         Ok(Action::done())
     }
 }
 
 impl Cleanup<ConfigMap> for Web {
-    async fn cleanup(&self, _cm: Arc<ConfigMap>, _ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+    async fn cleanup(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
         Ok(Action::done())
     }
 }
@@ -46,7 +55,11 @@ struct MountedCerts;
 
 impl ObjectReconciler<ConfigMap> for MountedCerts {
     type Error = controller_runtime::kube_client::Error;
-    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
         Ok(Action::done())
     }
 }
@@ -59,7 +72,11 @@ struct PlainWatcher;
 
 impl ObjectReconciler<ConfigMap> for PlainWatcher {
     type Error = controller_runtime::kube_client::Error;
-    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
         Ok(Action::done())
     }
 }
@@ -71,7 +88,8 @@ fn wire(mgr: &Manager) -> Result<(), ManagerError> {
     Ok(())
 }
 
-fn main() {
+#[test]
+fn compiles_and_holds() {
     assert_eq!(Web::CONTROLLER_NAME, "web-controller");
     assert_eq!(Web::FINALIZER, Some("example.com/cleanup"));
     assert_eq!(PlainWatcher::CONTROLLER_NAME, "plain-watcher");
@@ -80,13 +98,23 @@ fn main() {
     assert!(perms.allows("coordination.k8s.io", "leases", "update"));
     assert!(perms.allows("", "pods/log", "get"));
     assert!(!PlainWatcher::permissions().allows("coordination.k8s.io", "leases", "update"));
-    assert_eq!(Web::rbac_role("ns").metadata.namespace.as_deref(), Some("ns"));
+    assert_eq!(
+        Web::rbac_role("ns").metadata.namespace.as_deref(),
+        Some("ns")
+    );
     // The webhooks' certificates are in the role; the manifests name the same objects.
-    assert!(perms.allows("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"));
+    assert!(perms.allows(
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        "patch"
+    ));
     assert!(!PlainWatcher::permissions().allows("", "secrets", "create"));
     let hooks = Web::webhooks("web-system");
     assert_eq!(hooks.service_name(), "web-webhooks");
-    assert_eq!(Web::WEBHOOKS.failure_policy, controller_runtime::webhook::FailurePolicy::Ignore);
+    assert_eq!(
+        Web::WEBHOOKS.failure_policy,
+        controller_runtime::webhook::FailurePolicy::Ignore
+    );
     assert!(hooks.validating_configuration().is_some() && hooks.mutating_configuration().is_some());
     // Confined to namespaces: a Role in each from the controller's own
     // wiring (nothing cluster-scoped in it, so no ClusterRole); the webhook
@@ -97,19 +125,44 @@ fn main() {
     assert!(scoped.cluster_role.is_none());
     assert!(!Web::controller_permissions().allows("", "secrets", "create"));
     let resources = |rules: Option<Vec<controller_runtime::rbac::PolicyRule>>| -> Vec<String> {
-        rules.unwrap_or_default().into_iter().flat_map(|r| r.resources.unwrap_or_default()).collect()
+        rules
+            .unwrap_or_default()
+            .into_iter()
+            .flat_map(|r| r.resources.unwrap_or_default())
+            .collect()
     };
-    let certs = hooks.permissions().for_namespaces("web-certs", ["web-system"]);
-    let in_cluster = resources(certs.cluster_role.expect("webhook configurations are cluster-scoped").rules);
-    assert!(in_cluster.contains(&"mutatingwebhookconfigurations".to_string()), "{in_cluster:?}");
+    let certs = hooks
+        .permissions()
+        .for_namespaces("web-certs", ["web-system"]);
+    let in_cluster = resources(
+        certs
+            .cluster_role
+            .expect("webhook configurations are cluster-scoped")
+            .rules,
+    );
+    assert!(
+        in_cluster.contains(&"mutatingwebhookconfigurations".to_string()),
+        "{in_cluster:?}"
+    );
     let in_role = resources(certs.roles[0].rules.clone());
-    assert!(in_role.contains(&"secrets".to_string()) && !in_role.contains(&"mutatingwebhookconfigurations".to_string()), "{in_role:?}");
+    assert!(
+        in_role.contains(&"secrets".to_string())
+            && !in_role.contains(&"mutatingwebhookconfigurations".to_string()),
+        "{in_role:?}"
+    );
     // Certificates from a directory: nothing for them in the role.
     assert_eq!(MountedCerts::WEBHOOKS.cert_dir, Some("/certs"));
     let mounted = MountedCerts::permissions();
     assert!(!mounted.allows("", "secrets", "create") && !mounted.allows("", "secrets", "get"));
-    assert!(!mounted.allows("admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch"));
+    assert!(!mounted.allows(
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        "patch"
+    ));
     let hook = &hooks.validating_configuration().unwrap().webhooks.unwrap()[0];
     assert_eq!(hook.timeout_seconds, Some(5));
-    assert_eq!(hook.rules.as_ref().unwrap()[0].scope.as_deref(), Some("Namespaced"));
+    assert_eq!(
+        hook.rules.as_ref().unwrap()[0].scope.as_deref(),
+        Some("Namespaced")
+    );
 }

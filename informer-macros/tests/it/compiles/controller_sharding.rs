@@ -1,5 +1,5 @@
-//! `sharding(...)`: `setup_sharded` in both modes, with every wiring option
-//! a sharded controller accepts, and the shard rules in its RBAC.
+//! `sharding(...)`: `setup_sharded` in both modes, with every wiring option a sharded controller accepts, and the shard rules in its RBAC.
+
 use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
 use controller_runtime::k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use controller_runtime::prelude::*;
@@ -26,13 +26,21 @@ impl Labelled {
 
 impl ObjectReconciler<ConfigMap> for Labelled {
     type Error = controller_runtime::kube_client::Error;
-    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
         Ok(Action::done())
     }
 }
 
 impl Cleanup<ConfigMap> for Labelled {
-    async fn cleanup(&self, _cm: Arc<ConfigMap>, _ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+    async fn cleanup(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
         Ok(Action::done())
     }
 }
@@ -48,14 +56,22 @@ struct FilteredByDefault;
 
 impl ObjectReconciler<ConfigMap> for Filtered {
     type Error = controller_runtime::kube_client::Error;
-    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
         Ok(Action::done())
     }
 }
 
 impl ObjectReconciler<ConfigMap> for FilteredByDefault {
     type Error = controller_runtime::kube_client::Error;
-    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
         Ok(Action::done())
     }
 }
@@ -68,7 +84,8 @@ fn wire(mgr: &Manager) -> Result<(), ManagerError> {
     Ok(())
 }
 
-fn main() {
+#[test]
+fn compiles_and_holds() {
     let perms = Labelled::permissions();
     assert!(perms.allows("coordination.k8s.io", "leases", "delete"));
     assert!(perms.allows("", "configmaps", "patch"));
