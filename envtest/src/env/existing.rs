@@ -6,12 +6,17 @@
 //! namespace of the test's own (a unique name, the client's default
 //! namespace), and removes both when the [`TestEnv`](super::TestEnv) is
 //! dropped (the CRDs stay with `ENVTEST_KEEP_CRDS=true` or
-//! [`keep_crds`](super::TestEnvBuilder::keep_crds)).
+//! [`keep_crds`](super::TestEnvBuilder::keep_crds)). ClusterRoles and
+//! ClusterRoleBindings that
+//! [`client_with_cluster_role`](super::TestEnv::client_with_cluster_role)
+//! created (not those that were there before) are removed with them.
 
 use crate::error::Error;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::api::{Api, DeleteParams, PostParams};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The variable that selects existing-cluster mode (`true` or `1`).
@@ -84,6 +89,9 @@ pub(super) struct Existing {
     /// CRDs this env created (not those that were there before).
     pub(super) crds: Vec<String>,
     pub(super) keep_crds: bool,
+    /// ClusterRoles (and their ClusterRoleBindings, of the same name) this
+    /// env created.
+    pub(super) cluster_roles: Mutex<Vec<String>>,
 }
 
 fn failed(what: impl Into<String>) -> impl FnOnce(kube_client::Error) -> Error {
@@ -121,6 +129,7 @@ pub(super) async fn connect(
         namespace,
         crds: Vec::new(),
         keep_crds: keep_crds || flag(KEEP_CRDS)?,
+        cluster_roles: Mutex::new(Vec::new()),
     };
     let ns: Namespace = serde_json::from_value(serde_json::json!({
         "metadata": {"name": existing.namespace, "labels": {"envtest.io/test-namespace": "true"}}
@@ -197,6 +206,11 @@ impl Existing {
         } else {
             self.crds.clone()
         };
+        let cluster_roles = self
+            .cluster_roles
+            .lock()
+            .map(|names| names.clone())
+            .unwrap_or_default();
         let run = move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -205,7 +219,7 @@ impl Existing {
                     what: "start the teardown runtime".into(),
                     message: e.to_string(),
                 })?;
-            runtime.block_on(remove(config, namespace, crds))
+            runtime.block_on(remove(config, namespace, crds, cluster_roles))
         };
         std::thread::spawn(run).join().unwrap_or_else(|_| {
             Err(Error::ExistingCluster {
@@ -220,6 +234,7 @@ async fn remove(
     config: kube_client::Config,
     namespace: String,
     crds: Vec<String>,
+    cluster_roles: Vec<String>,
 ) -> Result<(), Error> {
     let url = config.cluster_url.to_string();
     let client = kube_client::Client::try_from(config).map_err(|e| Error::Client {
@@ -244,6 +259,14 @@ async fn remove(
             message: "it is still there and not terminating".into(),
         });
     }
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    for name in cluster_roles {
+        gone(bindings.delete(&name, &DeleteParams::default()).await)
+            .map_err(failed(format!("delete ClusterRoleBinding {name}")))?;
+        gone(roles.delete(&name, &DeleteParams::default()).await)
+            .map_err(failed(format!("delete ClusterRole {name}")))?;
+    }
     let api: Api<CustomResourceDefinition> = Api::all(client);
     for name in crds {
         api.delete(&name, &DeleteParams::background())
@@ -267,6 +290,15 @@ async fn remove(
         }
     }
     Ok(())
+}
+
+/// A delete's result, where "not found" (someone removed it already) is done.
+fn gone<T>(result: Result<T, kube_client::Error>) -> Result<(), kube_client::Error> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(kube_client::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

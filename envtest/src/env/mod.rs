@@ -125,6 +125,16 @@ impl TestEnv {
         }
     }
 
+    /// Records a ClusterRole (and binding) to remove at teardown on an
+    /// existing cluster.
+    fn created_cluster_role(&self, name: String) {
+        if let Mode::Existing(existing) = &self.mode
+            && let Ok(mut names) = existing.cluster_roles.lock()
+        {
+            names.push(name);
+        }
+    }
+
     /// Whether this env uses an existing cluster (`USE_EXISTING_CLUSTER=true`)
     /// rather than a server of its own.
     ///

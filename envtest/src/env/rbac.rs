@@ -87,6 +87,8 @@ impl TestEnv {
     /// account `namespace/name` with a ClusterRoleBinding of the same name,
     /// and return a client acting as that account. Change or replace the
     /// role later through [`TestEnv::client`]; the next request sees it.
+    /// On an existing cluster the ClusterRole and its binding are removed
+    /// when the env is dropped, unless the ClusterRole was there before.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -121,9 +123,27 @@ impl TestEnv {
             role_ref,
             subjects,
         };
-        let (roles, bindings) = (Api::all(self.client()), Api::all(self.client()));
-        self.grant(&roles, &role, &bindings, &binding, namespace, name)
-            .await
+        let (roles, bindings): (Api<ClusterRole>, _) =
+            (Api::all(self.client()), Api::all(self.client()));
+        let name_of_role = role.metadata.name.clone().unwrap_or_default();
+        // On an existing cluster, what this env creates it removes again;
+        // a ClusterRole that was there before stays (it is only replaced).
+        let created = self.is_existing_cluster()
+            && roles
+                .get_opt(&name_of_role)
+                .await
+                .map_err(|source| Error::Setup {
+                    what: format!("read ClusterRole {name_of_role}"),
+                    source,
+                })?
+                .is_none();
+        let client = self
+            .grant(&roles, &role, &bindings, &binding, namespace, name)
+            .await?;
+        if created {
+            self.created_cluster_role(name_of_role);
+        }
+        Ok(client)
     }
 
     /// Store `role` (create or replace) in its namespace (default

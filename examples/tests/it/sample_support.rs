@@ -46,7 +46,13 @@ where
 }
 
 /// Requests answered 403 so far (only the controller's client has a role).
+/// An existing cluster keeps no such log: none, with a line saying the
+/// check was not made (a 403 then shows as a failed reconcile instead).
 pub(crate) fn forbidden(env: &envtest::TestEnv) -> Vec<String> {
+    if env.is_existing_cluster() {
+        println!("not checked: 403 answers (the request log is envtest's only)");
+        return Vec::new();
+    }
     env.request_log()
         .into_iter()
         .filter(|r| r.status == 403)
@@ -62,15 +68,6 @@ async fn served(admin: &Client) -> Api<Foo> {
     })
     .await;
     foos
-}
-
-/// Installs `crd` and waits until Foos are served.
-pub(crate) async fn install_crd(admin: &Client, crd: &CustomResourceDefinition) -> Api<Foo> {
-    Api::<CustomResourceDefinition>::all(admin.clone())
-        .create(&PostParams::default(), crd)
-        .await
-        .unwrap_or_else(|e| panic!("envtest refused the Foo CRD: {e}"));
-    served(admin).await
 }
 
 /// Every YAML document of `files`, in order, as JSON.
@@ -163,7 +160,7 @@ impl Running {
     ) -> Running {
         let serve_webhooks = webhooks.is_some();
         let mut builder = Manager::builder(client).leader_election(LeaderElectionConfig::new(
-            NS,
+            env.namespace(),
             "foo-controller",
             "test",
         ));
