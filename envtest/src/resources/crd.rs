@@ -255,15 +255,22 @@ fn conversion(spec: &Value) -> Option<Conversion> {
     })
 }
 
-/// A CRD is gone: remove its objects and stop serving it.
-pub fn on_removed(registry: &Registry, txn: &mut Txn<'_>, obj: &Value) {
+/// A CRD is gone: remove its objects and stop serving it. Returns the
+/// storage key of its resource and the objects removed, for the caller's
+/// bookkeeping of each (their dependents, a namespace they kept from
+/// finishing).
+pub fn on_removed(registry: &Registry, txn: &mut Txn<'_>, obj: &Value) -> (String, Vec<Value>) {
     let group = text(&obj["spec"], &["group"]);
     let plural = text(&obj["spec"]["names"], &["plural"]);
     let res = format!("{group}/{plural}");
+    let mut removed = Vec::new();
     for (k, o) in txn.list(&res, None) {
-        txn.remove(&res, &k, o.value.clone());
+        if txn.remove(&res, &k, o.value.clone()).is_some() {
+            removed.push(o.value.clone());
+        }
     }
     registry.unregister(group, plural);
+    (res, removed)
 }
 
 #[cfg(test)]

@@ -339,3 +339,71 @@ async fn crd_scale_subresource_uses_the_declared_paths() {
     .unwrap();
     assert_eq!(api.get("w").await.unwrap().data["spec"]["count"], 7);
 }
+
+/// Removing a CRD removes its objects as any removal does: a ConfigMap one
+/// of them owned is collected, and a Terminating namespace one of them held
+/// up (by its finalizer) finishes and goes.
+#[tokio::test]
+async fn removing_a_crd_collects_dependents_and_finishes_a_namespace_its_objects_held() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    let pp = PostParams::default();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+
+    // A cluster-scoped widget owns a ConfigMap.
+    crds.create(&pp, &widget_crd("Cluster")).await.unwrap();
+    let w = widgets(&client, "v1", None)
+        .create(&pp, &widget("w", "red"))
+        .await
+        .unwrap();
+    let mut owned = ConfigMap::default();
+    owned.metadata.name = Some("owned".into());
+    owned.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        name: "w".into(),
+        uid: w.metadata.uid.clone().unwrap(),
+        ..OwnerReference::default()
+    }]);
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    configmaps.create(&pp, &owned).await.unwrap();
+    assert!(configmaps.get_opt("owned").await.unwrap().is_some());
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        configmaps.get_opt("owned").await.unwrap().is_none(),
+        "the removed widget's dependent is collected"
+    );
+
+    // A namespaced widget with a finalizer holds its namespace up.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some("held".into());
+    namespaces.create(&pp, &ns).await.unwrap();
+    crds.create(&pp, &widget_crd("Namespaced")).await.unwrap();
+    let mut w = widget("w", "red");
+    w.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    widgets(&client, "v1", Some("held"))
+        .create(&pp, &w)
+        .await
+        .unwrap();
+    namespaces
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap();
+    let terminating = namespaces.get("held").await.unwrap();
+    assert!(
+        terminating.metadata.deletion_timestamp.is_some(),
+        "the widget's finalizer holds the namespace"
+    );
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        namespaces.get_opt("held").await.unwrap().is_none(),
+        "the namespace finishes once the CRD took its last object"
+    );
+}

@@ -281,7 +281,12 @@ pub(crate) fn after_removal(srv: &Server, txn: &mut Txn<'_>, res: &str, value: &
         return;
     }
     if res == crd::STORAGE_KEY {
-        crd::on_removed(&srv.registry, txn, value);
+        // Its objects go as any removed object goes: their dependents are
+        // collected, and a Terminating namespace they held up finishes.
+        let (objects, removed) = crd::on_removed(&srv.registry, txn, value);
+        for object in &removed {
+            after_removal(srv, txn, &objects, object);
+        }
     }
     collect(srv, txn, value);
     if let Some(ns) = value["metadata"]["namespace"]
