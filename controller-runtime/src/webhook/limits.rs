@@ -1,23 +1,14 @@
 //! What the manager's HTTPS servers (the webhook server and the secure
 //! metrics server) grant one client: how long its TLS handshake, its
 //! request headers and a review body may take, and how many connections
-//! are open at once. [`ServerLimits`] says it; [`serve`] answers HTTP/1.1
-//! on a [`TlsListener`] within it, so that a client trickling bytes, never
-//! finishing a handshake or holding connections idle cannot exhaust the
-//! server.
+//! are open at once, so that a client trickling bytes, never finishing a
+//! handshake or holding connections idle cannot exhaust the server.
 //!
-//! Part of the manager layer's webhook server, beside its TLS listener;
-//! the manager's secure metrics server serves through it too.
+//! Part of the manager layer's webhook server: its TLS listener
+//! ([`super::tls`]) holds the handshake timeout and the connection cap,
+//! [`super::serve`] the header timeout, the review route the body timeout.
 
 use std::time::Duration;
-
-use axum::Router;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-
-use super::tls::TlsListener;
 
 /// How long a client may take to finish its TLS handshake by default.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -108,44 +99,4 @@ impl ServerLimits {
         self.max_connections = connections.max(1);
         self
     }
-}
-
-/// Answers HTTP/1.1 with `router` on `listener`'s connections, each within
-/// `limits`' header timeout, until `stop` fires; then stops accepting,
-/// closes idle connections, lets the requests in flight finish and
-/// returns.
-pub(crate) async fn serve(
-    mut listener: TlsListener,
-    router: Router,
-    limits: ServerLimits,
-    stop: CancellationToken,
-) {
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
-    let connections = TaskTracker::new();
-    loop {
-        let (tls, addr) = tokio::select! {
-            () = stop.cancelled() => break,
-            conn = listener.next() => conn,
-        };
-        let conn =
-            http.serve_connection(TokioIo::new(tls), TowerToHyperService::new(router.clone()));
-        let stop = stop.clone();
-        connections.spawn(async move {
-            let mut conn = std::pin::pin!(conn);
-            let served = tokio::select! {
-                served = conn.as_mut() => served,
-                () = stop.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            };
-            if let Err(error) = served {
-                tracing::debug!(%addr, %error, "connection closed");
-            }
-        });
-    }
-    connections.close();
-    connections.wait().await;
 }

@@ -55,6 +55,7 @@ mod options;
 mod patch;
 mod review;
 mod selfsigned;
+mod serve;
 mod server;
 mod tls;
 
@@ -68,7 +69,6 @@ pub use certsecret::{
 pub use conversion::{Conversion, ConversionError, Convertible, Hub};
 /// The admission operation (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
 pub use kube_client::core::admission::Operation;
-pub(crate) use limits::serve as serve_limited;
 pub use limits::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS, ServerLimits,
@@ -81,6 +81,7 @@ pub use metrics::WebhookMetrics;
 pub(crate) use options::CertKeeper;
 pub use options::{CertSourceError, WebhookOptions};
 pub use selfsigned::{CA_VALIDITY, CertError, SelfSigned, service_dns_names};
+pub(crate) use serve::serve as serve_limited;
 pub use server::{
     CONVERT_PATH, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, WebhookError, WebhookServer, mutate_path,
     validate_path,

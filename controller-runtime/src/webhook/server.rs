@@ -34,9 +34,10 @@ use super::admission::{
 use super::cert_error::CertSecretError;
 use super::conversion::{Conversion, ConversionHandler, Hub};
 use super::declared::Declared;
-use super::limits::{ServerLimits, serve};
+use super::limits::ServerLimits;
 use super::metrics::WebhookMetrics;
 use super::review::{Routes, route};
+use super::serve::serve;
 use super::tls::{CertResolver, TlsError, TlsListener};
 
 /// The port controller-runtime's webhook server listens on.
