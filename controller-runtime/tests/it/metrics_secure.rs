@@ -75,7 +75,7 @@ impl ServerCertVerifier for AnyCert {
 
 /// A scraper: GETs over HTTPS, a new connection each time.
 #[derive(Clone)]
-pub struct Scraper(TlsClient);
+pub struct Scraper(pub TlsClient);
 
 impl Scraper {
     /// Trusting the CA in `ca_pem`, or any certificate with `None`.

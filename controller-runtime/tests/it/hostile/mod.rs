@@ -7,6 +7,7 @@
 //! over any stream, plain TCP or TLS.
 
 mod health;
+mod metrics;
 
 mod webhook;
 
