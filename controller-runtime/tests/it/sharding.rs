@@ -44,12 +44,16 @@ struct Member {
 }
 
 fn join(env: &TestEnv, ring: &str, id: &str) -> Member {
+    join_with(env, ring_config(ring, id))
+}
+
+fn join_with(env: &TestEnv, config: ShardingConfig) -> Member {
     let gate = Arc::new(GateState::default());
     let client = kube_client::client::ClientBuilder::try_from(env.client_config())
         .unwrap()
         .with_layer(&GateLayer(Arc::clone(&gate)))
         .build();
-    let membership = Membership::new(client, ring_config(ring, id)).unwrap();
+    let membership = Membership::new(client, config).unwrap();
     let stop = CancellationToken::new();
     let run = tokio::spawn({
         let (m, stop) = (membership.clone(), stop.clone());
@@ -136,11 +140,22 @@ async fn replicas_join_leave_and_die() {
     a.run.await.unwrap().unwrap();
 }
 
+/// The fence test's lease and renew deadline: the fence comes at about
+/// the renew deadline plus a retry (1.2 s), the expiry at the lease (6 s),
+/// 5x later, so the two timers cannot swap on a busy machine.
+const FENCE_LEASE: Duration = Duration::from_secs(6);
+const FENCE_RENEW: Duration = Duration::from_secs(1);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_that_cannot_renew_fences_itself_before_its_lease_expires() {
     let env = TestEnv::start().await.unwrap();
-    let a = join(&env, "it-fence", "a");
-    let b = join(&env, "it-fence", "b");
+    let config = |id: &str| {
+        ring_config("it-fence", id)
+            .lease_duration(FENCE_LEASE)
+            .renew_deadline(FENCE_RENEW)
+    };
+    let a = join_with(&env, config("a"));
+    let b = join_with(&env, config("b"));
     all_see(
         &[&a, &b],
         &["a", "b"],
@@ -151,7 +166,7 @@ async fn a_replica_that_cannot_renew_fences_itself_before_its_lease_expires() {
     let fence = b.membership.fence();
     b.gate.freeze_lease_writes.store(true, Ordering::SeqCst);
     let frozen = Instant::now();
-    let ended = tokio::time::timeout(Duration::from_secs(5), b.run)
+    let ended = tokio::time::timeout(5 * FENCE_LEASE, b.run)
         .await
         .unwrap()
         .unwrap();
@@ -163,9 +178,29 @@ async fn a_replica_that_cannot_renew_fences_itself_before_its_lease_expires() {
     assert!(fence.is_cancelled());
     // Fenced within the renew deadline (plus a retry), before the lease
     // could expire for anyone else.
-    assert!(fenced_after < LEASE, "fenced after {fenced_after:?}");
-    all_see(&[&a], &["a"], Duration::from_secs(5), "b dropped").await;
-    assert!(frozen.elapsed() >= LEASE - RETRY);
+    assert!(fenced_after < FENCE_LEASE, "fenced after {fenced_after:?}");
+    // b's last successful renewal, as written (b writes no more): nobody
+    // may drop b before a lease duration after it.
+    let leases: Api<Lease> = Api::namespaced(env.client(), "default");
+    let renewed = leases
+        .get("b")
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.renew_time)
+        .map(|t| std::time::SystemTime::from(t.0))
+        .unwrap();
+    all_see(&[&a], &["a"], 5 * FENCE_LEASE, "b dropped").await;
+    let since = std::time::SystemTime::now()
+        .duration_since(renewed)
+        .unwrap_or_default();
+    assert!(
+        since >= FENCE_LEASE - RETRY,
+        "b dropped {since:?} after its last renewal"
+    );
+    eprintln!(
+        "sharding fence: fenced after {fenced_after:?}, dropped {since:?} after the last renewal"
+    );
     a.stop.cancel();
     a.run.await.unwrap().unwrap();
 }
