@@ -10,7 +10,6 @@
 //! bound is 5x the timeout it waits for; an answer that must come is
 //! awaited for [`super::LONG`].
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use controller_runtime::webhook::{ServerLimits, WebhookServer, validate_path};
@@ -22,7 +21,7 @@ use tokio::net::TcpStream;
 
 use super::{assert_peak_bounded, closed_within, exchange, peak_rss_kib, refused, trickle};
 use crate::webhook::{cm, review, rules};
-use crate::webhook_client::{Running, TlsClient, local_certs, root_store, start, start_with};
+use crate::webhook_client::{Running, start};
 
 /// The timeouts of the servers whose timeouts are under test.
 const T: Duration = Duration::from_millis(500);
@@ -216,28 +215,15 @@ async fn a_thousand_idle_connections_leave_room_for_a_review() {
     let long = ServerLimits::new()
         .handshake_timeout(Duration::from_secs(60))
         .header_timeout(Duration::from_secs(60));
-    let (pair, resolver) = local_certs();
-    let (v, _) = rules();
-    let run = start_with(resolver, pair.ca_pem(), |s| {
-        s.validator::<ConfigMap, _>(v).unwrap().limits(long)
-    })
-    .await;
+    let run = server(long).await;
     good_review(&run).await;
     let before = peak_rss_kib();
 
     // 1,000 handshaken TLS connections, idle: a review is still answered.
-    // They resume a TLS session (a full handshake each would cost most of
-    // the suite's time in a debug build, and is not what is under test).
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let resuming = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(root_store(pair.ca_pem()))
-        .with_no_client_auth();
-    let resuming = TlsClient::with_config(run.client.addr(), resuming);
+    // (Each a full handshake: most of this test's time in a debug build.)
     let mut idle = Vec::new();
     for _ in 0..10 {
-        let batch = join_all((0..100).map(|_| resuming.connect())).await;
+        let batch = join_all((0..100).map(|_| run.client.connect())).await;
         idle.extend(batch.into_iter().map(Result::unwrap));
     }
     good_review(&run).await;
