@@ -30,7 +30,7 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// ([`WebhookServer::limits`](super::WebhookServer::limits),
 /// [`WebhookOptions::limits`](super::WebhookOptions::limits)) or the
 /// secure metrics server
-/// ([`SecureMetrics::limits`](crate::metrics::SecureMetrics::limits)).
+/// ([`ManagerBuilder::metrics_server_limits`](crate::manager::ManagerBuilder::metrics_server_limits)).
 ///
 /// A handshake or request headers slower than their timeout close the
 /// connection; a review body slower than its timeout is a `408`; beyond
