@@ -65,7 +65,10 @@ mod secure;
 pub(crate) use auth::MetricsAuth;
 pub use informer::PrometheusInformerMetrics;
 pub(crate) use secure::MetricsCerts;
-pub use secure::{DEFAULT_AUTH_CACHE_CAPACITY, DEFAULT_AUTH_CACHE_TTL, SecureMetrics};
+pub use secure::{
+    DEFAULT_AUTH_CACHE_CAPACITY, DEFAULT_AUTH_CACHE_TTL, DEFAULT_MAX_TOKEN_BYTES,
+    DEFAULT_REVIEW_TIMEOUT, SecureMetrics,
+};
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]

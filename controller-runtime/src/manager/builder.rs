@@ -29,6 +29,7 @@ pub struct ManagerBuilder {
     pub(super) health_addr: Option<SocketAddr>,
     pub(super) metrics_addr: Option<SocketAddr>,
     pub(super) metrics_secure: Option<SecureMetrics>,
+    pub(super) metrics_limits: crate::webhook::ServerLimits,
     pub(super) leader_election: Option<LeaderElectionConfig>,
     pub(super) graceful_shutdown_timeout: Duration,
     pub(super) cache_sync_timeout: Duration,
@@ -75,6 +76,14 @@ impl ManagerBuilder {
     /// ```
     pub fn metrics_secure(mut self, options: SecureMetrics) -> Self {
         self.metrics_secure = Some(options);
+        self
+    }
+
+    /// Grants each client of the secure metrics server `limits`: handshake
+    /// and header timeouts and a cap on open connections, as the webhook
+    /// server's (default [`ServerLimits::default`](crate::webhook::ServerLimits)).
+    pub fn metrics_server_limits(mut self, limits: crate::webhook::ServerLimits) -> Self {
+        self.metrics_limits = limits;
         self
     }
 
@@ -271,6 +280,7 @@ impl ManagerBuilder {
             (Some(addr), None) => Some(BoundServer::bind("metrics", addr).await?),
             (Some(addr), Some(secure)) => Some(BoundServer::bind("metrics", addr).await?.secure(
                 secure,
+                self.metrics_limits,
                 self.client.clone(),
                 &metrics,
             )?),

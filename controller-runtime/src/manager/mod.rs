@@ -179,6 +179,7 @@ impl Manager {
             health_addr: None,
             metrics_addr: None,
             metrics_secure: None,
+            metrics_limits: crate::webhook::ServerLimits::default(),
             leader_election: None,
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,

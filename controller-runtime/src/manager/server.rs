@@ -21,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 use super::ManagerError;
 use crate::metrics::{Metrics, MetricsAuth, MetricsCerts, MetricsError, SecureMetrics};
 use crate::webhook::{
-    CA_VALIDITY, CertDir, CertKeeper, CertResolver, SecretCerts, SelfSigned, TlsListener,
+    CA_VALIDITY, CertDir, CertKeeper, CertResolver, SecretCerts, SelfSigned, ServerLimits,
+    TlsListener, serve_limited,
 };
 
 /// How long to wait before preparing the certificates again after a
@@ -34,6 +35,8 @@ struct Secure {
     resolver: CertResolver,
     /// What keeps the pair current; `None` when it was made at build.
     keeper: Option<CertKeeper>,
+    /// What one client is granted.
+    limits: ServerLimits,
 }
 
 /// A bound, not yet serving, listener.
@@ -68,11 +71,13 @@ impl BoundServer {
         })
     }
 
-    /// Serve HTTPS to reviewed clients only, as `options` says; reviews go
-    /// through `client`, refusals are counted in `metrics`.
+    /// Serve HTTPS to reviewed clients only, as `options` says, each client
+    /// within `limits`; reviews go through `client`, refusals are counted
+    /// in `metrics`.
     pub(crate) fn secure(
         mut self,
         options: &SecureMetrics,
+        limits: ServerLimits,
         client: Client,
         metrics: &Metrics,
     ) -> Result<Self, ManagerError> {
@@ -106,6 +111,7 @@ impl BoundServer {
             auth,
             resolver,
             keeper,
+            limits,
         });
         Ok(self)
     }
@@ -132,9 +138,8 @@ impl BoundServer {
                         return;
                     };
                     tracing::info!(server = what, %addr, "serving HTTPS to authorized clients");
-                    axum::serve(listener, secure.auth.protect(router))
-                        .with_graceful_shutdown(stop.cancelled_owned())
-                        .await
+                    serve_limited(listener, secure.auth.protect(router), secure.limits, stop).await;
+                    Ok(())
                 }
             };
             if let Err(error) = served {
@@ -174,7 +179,7 @@ async fn secure_listener(
             return None;
         }
     };
-    match TlsListener::new(listener, config) {
+    match TlsListener::with_limits(listener, config, &secure.limits) {
         Ok(listener) => Some(listener),
         Err(error) => {
             tracing::error!(server = what, %error, "cannot serve TLS");

@@ -88,6 +88,7 @@ pub(super) fn build(
     let server = WebhookServer::new(resolver)
         .listener(listener)
         .metrics(metrics)
+        .limits(parts.limits)
         .declared(parts.declared);
     let check = server.readiness();
     let readiness = Box::new(move || crate::healthz::HealthCheck::check(&check));

@@ -98,6 +98,8 @@ impl DecisionCache {
 /// Guards a router with TokenReviews and SubjectAccessReviews.
 pub(crate) struct MetricsAuth {
     client: Client,
+    review_timeout: Duration,
+    max_token_bytes: usize,
     cache: Mutex<DecisionCache>,
     denied: IntCounterVec,
 }
@@ -160,6 +162,8 @@ impl MetricsAuth {
         registry.register(Box::new(denied.clone()))?;
         Ok(MetricsAuth {
             client,
+            review_timeout: options.review_timeout,
+            max_token_bytes: options.max_token_bytes,
             cache: Mutex::new(DecisionCache::new(
                 options.cache_ttl,
                 options.cache_capacity,
@@ -188,7 +192,14 @@ impl MetricsAuth {
         if let Some(decision) = self.cache.lock().get(&key, Instant::now()) {
             return Ok(decision);
         }
-        let decision = self.review(token, verb, path).await?;
+        let decision = tokio::time::timeout(self.review_timeout, self.review(token, verb, path))
+            .await
+            .map_err(|_| {
+                format!(
+                    "the API server did not answer the review within {:?}",
+                    self.review_timeout
+                )
+            })??;
         match &decision {
             Decision::Allowed => {}
             Decision::Unauthenticated(why) => {
@@ -274,6 +285,15 @@ async fn guard(State(auth): State<Arc<MetricsAuth>>, req: Request, next: Next) -
             );
         }
     };
+    if token.len() > auth.max_token_bytes {
+        return auth.deny(
+            StatusCode::UNAUTHORIZED,
+            unauthorized(&format!(
+                "the bearer token is longer than {} bytes",
+                auth.max_token_bytes
+            )),
+        );
+    }
     let verb = req.method().as_str().to_ascii_lowercase();
     let path = req.uri().path().to_owned();
     match auth.decide(&token, &verb, &path).await {

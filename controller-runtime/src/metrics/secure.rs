@@ -12,6 +12,15 @@ pub const DEFAULT_AUTH_CACHE_TTL: Duration = Duration::from_secs(10);
 /// How many answers are kept by default (distinct tokens, methods, paths).
 pub const DEFAULT_AUTH_CACHE_CAPACITY: usize = 1024;
 
+/// How long a TokenReview or SubjectAccessReview may take by default
+/// before the request is answered `500`.
+pub const DEFAULT_REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest bearer token sent for review by default; a longer one is
+/// `401` at once (service-account tokens are about 1 KiB, OIDC tokens a
+/// few KiB).
+pub const DEFAULT_MAX_TOKEN_BYTES: usize = 16 * 1024;
+
 /// Where the serving certificate of the secure metrics server comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum MetricsCerts {
@@ -45,8 +54,12 @@ pub(crate) enum MetricsCerts {
 /// reused for [`DEFAULT_AUTH_CACHE_TTL`] (at most
 /// [`DEFAULT_AUTH_CACHE_CAPACITY`] tokens), so a scrape every few seconds
 /// costs two API calls every ten seconds, not two per scrape. A review that
-/// fails (the API server unreachable, the manager lacking RBAC) is `500`
-/// and not cached.
+/// fails (the API server unreachable, the manager lacking RBAC) or takes
+/// longer than [`DEFAULT_REVIEW_TIMEOUT`] is `500` and not cached. A token
+/// longer than [`DEFAULT_MAX_TOKEN_BYTES`] is `401` without a review. Each
+/// client is granted the webhook server's limits (handshake and header
+/// timeouts, a cap on open connections; set them with
+/// `ManagerBuilder::metrics_server_limits`).
 ///
 /// The manager needs `create` on both reviews
 /// ([`Permissions::secure_metrics`](crate::rbac::Permissions::secure_metrics));
@@ -68,6 +81,8 @@ pub struct SecureMetrics {
     pub(crate) extra_names: Vec<String>,
     pub(crate) cache_ttl: Duration,
     pub(crate) cache_capacity: usize,
+    pub(crate) review_timeout: Duration,
+    pub(crate) max_token_bytes: usize,
 }
 
 impl Default for SecureMetrics {
@@ -86,6 +101,8 @@ impl SecureMetrics {
             extra_names: Vec::new(),
             cache_ttl: DEFAULT_AUTH_CACHE_TTL,
             cache_capacity: DEFAULT_AUTH_CACHE_CAPACITY,
+            review_timeout: DEFAULT_REVIEW_TIMEOUT,
+            max_token_bytes: DEFAULT_MAX_TOKEN_BYTES,
         }
     }
 
@@ -129,6 +146,19 @@ impl SecureMetrics {
     /// How many answers are kept; beyond it the oldest is dropped.
     pub fn auth_cache_capacity(mut self, entries: usize) -> Self {
         self.cache_capacity = entries;
+        self
+    }
+
+    /// How long a review may take before the request is answered `500`
+    /// (not cached).
+    pub fn review_timeout(mut self, timeout: Duration) -> Self {
+        self.review_timeout = timeout;
+        self
+    }
+
+    /// The longest bearer token sent for review; a longer one is `401`.
+    pub fn max_token_bytes(mut self, bytes: usize) -> Self {
+        self.max_token_bytes = bytes;
         self
     }
 }

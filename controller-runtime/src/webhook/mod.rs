@@ -7,6 +7,7 @@
 //! | [`Validator`], [`Defaulter`], [`AdmissionContext`], [`Denial`] | typed admission for a kind `K` |
 //! | [`Hub`], [`Convertible`], [`Conversion`] | conversion between a kind's versions through one hub version |
 //! | [`WebhookServer`] | HTTPS on port 9443 at controller-runtime's paths, with metrics, a span per review and graceful shutdown |
+//! | [`ServerLimits`] | what one client is granted: handshake, header and body timeouts, a cap on open connections |
 //! | [`WebhookOptions`] | how a manager serves them: address, certificates self-managed or from a directory |
 //! | [`CertResolver`] | the serving certificate, swapped atomically on rotation or reload |
 //! | [`SelfSigned`] | a CA and a serving certificate made without cert-manager |
@@ -47,12 +48,14 @@ mod certsecret;
 mod certwatch;
 mod conversion;
 mod declared;
+mod limits;
 mod manifests;
 mod metrics;
 mod options;
 mod patch;
 mod review;
 mod selfsigned;
+mod serve;
 mod server;
 mod tls;
 
@@ -66,6 +69,10 @@ pub use certsecret::{
 pub use conversion::{Conversion, ConversionError, Convertible, Hub};
 /// The admission operation (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
 pub use kube_client::core::admission::Operation;
+pub use limits::{
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS, ServerLimits,
+};
 pub use manifests::{
     DEFAULT_SERVICE, DEFAULT_TIMEOUT_SECONDS, FailurePolicy, ManifestError, SERVICE_PORT,
     WebhookDeclaration, WebhookManifests,
@@ -74,12 +81,13 @@ pub use metrics::WebhookMetrics;
 pub(crate) use options::CertKeeper;
 pub use options::{CertSourceError, WebhookOptions};
 pub use selfsigned::{CA_VALIDITY, CertError, SelfSigned, service_dns_names};
+pub(crate) use serve::serve as serve_limited;
 pub use server::{
     CONVERT_PATH, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, WebhookError, WebhookServer, mutate_path,
     validate_path,
 };
+pub use tls::{CertResolver, TlsError};
 /// The TLS listener the webhook server accepts on; not part of the API
 /// (the benchmark's TLS echo floor serves on the same stack with it).
 #[doc(hidden)]
-pub use tls::TlsListener;
-pub use tls::{CertResolver, TlsError};
+pub use tls::{TlsConn, TlsListener};

@@ -18,6 +18,7 @@ use super::cert_error::CertSecretError;
 use super::certdir::{CertDir, CertDirError};
 use super::certsecret::{Clock, SecretCerts};
 use super::declared::Declared;
+use super::limits::ServerLimits;
 use super::server::{DEFAULT_PORT, WebhookError};
 use super::tls::CertResolver;
 
@@ -75,6 +76,7 @@ pub struct WebhookOptions {
     listener: Option<std::net::TcpListener>,
     source: Source,
     declared: Vec<Declared>,
+    limits: ServerLimits,
 }
 
 /// What [`WebhookOptions::into_parts`] splits into.
@@ -83,6 +85,7 @@ pub(crate) struct Parts {
     pub(crate) listener: Option<std::net::TcpListener>,
     pub(crate) keeper: CertKeeper,
     pub(crate) declared: Vec<Declared>,
+    pub(crate) limits: ServerLimits,
 }
 
 impl WebhookOptions {
@@ -94,6 +97,7 @@ impl WebhookOptions {
             addr: SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
             listener: None,
             declared: Vec::new(),
+            limits: ServerLimits::default(),
             source: Source::SelfManaged {
                 namespace: namespace.into(),
                 service: service.into(),
@@ -115,6 +119,7 @@ impl WebhookOptions {
             addr: SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
             listener: None,
             declared: Vec::new(),
+            limits: ServerLimits::default(),
             source: Source::Dir(dir.into()),
         }
     }
@@ -131,6 +136,12 @@ impl WebhookOptions {
             self.addr = addr;
         }
         self.listener = Some(listener);
+        self
+    }
+
+    /// Grants each client `limits` (see [`super::WebhookServer::limits`]).
+    pub fn limits(mut self, limits: ServerLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -263,6 +274,7 @@ impl WebhookOptions {
             listener: self.listener,
             keeper,
             declared: self.declared,
+            limits: self.limits,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Serving one review: read the body (content type, size cap), check it
+//! Serving one review: read the body (content type, size cap, time limit), check it
 //! is the review this path takes (`admission.k8s.io/v1` AdmissionReview or
 //! `apiextensions.k8s.io/v1` ConversionReview), run the handler on its own
 //! task so a panic is caught, write the answer, count it and trace it.
@@ -31,6 +31,7 @@ pub const CONVERT_PATH: &str = "/convert";
 
 pub(crate) struct Routes {
     pub(crate) max_body: usize,
+    pub(crate) body_timeout: std::time::Duration,
     pub(crate) admission: HashMap<String, Arc<dyn AdmissionHandler>>,
     pub(crate) conversions: Vec<Arc<dyn ConversionHandler>>,
     pub(crate) metrics: Option<WebhookMetrics>,
@@ -94,7 +95,7 @@ pub(crate) async fn route(
         allowed = tracing::field::Empty,
     );
     let response = async {
-        let bytes = match read_body(&headers, body, routes.max_body).await {
+        let bytes = match read_body(&headers, body, routes.max_body, routes.body_timeout).await {
             Ok(b) => b,
             Err(r) => return r,
         };
@@ -111,7 +112,12 @@ pub(crate) async fn route(
     response
 }
 
-async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes, Response> {
+async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, Response> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -122,12 +128,28 @@ async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes,
             format!("content type {content_type:?}: a review must be application/json"),
         ));
     }
-    axum::body::to_bytes(body, max).await.map_err(|e| {
-        plain(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("reading the review body (limit {max} bytes): {e}"),
-        )
-    })
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, max)).await {
+        Ok(read) => read.map_err(|e| {
+            let over = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            if over {
+                plain(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("reading the review body (limit {max} bytes): {e}"),
+                )
+            } else {
+                // Cut short, or malformed chunks: the client's fault.
+                plain(
+                    StatusCode::BAD_REQUEST,
+                    format!("reading the review body: {e}"),
+                )
+            }
+        }),
+        Err(_) => Err(plain(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the review body did not arrive within {timeout:?}"),
+        )),
+    }
 }
 
 /// Parses `bytes` as a review of `api_version`/`kind`; a refusal is the

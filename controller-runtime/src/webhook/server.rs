@@ -5,8 +5,11 @@
 //! Every review gets a tracing span (`webhook_review`) and is counted in
 //! [`WebhookMetrics`]. Input it cannot read (malformed JSON, another
 //! `apiVersion`/`kind` of review, a body over the cap, a wrong content type)
-//! is a `400`/`413`/`415` with a message; a handler that panics is a denial
-//! (or a failed conversion) saying so, and the server keeps serving.
+//! is a `400`/`413`/`415` with a message, a body slower than its timeout a
+//! `408`; a handshake or headers slower than theirs close the connection,
+//! and open connections are capped ([`ServerLimits`]). A handler that
+//! panics is a denial (or a failed conversion) saying so, and the server
+//! keeps serving.
 //! [`WebhookServer::serve`] stops accepting when its token fires and returns
 //! once the reviews in flight are answered.
 //!
@@ -31,8 +34,10 @@ use super::admission::{
 use super::cert_error::CertSecretError;
 use super::conversion::{Conversion, ConversionHandler, Hub};
 use super::declared::Declared;
+use super::limits::ServerLimits;
 use super::metrics::WebhookMetrics;
 use super::review::{Routes, route};
+use super::serve::serve;
 use super::tls::{CertResolver, TlsError, TlsListener};
 
 /// The port controller-runtime's webhook server listens on.
@@ -132,6 +137,7 @@ pub struct WebhookServer {
     addr: SocketAddr,
     resolver: CertResolver,
     max_body: usize,
+    limits: ServerLimits,
     admission: HashMap<String, Arc<dyn AdmissionHandler>>,
     conversions: Vec<Arc<dyn ConversionHandler>>,
     metrics: Option<WebhookMetrics>,
@@ -159,6 +165,7 @@ impl WebhookServer {
             addr: SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)),
             resolver,
             max_body: DEFAULT_MAX_BODY_BYTES,
+            limits: ServerLimits::default(),
             admission: HashMap::new(),
             conversions: Vec::new(),
             metrics: None,
@@ -222,6 +229,13 @@ impl WebhookServer {
     /// [`DEFAULT_MAX_BODY_BYTES`]); a larger one is a `413`.
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body = bytes;
+        self
+    }
+
+    /// Grants each client `limits`: handshake, header and body timeouts,
+    /// and a cap on open connections (default [`ServerLimits::default`]).
+    pub fn limits(mut self, limits: ServerLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -361,11 +375,13 @@ impl WebhookServer {
             }
             None => TcpListener::bind(self.addr).await.map_err(bind_err)?,
         };
-        let listener = TlsListener::new(tcp, config).map_err(WebhookError::Serve)?;
+        let listener =
+            TlsListener::with_limits(tcp, config, &self.limits).map_err(WebhookError::Serve)?;
         let local = axum::serve::Listener::local_addr(&listener).map_err(WebhookError::Serve)?;
         self.ready.store(true, Ordering::Release);
         let state = Arc::new(Routes {
             max_body: self.max_body,
+            body_timeout: self.limits.body_timeout,
             admission: self.admission,
             conversions: self.conversions,
             metrics: self.metrics,
@@ -374,6 +390,7 @@ impl WebhookServer {
             listener,
             local,
             state,
+            limits: self.limits,
             ready: self.ready,
         })
     }
@@ -384,6 +401,7 @@ pub(crate) struct ListeningServer {
     listener: TlsListener,
     local: SocketAddr,
     state: Arc<Routes>,
+    limits: ServerLimits,
     ready: Arc<AtomicBool>,
 }
 
@@ -406,11 +424,8 @@ impl ListeningServer {
     pub(crate) async fn serve(self, stop: CancellationToken) -> Result<(), WebhookError> {
         let app = Router::new().fallback(route).with_state(self.state);
         let ready = self.ready;
-        let result = axum::serve(self.listener, app)
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await
-            .map_err(WebhookError::Serve);
+        serve(self.listener, app, self.limits, stop).await;
         ready.store(false, Ordering::Release);
-        result
+        Ok(())
     }
 }

@@ -1,7 +1,9 @@
 //! The webhook server's TLS: a certificate resolver whose pair can be
 //! swapped while connections are being accepted ([`CertResolver`]), and a
 //! listener that completes rustls handshakes off the accept loop, so a
-//! client that connects and never speaks cannot hold up the others.
+//! client that connects and never speaks cannot hold up the others, within
+//! a handshake timeout and a cap on open connections
+//! ([`super::ServerLimits`]).
 //!
 //! Part of the manager layer's webhook server: the certificate sources
 //! ([`super::certsecret`] for self-managed certificates kept in a Secret,
@@ -12,7 +14,9 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use parking_lot::RwLock;
@@ -20,13 +24,13 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-/// How long a client may take to finish its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use super::limits::ServerLimits;
 
 /// Handshaken connections waiting for the HTTP layer to take them.
 const ACCEPT_BACKLOG: usize = 128;
@@ -136,19 +140,84 @@ impl ResolvesServerCert for CertResolver {
 /// The webhook server serves on it, and so does the manager's secure
 /// metrics server (presenting the same, rotated, certificate).
 pub struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    ready: mpsc::Receiver<(TlsConn, SocketAddr)>,
     local: SocketAddr,
     accept_loop: tokio::task::JoinHandle<()>,
 }
 
+/// A handshaken connection; it holds one of the listener's connection
+/// slots until it is dropped.
+pub struct TlsConn {
+    tls: TlsStream<TcpStream>,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl AsyncRead for TlsConn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tls).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TlsConn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.tls).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tls).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tls).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.tls).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tls.is_write_vectored()
+    }
+}
+
 impl TlsListener {
-    /// Serve TLS with `config` on `listener`.
+    /// Serve TLS with `config` on `listener`, within the default
+    /// [`ServerLimits`].
     pub fn new(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> io::Result<Self> {
+        TlsListener::with_limits(listener, config, &ServerLimits::default())
+    }
+
+    /// Serve TLS with `config` on `listener`: at most
+    /// `limits.max_connections` open at once (the next is accepted when
+    /// one closes), each handshake within `limits.handshake_timeout`.
+    pub(crate) fn with_limits(
+        listener: TcpListener,
+        config: Arc<rustls::ServerConfig>,
+        limits: &ServerLimits,
+    ) -> io::Result<Self> {
         let local = listener.local_addr()?;
         let (tx, ready) = mpsc::channel(ACCEPT_BACKLOG);
         let acceptor = TlsAcceptor::from(config);
+        let slots = Arc::new(Semaphore::new(limits.max_connections));
+        let handshake_timeout = limits.handshake_timeout;
         let accept_loop = tokio::spawn(async move {
             loop {
+                // The semaphore is never closed.
+                let Ok(slot) = slots.clone().acquire_owned().await else {
+                    return;
+                };
                 let (tcp, addr) = match listener.accept().await {
                     Ok(c) => c,
                     Err(e) => {
@@ -163,10 +232,11 @@ impl TlsListener {
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
                         Ok(Ok(tls)) => {
+                            let conn = TlsConn { tls, _slot: slot };
                             // The server is gone when the receiver is.
-                            let _ = tx.send((tls, addr)).await;
+                            let _ = tx.send((conn, addr)).await;
                         }
                         Ok(Err(e)) => tracing::debug!(%addr, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%addr, "TLS handshake timed out"),
@@ -179,6 +249,15 @@ impl TlsListener {
             local,
             accept_loop,
         })
+    }
+
+    /// The next handshaken connection.
+    pub(crate) async fn next(&mut self) -> (TlsConn, SocketAddr) {
+        match self.ready.recv().await {
+            Some(conn) => conn,
+            // The accept loop only ends when this listener is dropped.
+            None => std::future::pending().await,
+        }
     }
 }
 
@@ -197,15 +276,11 @@ impl Drop for TlsListener {
 }
 
 impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
+    type Io = TlsConn;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(conn) => conn,
-            // The accept loop only ends when this listener is dropped.
-            None => std::future::pending().await,
-        }
+        self.next().await
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {

@@ -15,7 +15,7 @@ mod dynamic;
 mod events;
 mod finalizer;
 mod fixture;
-mod hostile_health;
+mod hostile;
 mod leaderelection;
 mod manager;
 mod metrics_secure;

@@ -75,11 +75,11 @@ impl ServerCertVerifier for AnyCert {
 
 /// A scraper: GETs over HTTPS, a new connection each time.
 #[derive(Clone)]
-struct Scraper(TlsClient);
+pub struct Scraper(pub TlsClient);
 
 impl Scraper {
     /// Trusting the CA in `ca_pem`, or any certificate with `None`.
-    fn new(addr: SocketAddr, ca_pem: Option<&str>) -> Self {
+    pub fn new(addr: SocketAddr, ca_pem: Option<&str>) -> Self {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -97,7 +97,7 @@ impl Scraper {
     }
 
     /// GET `/metrics` with this `Authorization` header (if any): status, body.
-    async fn get(&self, authorization: Option<&[u8]>) -> Result<(u16, String), String> {
+    pub async fn get(&self, authorization: Option<&[u8]>) -> Result<(u16, String), String> {
         let mut req = http::Request::get("/metrics").header("host", "localhost");
         if let Some(value) = authorization {
             req = req.header(
@@ -109,7 +109,7 @@ impl Scraper {
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
     }
 
-    async fn with_token(&self, token: &str) -> (u16, String) {
+    pub async fn with_token(&self, token: &str) -> (u16, String) {
         self.get(Some(format!("Bearer {token}").as_bytes()))
             .await
             .unwrap()
@@ -117,7 +117,7 @@ impl Scraper {
 
     /// The first answer, once the server serves HTTPS, to a GET with this
     /// bearer token (if any).
-    async fn first(&self, token: Option<&str>) -> (u16, String) {
+    pub async fn first(&self, token: Option<&str>) -> (u16, String) {
         let auth = token.map(|t| format!("Bearer {t}"));
         eventually(Duration::from_secs(10), "HTTPS served", || {
             let (s, auth) = (self.clone(), auth.clone());
@@ -129,7 +129,7 @@ impl Scraper {
 
 /// Binds Prometheus' service account `monitoring/prometheus` to the
 /// metrics-reader ClusterRole; a new token of it.
-async fn reader_token(env: &TestEnv) -> String {
+pub async fn reader_token(env: &TestEnv) -> String {
     env.client_with_cluster_role(
         "monitoring",
         "prometheus",
@@ -141,7 +141,7 @@ async fn reader_token(env: &TestEnv) -> String {
 }
 
 /// How many reviews of `plural` envtest has answered.
-fn reviews(env: &TestEnv, plural: &str) -> usize {
+pub fn reviews(env: &TestEnv, plural: &str) -> usize {
     env.request_log()
         .iter()
         .filter(|r| r.path.ends_with(plural))
@@ -151,7 +151,7 @@ fn reviews(env: &TestEnv, plural: &str) -> usize {
 /// A manager acting as service account `system/controller-manager` with
 /// `perms`, serving secure metrics as `secure` says; running until the
 /// token is cancelled.
-async fn manager(
+pub async fn manager(
     env: &TestEnv,
     perms: Permissions,
     secure: SecureMetrics,

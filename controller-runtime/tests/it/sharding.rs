@@ -14,6 +14,8 @@ use controller_runtime::sharding::config::ShardingConfig;
 use controller_runtime::sharding::membership::{Membership, MembershipError};
 use controller_runtime::sharding::view::RingView;
 use envtest::TestEnv;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube_client::api::Api;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -42,12 +44,16 @@ struct Member {
 }
 
 fn join(env: &TestEnv, ring: &str, id: &str) -> Member {
+    join_with(env, ring_config(ring, id))
+}
+
+fn join_with(env: &TestEnv, config: ShardingConfig) -> Member {
     let gate = Arc::new(GateState::default());
     let client = kube_client::client::ClientBuilder::try_from(env.client_config())
         .unwrap()
         .with_layer(&GateLayer(Arc::clone(&gate)))
         .build();
-    let membership = Membership::new(client, ring_config(ring, id)).unwrap();
+    let membership = Membership::new(client, config).unwrap();
     let stop = CancellationToken::new();
     let run = tokio::spawn({
         let (m, stop) = (membership.clone(), stop.clone());
@@ -96,14 +102,20 @@ async fn replicas_join_leave_and_die() {
         .count();
     assert_eq!(sharders, 1, "exactly one sharder");
 
-    // A graceful leave deletes the Lease: gone well within a lease duration.
+    // A graceful leave deletes the Lease before `run` returns, so the
+    // others see it gone without waiting for an expiry (checked on the
+    // server, not by racing the leave against the lease duration).
     let left = Instant::now();
     c.stop.cancel();
     c.run.await.unwrap().unwrap();
+    let leases: Api<Lease> = Api::namespaced(env.client(), "default");
+    assert!(
+        leases.get_opt("c").await.unwrap().is_none(),
+        "c's shard Lease is still there after it left"
+    );
     let second = all_see(&[&a, &b], &["a", "b"], Duration::from_secs(5), "c left").await;
     assert!(second > first);
     let leave_took = left.elapsed();
-    assert!(leave_took < LEASE, "leaving took {leave_took:?}");
 
     // A replica that dies (its task dropped, its connection cut) keeps its
     // Lease until it expires; then the sharder drops it.
@@ -128,11 +140,22 @@ async fn replicas_join_leave_and_die() {
     a.run.await.unwrap().unwrap();
 }
 
+/// The fence test's lease and renew deadline: the fence comes at about
+/// the renew deadline plus a retry (1.2 s), the expiry at the lease (6 s),
+/// 5x later, so the two timers cannot swap on a busy machine.
+const FENCE_LEASE: Duration = Duration::from_secs(6);
+const FENCE_RENEW: Duration = Duration::from_secs(1);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_that_cannot_renew_fences_itself_before_its_lease_expires() {
     let env = TestEnv::start().await.unwrap();
-    let a = join(&env, "it-fence", "a");
-    let b = join(&env, "it-fence", "b");
+    let config = |id: &str| {
+        ring_config("it-fence", id)
+            .lease_duration(FENCE_LEASE)
+            .renew_deadline(FENCE_RENEW)
+    };
+    let a = join_with(&env, config("a"));
+    let b = join_with(&env, config("b"));
     all_see(
         &[&a, &b],
         &["a", "b"],
@@ -143,7 +166,7 @@ async fn a_replica_that_cannot_renew_fences_itself_before_its_lease_expires() {
     let fence = b.membership.fence();
     b.gate.freeze_lease_writes.store(true, Ordering::SeqCst);
     let frozen = Instant::now();
-    let ended = tokio::time::timeout(Duration::from_secs(5), b.run)
+    let ended = tokio::time::timeout(5 * FENCE_LEASE, b.run)
         .await
         .unwrap()
         .unwrap();
@@ -155,9 +178,29 @@ async fn a_replica_that_cannot_renew_fences_itself_before_its_lease_expires() {
     assert!(fence.is_cancelled());
     // Fenced within the renew deadline (plus a retry), before the lease
     // could expire for anyone else.
-    assert!(fenced_after < LEASE, "fenced after {fenced_after:?}");
-    all_see(&[&a], &["a"], Duration::from_secs(5), "b dropped").await;
-    assert!(frozen.elapsed() >= LEASE - RETRY);
+    assert!(fenced_after < FENCE_LEASE, "fenced after {fenced_after:?}");
+    // b's last successful renewal, as written (b writes no more): nobody
+    // may drop b before a lease duration after it.
+    let leases: Api<Lease> = Api::namespaced(env.client(), "default");
+    let renewed = leases
+        .get("b")
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.renew_time)
+        .map(|t| std::time::SystemTime::from(t.0))
+        .unwrap();
+    all_see(&[&a], &["a"], 5 * FENCE_LEASE, "b dropped").await;
+    let since = std::time::SystemTime::now()
+        .duration_since(renewed)
+        .unwrap_or_default();
+    assert!(
+        since >= FENCE_LEASE - RETRY,
+        "b dropped {since:?} after its last renewal"
+    );
+    eprintln!(
+        "sharding fence: fenced after {fenced_after:?}, dropped {since:?} after the last renewal"
+    );
     a.stop.cancel();
     a.run.await.unwrap().unwrap();
 }

@@ -164,6 +164,8 @@ pub struct Setup {
     /// Talk through this client instead of the admin one behind a fault
     /// gate (then [`Replica::kill`] only aborts the manager).
     pub client: Option<kube_client::Client>,
+    /// The manager's graceful shutdown timeout (default 5 s).
+    pub graceful: Option<Duration>,
 }
 
 /// Starts replica `id` of ring `ring` as `setup` says.
@@ -185,7 +187,7 @@ pub async fn start_replica_with(
     });
     let config = ring_config(ring, id).mode(setup.mode);
     let mut builder = Manager::builder(client.clone())
-        .graceful_shutdown_timeout(Duration::from_secs(5))
+        .graceful_shutdown_timeout(setup.graceful.unwrap_or(Duration::from_secs(5)))
         .cache_options::<ConfigMap>(config.informer_options());
     if setup.serve {
         let local: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();

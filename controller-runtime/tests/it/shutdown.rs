@@ -196,19 +196,34 @@ async fn a_stop_where_everything_hangs_ends_within_its_overall_bound() {
 }
 
 /// The sharded fault suite's fence: a replica whose Lease writes fail
-/// fences itself mid-reconcile, with the API server slow; its manager
-/// (graceful timeout 5 s) must end well within that, so that it can be
-/// replaced.
+/// fences itself mid-reconcile, with the API server slow; its manager must
+/// end promptly (the fence aborts the reconciles in flight: 2 ms seen),
+/// not after its graceful timeout (60 s here) nor its reconciles (60 s):
+/// the bound, 10 s, is 6x below the slow outcome and far above the prompt
+/// one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_replica_stops_promptly_mid_reconcile_with_a_slow_server() {
-    use crate::sharding_fleet::{NS as FLEET_NS, Timeline, start_replica, write_all};
+    use crate::sharding_fleet::{NS as FLEET_NS, Setup, Timeline, start_replica_with, write_all};
     let env = envtest::TestEnv::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(env.client(), FLEET_NS);
     let names: Vec<String> = (0..4).map(|i| format!("f{i}")).collect();
     write_all(&api, &names, "1").await;
     let timeline = Arc::new(Timeline::default());
     // Each reconcile would take a minute.
-    let r = start_replica(&env, "fence", "solo", &timeline, 2, Duration::from_secs(60)).await;
+    let setup = Setup {
+        graceful: Some(Duration::from_secs(60)),
+        ..Setup::default()
+    };
+    let r = start_replica_with(
+        &env,
+        "fence",
+        "solo",
+        &timeline,
+        2,
+        Duration::from_secs(60),
+        setup,
+    )
+    .await;
     wait_until(LONG, "a reconcile is in flight", || async {
         timeline.spans.lock().iter().any(|s| s.end.is_none())
     })
@@ -220,7 +235,7 @@ async fn a_fenced_replica_stops_promptly_mid_reconcile_with_a_slow_server() {
         .await
         .expect("fenced");
     let fenced = Instant::now();
-    let err = tokio::time::timeout(LONG, r.run)
+    let err = tokio::time::timeout(2 * LONG, r.run)
         .await
         .expect("run ends")
         .unwrap()
@@ -228,8 +243,9 @@ async fn a_fenced_replica_stops_promptly_mid_reconcile_with_a_slow_server() {
     let took = fenced.elapsed();
     env.faults().set_latency(Duration::ZERO);
     assert!(err.to_string().contains("lost its shard lease"), "{err}");
+    eprintln!("a fenced replica stopped {took:?} after the fence");
     assert!(
-        took < Duration::from_secs(3),
+        took < Duration::from_secs(10),
         "stopped {took:?} after the fence"
     );
     assert!(

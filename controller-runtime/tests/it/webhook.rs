@@ -38,7 +38,7 @@ pub fn review(operation: &str, object: Option<Value>, old: Option<Value>, dry_ru
     })
 }
 
-fn cm(data: Value) -> Value {
+pub fn cm(data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
            "metadata": {"name": "settings", "namespace": "team-a"}, "data": data})
 }

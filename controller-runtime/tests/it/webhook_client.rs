@@ -51,8 +51,13 @@ impl TlsClient {
         }
     }
 
+    /// The server's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// A new connection, handshaken with the server as `localhost`.
-    async fn connect(&self) -> Result<TlsStream<tokio::net::TcpStream>, String> {
+    pub async fn connect(&self) -> Result<TlsStream<tokio::net::TcpStream>, String> {
         let tcp = tokio::net::TcpStream::connect(self.addr)
             .await
             .map_err(|e| e.to_string())?;

@@ -4,56 +4,22 @@
 //! good probe is answered right after each.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use controller_runtime::manager::Manager;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use super::{assert_peak_bounded, exchange, peak_rss_kib, refused};
 use crate::fixture::{spawn_manager, stop_manager};
 
-const LONG: Duration = Duration::from_secs(20);
-
-/// The peak resident set of this test process (`VmHWM`), in KiB.
-pub fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// Sends `raw` and reads the answer's status code; `None` when the server
-/// closed the connection without one (also a refusal).
-async fn exchange(addr: SocketAddr, raw: &[u8]) -> Option<u16> {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    // The server may answer (and close) before it has read everything.
-    let _ = s.write_all(raw).await;
-    let mut buf = Vec::new();
-    let _ = tokio::time::timeout(LONG, async {
-        let mut chunk = [0u8; 4096];
-        while let Ok(n) = s.read(&mut chunk).await {
-            if n == 0 {
-                break;
-            }
-            buf.extend_from_slice(&chunk[..n]);
-            if buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                break;
-            }
-        }
-    })
-    .await;
-    let text = String::from_utf8_lossy(&buf);
-    text.strip_prefix("HTTP/1.1 ")
-        .and_then(|r| r.get(..3))
-        .and_then(|c| c.parse().ok())
+/// Sends `raw` on a new connection; the status code, `None` when the
+/// server closed the connection without one (also a refusal).
+async fn send(addr: SocketAddr, raw: &[u8]) -> Option<u16> {
+    exchange(TcpStream::connect(addr).await.unwrap(), raw.to_vec()).await
 }
 
 async fn good_probe(addr: SocketAddr) {
-    let status = exchange(
+    let status = send(
         addr,
         b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
     )
@@ -69,10 +35,6 @@ async fn health_manager() -> (envtest::TestEnv, Manager) {
         .await
         .unwrap();
     (env, mgr)
-}
-
-fn refused(status: Option<u16>) -> bool {
-    status.is_none_or(|c| (400..500).contains(&c))
 }
 
 /// A hostile request: its name, its raw bytes, and the status it must get
@@ -141,7 +103,7 @@ async fn bad_requests_get_a_4xx_and_a_good_probe_is_answered_after_each() {
         ),
     ];
     for (what, raw, ok) in cases {
-        let status = exchange(addr, &raw).await;
+        let status = send(addr, &raw).await;
         assert!(ok(status), "{what}: answered {status:?}");
         good_probe(addr).await;
     }
@@ -168,8 +130,6 @@ async fn bad_requests_get_a_4xx_and_a_good_probe_is_answered_after_each() {
 
     // The peak of the whole test process (other tests run beside this one,
     // so its growth is not this test's alone): reported, and bounded.
-    let after = peak_rss_kib();
-    eprintln!("hostile health: peak RSS {before} KiB before, {after} KiB after");
-    assert!(after < 2 * 1024 * 1024, "peak RSS {after} KiB");
+    assert_peak_bounded("health", before);
     stop_manager(stop, run).await;
 }
