@@ -114,7 +114,9 @@ pub mod workqueue;
 // 2. Cache and metrics registry.
 pub mod cache;
 pub mod metrics;
-// 3. Typed reconcile; the webhook server the manager runs.
+// 3. A cluster as a value; typed reconcile; the webhook server the
+// manager runs.
+pub mod cluster;
 pub mod reconcile;
 pub mod webhook;
 // 4. Manager.

@@ -11,10 +11,11 @@ use informer_core::factory::SharedInformerFactory;
 use kube_client::Client;
 use parking_lot::Mutex;
 
-use super::event_writer::{default_recorder_config, recorder_and_writer};
+use super::event_writer::{EventWriterRunnable, default_recorder_config};
 use super::server::BoundServer;
 use super::{Inner, Manager, ManagerError, Runnable};
 use crate::cache::{Cache, CacheScope};
+use crate::cluster::{Cluster, ClusterOptions};
 use crate::events::RecorderConfig;
 use crate::healthz::{Checks, HealthCheck, Ping, check_fn};
 use crate::leaderelection::{LeaderElectionConfig, LeaderElector};
@@ -276,18 +277,28 @@ impl ManagerBuilder {
             )?),
             (None, _) => None,
         };
-        let factory = SharedInformerFactory::builder(self.client.clone())
-            .default_resync(self.resync)
-            .metrics(metrics.informer_metrics())
-            .strip_managed_fields(!self.keep_managed_fields)
-            .streaming_list(self.streaming_list)
-            .build();
-        let cache = Cache::scoped(factory.clone(), self.cache_sync_timeout, self.cache_scope);
+        let cluster_options = ClusterOptions {
+            resync: self.resync,
+            strip_managed_fields: !self.keep_managed_fields,
+            streaming_list: self.streaming_list,
+            cache_sync_timeout: self.cache_sync_timeout,
+            scope: self.cache_scope,
+            events: self.events.unwrap_or_else(default_recorder_config),
+        };
+        let cluster = Cluster::new(
+            "",
+            self.client.clone(),
+            &cluster_options,
+            Some(metrics.informer_metrics()),
+        );
 
         let healthz = Checks::new();
         healthz.add("ping", Ping)?;
         let readyz = Checks::new();
-        readyz.add("caches synced", caches_synced_check(&factory, &cache))?;
+        readyz.add(
+            "caches synced",
+            caches_synced_check(cluster.informer_factory(), cluster.cache()),
+        )?;
         if let Some(elector) = &elector {
             let elector = elector.clone();
             readyz.add(
@@ -314,16 +325,10 @@ impl ManagerBuilder {
             None => None,
         };
 
-        let (recorder, writer) = recorder_and_writer(
-            self.client.clone(),
-            self.events.unwrap_or_else(default_recorder_config),
-        );
+        let writer = EventWriterRunnable::new(cluster.clone());
         Ok(Manager {
             inner: Arc::new(Inner {
-                recorder,
-                client: self.client,
-                factory,
-                cache,
+                cluster,
                 metrics,
                 healthz,
                 readyz,

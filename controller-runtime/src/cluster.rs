@@ -1,0 +1,168 @@
+//! A cluster as a value: what a manager holds for one Kubernetes cluster
+//! (the client, the shared informer factory, the cache-backed reader and
+//! the event recorder) behind one type, [`Cluster`], so that a manager can
+//! hold many.
+//!
+//! A [`Manager`](crate::manager::Manager) holds its own cluster
+//! ([`Manager::cluster`](crate::manager::Manager::cluster); its name is
+//! `""`, as in Go's multicluster-runtime) and reaches it through the
+//! same accessors as before (`mgr.client()`, `mgr.cache()`, ...).
+//!
+//! Layer 3 (cluster): built from the cache (layer 2), events and the client
+//! (layer 1); the manager holds clusters.
+//!
+//! ```no_run
+//! # fn demo(mgr: controller_runtime::manager::Manager) {
+//! let own = mgr.cluster();
+//! assert_eq!(own.name(), "");
+//! let _reader = own.cache();
+//! let _recorder = own.event_recorder("my-controller");
+//! # }
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use informer_core::factory::SharedInformerFactory;
+use informer_core::metrics::InformerMetrics;
+use kube_client::Client;
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use crate::cache::{Cache, CacheScope};
+use crate::events::{ApiEventSink, EventRecorder, EventWriter, RecorderConfig};
+
+/// One Kubernetes cluster as a manager holds it: its client, shared
+/// informer factory, cache-backed reader and event recorder. Cheap to
+/// clone; clones share everything.
+///
+/// The manager's own cluster is [`Manager::cluster`](crate::manager::Manager::cluster).
+///
+/// ```no_run
+/// # fn demo(mgr: controller_runtime::manager::Manager) {
+/// let cluster = mgr.cluster();
+/// println!("{} informers requested", cluster.informer_factory().len());
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: Arc<str>,
+    client: Client,
+    factory: SharedInformerFactory,
+    cache: Cache,
+    recorder: EventRecorder,
+    /// The writer of `recorder`'s events, taken once by whoever runs it
+    /// (the manager's event writer for its own cluster, the fleet's
+    /// engagement for the others).
+    writer: Mutex<Option<EventWriter<ApiEventSink>>>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("name", &self.inner.name)
+            .field("informers", &self.inner.factory.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the clusters of one manager are built: the manager's settings, the
+/// same for its own cluster and for every cluster of its fleet.
+#[derive(Clone)]
+pub(crate) struct ClusterOptions {
+    pub(crate) resync: Duration,
+    pub(crate) strip_managed_fields: bool,
+    pub(crate) streaming_list: bool,
+    pub(crate) cache_sync_timeout: Duration,
+    pub(crate) scope: CacheScope,
+    pub(crate) events: RecorderConfig,
+}
+
+impl Cluster {
+    /// The cluster `name` reached through `client`, its informers (not yet
+    /// started) reporting to `informer_metrics` when given.
+    pub(crate) fn new(
+        name: impl Into<Arc<str>>,
+        client: Client,
+        options: &ClusterOptions,
+        informer_metrics: Option<Arc<dyn InformerMetrics>>,
+    ) -> Self {
+        let mut factory = SharedInformerFactory::builder(client.clone())
+            .default_resync(options.resync)
+            .strip_managed_fields(options.strip_managed_fields)
+            .streaming_list(options.streaming_list);
+        if let Some(metrics) = informer_metrics {
+            factory = factory.metrics(metrics);
+        }
+        let factory = factory.build();
+        let cache = Cache::scoped(
+            factory.clone(),
+            options.cache_sync_timeout,
+            options.scope.clone(),
+        );
+        let (recorder, writer) =
+            EventRecorder::new(ApiEventSink::new(client.clone()), options.events.clone());
+        Cluster {
+            inner: Arc::new(Inner {
+                name: name.into(),
+                client,
+                factory,
+                cache,
+                recorder,
+                writer: Mutex::new(Some(writer)),
+            }),
+        }
+    }
+
+    /// The cluster's name: `""` for the manager's own cluster, the name it
+    /// was engaged under for a cluster of the fleet.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The cluster's client.
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    /// The cluster's shared informer factory.
+    pub fn informer_factory(&self) -> &SharedInformerFactory {
+        &self.inner.factory
+    }
+
+    /// The cluster's cache-backed reader.
+    pub fn cache(&self) -> &Cache {
+        &self.inner.cache
+    }
+
+    /// An event recorder writing to this cluster whose events report
+    /// `controller` as their `reportingController`.
+    pub fn event_recorder(&self, controller: &str) -> EventRecorder {
+        self.inner.recorder.for_controller(controller)
+    }
+
+    /// The writer of this cluster's events, once.
+    pub(crate) fn take_event_writer(&self) -> Option<EventWriter<ApiEventSink>> {
+        self.inner.writer.lock().take()
+    }
+
+    /// Starts every informer requested so far (again after requesting
+    /// more) and lets the cache serve reads.
+    pub(crate) fn start_informers(&self) {
+        self.inner.factory.start();
+        self.inner.cache.set_started(true);
+    }
+
+    /// Stops the informers and waits for them until `give_up`; `false` if
+    /// they did not stop in time.
+    pub(crate) async fn stop_informers(&self, give_up: Instant) -> bool {
+        self.inner.cache.set_started(false);
+        tokio::time::timeout_at(give_up, self.inner.factory.shutdown())
+            .await
+            .is_ok()
+    }
+}
