@@ -6,10 +6,21 @@
 //! A [`Manager`](crate::manager::Manager) holds its own cluster
 //! ([`Manager::cluster`](crate::manager::Manager::cluster); its name is
 //! `""`, as in Go's multicluster-runtime) and reaches it through the
-//! same accessors as before (`mgr.client()`, `mgr.cache()`, ...).
+//! same accessors as before (`mgr.client()`, `mgr.cache()`, ...). The other
+//! clusters it reconciles, its *fleet* ([`Fleet`],
+//! [`Manager::fleet`](crate::manager::Manager::fleet)), are engaged and
+//! disengaged while it runs by [`Provider`]s: a [`StaticProvider`] (a list
+//! of clients or kubeconfigs), a [`SecretProvider`] (kubeconfigs in
+//! labelled Secrets of the manager's own cluster, watched), or a program
+//! calling [`Fleet::engage`] and [`Fleet::disengage`] itself (as tests do
+//! with envtest servers). A cluster that does not answer is retried with
+//! [`EngageBackoff`] and reported ([`ClusterHealth`], the metrics
+//! `controller_runtime_fleet_*`, `/readyz`) while the others go on.
 //!
-//! Layer 3 (cluster): built from the cache (layer 2), events and the client
-//! (layer 1); the manager holds clusters.
+//! Layer 3 (cluster): built from the cache and the metrics registry (layer
+//! 2), events, health checks and the client (layer 1); the manager holds
+//! clusters and runs the providers; fleet controllers reconcile across
+//! the fleet.
 //!
 //! ```no_run
 //! # fn demo(mgr: controller_runtime::manager::Manager) {
@@ -20,6 +31,12 @@
 //! # }
 //! ```
 
+mod fleet;
+mod health;
+mod metrics;
+mod provider;
+mod secrets;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +46,11 @@ use kube_client::Client;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+pub use fleet::{Fleet, FleetError};
+pub use health::{ClusterHealth, EngageBackoff};
+pub use provider::{Provider, ProviderError, StaticProvider};
+pub use secrets::{KUBECONFIG_KEY, SecretProvider};
+
 use crate::cache::{Cache, CacheScope};
 use crate::events::{ApiEventSink, EventRecorder, EventWriter, RecorderConfig};
 
@@ -36,7 +58,8 @@ use crate::events::{ApiEventSink, EventRecorder, EventWriter, RecorderConfig};
 /// informer factory, cache-backed reader and event recorder. Cheap to
 /// clone; clones share everything.
 ///
-/// The manager's own cluster is [`Manager::cluster`](crate::manager::Manager::cluster).
+/// The manager's own cluster is [`Manager::cluster`](crate::manager::Manager::cluster);
+/// the engaged clusters of its fleet are [`Fleet::get`].
 ///
 /// ```no_run
 /// # fn demo(mgr: controller_runtime::manager::Manager) {

@@ -76,6 +76,7 @@ mod builder;
 mod drain;
 pub(crate) mod error;
 mod event_writer;
+mod provider;
 mod runnable;
 mod server;
 mod tasks;
@@ -103,7 +104,7 @@ use tasks::{Tasks, wait_for_signal};
 pub use webhook::WebhookRegistration;
 
 use crate::cache::{Cache, CacheScope};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, EngageBackoff, Fleet};
 use crate::events::EventRecorder;
 use crate::healthz::{Checks, HealthCheck};
 use crate::leaderelection::LeaderElector;
@@ -135,6 +136,8 @@ pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 struct Inner {
     /// The manager's own cluster: client, informers, cache, events.
     cluster: Cluster,
+    /// The other clusters, engaged by providers while the manager runs.
+    fleet: Fleet,
     metrics: Metrics,
     healthz: Checks,
     readyz: Checks,
@@ -189,6 +192,8 @@ impl Manager {
             webhook: None,
             cache_scope: CacheScope::new(),
             streaming_list: true,
+            providers: Vec::new(),
+            fleet_backoff: EngageBackoff::default(),
         }
     }
 
@@ -205,6 +210,21 @@ impl Manager {
     /// ```
     pub fn cluster(&self) -> &Cluster {
         &self.inner.cluster
+    }
+
+    /// The clusters this manager reconciles besides its own, engaged and
+    /// disengaged by the [providers](ManagerBuilder::provider) (or by the
+    /// program) while it runs.
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: controller_runtime::manager::Manager) {
+    /// for name in mgr.fleet().names() {
+    ///     println!("{name}: {:?}", mgr.fleet().health(&name));
+    /// }
+    /// # }
+    /// ```
+    pub fn fleet(&self) -> &Fleet {
+        &self.inner.fleet
     }
 
     /// The Kubernetes client (of the manager's own cluster).
@@ -399,8 +419,11 @@ impl Manager {
             servers.push(bound.serve(self.inner.metrics.router(), servers_stop.clone()));
         }
 
-        // Informers run on every replica, leader or not.
+        // Informers run on every replica, leader or not; so do the
+        // fleet's clusters' (engaged until the manager stops).
         self.inner.cluster.start_informers();
+        let fleet_stop = CancellationToken::new();
+        self.inner.fleet.start(&fleet_stop);
 
         let (late_tx, mut late_rx) = mpsc::unbounded_channel();
         let runnables: Vec<Arc<dyn Runnable>> = {
@@ -519,7 +542,9 @@ impl Manager {
                 Err(_) => tracing::warn!("leader election did not stop in time"),
             }
         }
-        // 4. Informers and servers.
+        // 4. The fleet's clusters, the informers and the servers.
+        fleet_stop.cancel();
+        self.inner.fleet.shutdown(cleanup).await;
         if !self.inner.cluster.stop_informers(cleanup).await {
             tracing::warn!("informers did not stop in time");
         }
