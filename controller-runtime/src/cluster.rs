@@ -46,6 +46,7 @@ use kube_client::Client;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+pub(crate) use fleet::Attached;
 pub use fleet::{Fleet, FleetError};
 pub use health::{ClusterHealth, EngageBackoff};
 pub use provider::{Provider, ProviderError, StaticProvider};
@@ -145,6 +146,16 @@ impl Cluster {
     /// was engaged under for a cluster of the fleet.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    pub(crate) fn name_arc(&self) -> Arc<str> {
+        Arc::clone(&self.inner.name)
+    }
+
+    /// Whether both values are the same cluster (clones of one), not two
+    /// engagements under one name.
+    pub(crate) fn same_as(&self, other: &Cluster) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The cluster's client.

@@ -80,7 +80,7 @@ pub use tokio_util::sync::CancellationToken;
 // each, plus the prelude).
 pub use action::Action;
 pub use error::BoxError;
-pub use request::{Request, RequestError};
+pub use request::{ClusterRequest, Request, RequestError};
 pub use terminal::{Terminal, TerminalError, is_terminal};
 
 pub use cache::{Cache, CacheError, ListOptions};

@@ -186,6 +186,11 @@ impl Fleet {
         state.engaged.get(name).map(|e| e.health.lock().clone())
     }
 
+    /// Follows the attached clusters (those whose informers run).
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Attached> {
+        self.inner.attached.subscribe()
+    }
+
     /// Starts the engagement of every cluster engaged so far, and of those
     /// engaged later, until `stop` (the manager runs).
     pub(crate) fn start(&self, stop: &CancellationToken) {
@@ -358,7 +363,7 @@ impl Engaged {
         let current = state
             .engaged
             .get(self.cluster.name())
-            .is_some_and(|e| Arc::ptr_eq(&e.cluster.inner, &self.cluster.inner));
+            .is_some_and(|e| e.cluster.same_as(&self.cluster));
         if !current || self.stop.is_cancelled() {
             return;
         }

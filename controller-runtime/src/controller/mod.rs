@@ -63,6 +63,7 @@
 //! ```
 
 pub mod dynamic;
+pub mod fleet;
 mod metrics;
 mod outcome;
 mod source;
@@ -87,6 +88,7 @@ use crate::reconcile::IntoReconciler;
 use crate::request::Request;
 use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
 pub use dynamic::DynamicControllerBuilder;
+pub use fleet::{FleetController, FleetControllerBuilder};
 use metrics::ControllerMetrics;
 use outcome::DynReconciler;
 use source::{EventFilters, KindSource, Source, describe_kind};

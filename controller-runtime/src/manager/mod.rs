@@ -214,7 +214,9 @@ impl Manager {
 
     /// The clusters this manager reconciles besides its own, engaged and
     /// disengaged by the [providers](ManagerBuilder::provider) (or by the
-    /// program) while it runs.
+    /// program) while it runs; fleet controllers
+    /// ([`Manager::fleet_controller`](crate::controller::fleet)) reconcile
+    /// in each.
     ///
     /// ```no_run
     /// # fn demo(mgr: controller_runtime::manager::Manager) {

@@ -4,6 +4,7 @@
 //! `controllers` reconciles in five clusters engaged and disengaged while
 //! their objects change, and goes on when one cluster's server dies.
 
+mod controllers;
 mod providers;
 
 use std::time::Duration;
