@@ -1,6 +1,7 @@
 //! A fleet controller over five envtest clusters engaged and disengaged
 //! while their objects change: each change is reconciled in its own
-//! cluster, through that cluster's client, and nothing leaks across; a
+//! cluster, through that cluster's client, and nothing leaks across (an
+//! owned object deleted in one cluster is made again there); a
 //! disengaged cluster's informers stop; a cluster whose API server dies
 //! never stops the manager, and the others keep converging.
 
@@ -41,9 +42,13 @@ impl ObjectReconciler<ConfigMap> for Mirror {
         self.seen.lock().push((cluster.clone(), cm.name_any()));
         let mut data = cm.data.clone().unwrap_or_default();
         data.insert("cluster".into(), cluster);
+        let owner = json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "name": cm.name_any(),
+            "uid": cm.uid().unwrap_or_default(), "controller": true,
+        });
         let mirror = json!({
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": format!("mirror-{}", cm.name_any())},
+            "metadata": {"name": format!("mirror-{}", cm.name_any()), "ownerReferences": [owner]},
             "data": data,
         });
         ctx.api()
@@ -114,6 +119,7 @@ async fn fleet_manager(own: &TestEnv) -> (Manager, Arc<Mirror>) {
         .named("mirror")
         .max_concurrent_reconciles(4)
         .for_event_filter(from_fn(|cm: &ConfigMap| cm.labels().contains_key(LABEL)))
+        .owns::<ConfigMap>()
         .complete(Arc::clone(&journal))
         .unwrap();
     (mgr, journal)
@@ -192,6 +198,15 @@ async fn five_clusters_engaged_and_disengaged_while_objects_change() {
         ),
         "{metrics}"
     );
+
+    // `owns` watches each cluster: a mirror deleted in c2 is made again
+    // there, by c2's reconcile.
+    let mirrors: Api<ConfigMap> = Api::namespaced(envs[2].client(), envs[2].namespace());
+    mirrors
+        .delete("mirror-shared", &DeleteParams::default())
+        .await
+        .unwrap();
+    converged(&envs[2], "c2", "shared", "2-2").await;
 
     // c1 leaves: its informers stop, its series go, its changes are not seen.
     let c1 = mgr.fleet().get("c1").unwrap();

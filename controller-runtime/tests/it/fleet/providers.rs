@@ -159,5 +159,22 @@ async fn labelled_secrets_engage_clusters_and_deleting_one_disengages_it() {
     assert!(!cluster_a.cache().is_started());
     assert!(ready(&mgr, "b"), "b goes on");
 
+    // b's Secret now holds a's kubeconfig: b is engaged anew, reaching a.
+    let marker = Api::<ConfigMap>::namespaced(a.client(), "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("only-in-a".into());
+    marker.create(&pp, &cm).await.unwrap();
+    let old_b = mgr.fleet().get("b").unwrap();
+    let mut moved = cluster_secret("b", true, &a.kubeconfig_yaml());
+    moved.metadata.resource_version = secrets.get("b").await.unwrap().metadata.resource_version;
+    secrets.replace("b", &pp, &moved).await.unwrap();
+    eventually(LONG, "b engaged anew, reaching a", || async {
+        let b = mgr.fleet().get("b")?;
+        let reached = Api::<ConfigMap>::namespaced(b.client(), "default");
+        reached.get_opt("only-in-a").await.ok()?.map(|_| ())
+    })
+    .await;
+    assert!(!old_b.cache().is_started(), "the old b stopped");
+
     stop_manager(stop, task).await;
 }
