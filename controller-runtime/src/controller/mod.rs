@@ -1,7 +1,8 @@
 //! Controllers: watch kinds, turn their changes into requests, reconcile.
 //!
 //! A controller is built on a [`Manager`] with [`Manager::controller`], the
-//! one way to build one:
+//! one way to build one (for the same in every cluster of the manager's
+//! fleet, see [`fleet`] and [`Manager::fleet_controller`]):
 //!
 //! - the kind it is *for* (`K`): changes to a `K` reconcile that `K`;
 //! - kinds it [`owns`](ControllerBuilder::owns): changes to an owned object
