@@ -80,7 +80,7 @@ pub use tokio_util::sync::CancellationToken;
 // each, plus the prelude).
 pub use action::Action;
 pub use error::BoxError;
-pub use request::{Request, RequestError};
+pub use request::{ClusterRequest, Request, RequestError};
 pub use terminal::{Terminal, TerminalError, is_terminal};
 
 pub use cache::{Cache, CacheError, ListOptions};
@@ -114,7 +114,9 @@ pub mod workqueue;
 // 2. Cache and metrics registry.
 pub mod cache;
 pub mod metrics;
-// 3. Typed reconcile; the webhook server the manager runs.
+// 3. A cluster as a value; typed reconcile; the webhook server the
+// manager runs.
+pub mod cluster;
 pub mod reconcile;
 pub mod webhook;
 // 4. Manager.

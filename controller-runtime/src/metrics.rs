@@ -14,6 +14,13 @@
 //! | `controller_runtime_reconcile_time_seconds` | `controller` | histogram |
 //! | `controller_runtime_max_concurrent_reconciles` | `controller` | gauge |
 //! | `controller_runtime_active_workers` | `controller` | gauge |
+//! | `controller_runtime_fleet_reconcile_total` | `controller`, `cluster`, `result` | counter |
+//! | `controller_runtime_fleet_reconcile_errors_total` | `controller`, `cluster` | counter |
+//! | `controller_runtime_fleet_reconcile_time_seconds` | `controller`, `cluster` | histogram |
+//!
+//! A fleet controller counts each reconcile in the families without a
+//! `cluster` label too; its `cluster`-labelled series exist while the
+//! cluster is engaged (they are removed when it is disengaged).
 //!
 //! `result` is `success`, `error`, `requeue` or `requeue_after`. The
 //! `workqueue_*` metrics ([`Metrics::workqueue_metrics`]) and the
@@ -107,6 +114,9 @@ pub(crate) struct ControllerVecs {
     pub(crate) reconcile_time: HistogramVec,
     pub(crate) max_concurrent: IntGaugeVec,
     pub(crate) active_workers: IntGaugeVec,
+    pub(crate) fleet_reconcile_total: IntCounterVec,
+    pub(crate) fleet_reconcile_errors: IntCounterVec,
+    pub(crate) fleet_reconcile_time: HistogramVec,
 }
 
 impl ControllerVecs {
@@ -153,6 +163,24 @@ impl ControllerVecs {
                 "controller_runtime_active_workers",
                 "Number of currently used workers per controller",
             )?,
+            fleet_reconcile_total: counter(
+                "controller_runtime_fleet_reconcile_total",
+                "Total number of reconciliations per fleet controller and cluster",
+                &["controller", "cluster", "result"],
+            )?,
+            fleet_reconcile_errors: counter(
+                "controller_runtime_fleet_reconcile_errors_total",
+                "Total number of reconciliation errors per fleet controller and cluster",
+                &["controller", "cluster"],
+            )?,
+            fleet_reconcile_time: HistogramVec::new(
+                HistogramOpts::new(
+                    "controller_runtime_fleet_reconcile_time_seconds",
+                    "Length of time per reconciliation per fleet controller and cluster",
+                )
+                .buckets(RECONCILE_TIME_BUCKETS.to_vec()),
+                &["controller", "cluster"],
+            )?,
         })
     }
 
@@ -165,6 +193,9 @@ impl ControllerVecs {
             Box::new(self.reconcile_time.clone()),
             Box::new(self.max_concurrent.clone()),
             Box::new(self.active_workers.clone()),
+            Box::new(self.fleet_reconcile_total.clone()),
+            Box::new(self.fleet_reconcile_errors.clone()),
+            Box::new(self.fleet_reconcile_time.clone()),
         ]
     }
 }

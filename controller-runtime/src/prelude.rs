@@ -30,7 +30,7 @@ pub use crate::manager::{Manager, ManagerError};
 pub use crate::object::Object;
 pub use crate::predicate::{GenerationChanged, Predicate};
 pub use crate::reconcile::{CallInfo, Cleanup, ObjectContext, ObjectReconciler, Reconciler};
-pub use crate::request::Request;
+pub use crate::request::{ClusterRequest, Request};
 pub use crate::terminal::{Terminal, TerminalError};
 /// The derive of a reconciler's controller (`#[derive(Controller)]`).
 pub use informer_macros::Controller;

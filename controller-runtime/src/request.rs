@@ -1,10 +1,12 @@
 //! [`Request`]: the name of one object to reconcile, and the workqueue key
-//! it displays as (`namespace/name`, or `name` for cluster-scoped objects).
+//! it displays as (`namespace/name`, or `name` for cluster-scoped objects);
+//! [`ClusterRequest`]: the same in one cluster of a fleet.
 //!
 //! Layer 0 (vocabulary): imports nothing from this crate.
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use kube_core::Resource;
 
@@ -93,6 +95,42 @@ impl FromStr for Request {
             (Some(ns), Some(name), None) => Ok(Request::new(Some(ns), name)),
             _ => Err(invalid("more than one '/'")),
         }
+    }
+}
+
+/// One object to reconcile in one cluster of a manager's fleet: the
+/// workqueue item of a fleet controller (Go multicluster-runtime's
+/// `mcreconcile.Request`).
+///
+/// Displays as `cluster/` followed by the request's key.
+///
+/// ```
+/// use controller_runtime::{ClusterRequest, Request};
+/// let req = ClusterRequest::new("edge-1", Request::new(Some("default"), "web"));
+/// assert_eq!(req.to_string(), "edge-1/default/web");
+/// assert_eq!(&*req.cluster, "edge-1");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterRequest {
+    /// The name the cluster is engaged under in the fleet.
+    pub cluster: Arc<str>,
+    /// The object in that cluster.
+    pub request: Request,
+}
+
+impl ClusterRequest {
+    /// A request for `request`'s object in the cluster `cluster`.
+    pub fn new(cluster: impl Into<Arc<str>>, request: Request) -> Self {
+        ClusterRequest {
+            cluster: cluster.into(),
+            request,
+        }
+    }
+}
+
+impl fmt::Display for ClusterRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.cluster, self.request)
     }
 }
 

@@ -84,6 +84,71 @@ impl ControllerMetrics {
     }
 }
 
+/// The `cluster`-labelled series of one fleet controller in one cluster,
+/// removed when the cluster leaves (so the label stays bounded by the
+/// engaged clusters).
+pub(crate) struct ClusterSeries {
+    vecs: crate::metrics::ControllerVecs,
+    controller: String,
+    cluster: String,
+    results: [IntCounter; 4],
+    errors: IntCounter,
+    time: Histogram,
+}
+
+impl ClusterSeries {
+    pub(crate) fn new(metrics: &Metrics, controller: &str, cluster: &str) -> Self {
+        let v = metrics.controller_vecs().clone();
+        let total = |result: &str| {
+            v.fleet_reconcile_total
+                .with_label_values(&[controller, cluster, result])
+        };
+        ClusterSeries {
+            results: RESULTS.map(total),
+            errors: v
+                .fleet_reconcile_errors
+                .with_label_values(&[controller, cluster]),
+            time: v
+                .fleet_reconcile_time
+                .with_label_values(&[controller, cluster]),
+            vecs: v,
+            controller: controller.to_string(),
+            cluster: cluster.to_string(),
+        }
+    }
+
+    /// Records one finished reconcile in this cluster that took `elapsed`.
+    pub(crate) fn observe(&self, outcome: &ReconcileOutcome, elapsed: Duration) {
+        self.time.observe(elapsed.as_secs_f64());
+        let label = outcome.result_label();
+        if let Some(i) = RESULTS.iter().position(|r| *r == label) {
+            self.results[i].inc();
+        }
+        if outcome.is_error() {
+            self.errors.inc();
+        }
+    }
+
+    /// Removes the series (the cluster left the controller).
+    pub(crate) fn remove(&self) {
+        let (controller, cluster) = (self.controller.as_str(), self.cluster.as_str());
+        for result in RESULTS {
+            let _ = self
+                .vecs
+                .fleet_reconcile_total
+                .remove_label_values(&[controller, cluster, result]);
+        }
+        let _ = self
+            .vecs
+            .fleet_reconcile_errors
+            .remove_label_values(&[controller, cluster]);
+        let _ = self
+            .vecs
+            .fleet_reconcile_time
+            .remove_label_values(&[controller, cluster]);
+    }
+}
+
 /// Keeps `controller_runtime_active_workers` raised by one while alive.
 #[derive(Debug)]
 pub(crate) struct ActiveWorker {

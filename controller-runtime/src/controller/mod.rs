@@ -1,7 +1,8 @@
 //! Controllers: watch kinds, turn their changes into requests, reconcile.
 //!
 //! A controller is built on a [`Manager`] with [`Manager::controller`], the
-//! one way to build one:
+//! one way to build one (for the same in every cluster of the manager's
+//! fleet, see [`fleet`] and [`Manager::fleet_controller`]):
 //!
 //! - the kind it is *for* (`K`): changes to a `K` reconcile that `K`;
 //! - kinds it [`owns`](ControllerBuilder::owns): changes to an owned object
@@ -63,6 +64,7 @@
 //! ```
 
 pub mod dynamic;
+pub mod fleet;
 mod metrics;
 mod outcome;
 mod source;
@@ -87,6 +89,7 @@ use crate::reconcile::IntoReconciler;
 use crate::request::Request;
 use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
 pub use dynamic::DynamicControllerBuilder;
+pub use fleet::{FleetController, FleetControllerBuilder};
 use metrics::ControllerMetrics;
 use outcome::DynReconciler;
 use source::{EventFilters, KindSource, Source, describe_kind};

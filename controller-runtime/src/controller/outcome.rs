@@ -128,7 +128,11 @@ pub(crate) async fn run_reconcile<R: Reconciler + ?Sized>(
         controller = %ctx.controller,
         object = %req,
         reconcile_id = ctx.reconcile_id,
+        cluster = tracing::field::Empty,
     );
+    if let Some(cluster) = &ctx.cluster {
+        span.record("cluster", cluster.as_ref());
+    }
     let call = AssertUnwindSafe(reconciler.reconcile(req, ctx).instrument(span)).catch_unwind();
     let caught = match timeout {
         Some(limit) => match tokio::time::timeout(limit, call).await {

@@ -67,8 +67,25 @@ pub(crate) trait Source: Send + Sync + 'static {
     /// The controller-wide filters this source applies.
     #[cfg(test)]
     fn event_filters(&self) -> &EventFilters;
-    /// Registers the informer handler feeding `queue`.
-    fn register(&self, queue: Queue<Request>) -> Result<SourceRegistration, InformerError>;
+    /// Registers the informer handler feeding `sink`.
+    fn register(&self, sink: Arc<dyn RequestSink>) -> Result<SourceRegistration, InformerError>;
+}
+
+/// Where a source's requests go: a controller's queue, or (for a fleet
+/// controller) its queue with the cluster added to each request.
+pub(crate) trait RequestSink: Send + Sync + 'static {
+    /// Queues `req` at `priority`.
+    fn add(&self, req: Request, priority: Priority);
+}
+
+impl RequestSink for Queue<Request> {
+    fn add(&self, req: Request, priority: Priority) {
+        if priority == Priority::NORMAL {
+            Queue::add(self, req);
+        } else {
+            self.add_with(req, AddOptions::new().priority(priority));
+        }
+    }
 }
 
 /// A registered source: its informer handler is removed when it is
@@ -155,9 +172,9 @@ impl<W: Watched> Source for KindSource<W> {
         &self.filters
     }
 
-    fn register(&self, queue: Queue<Request>) -> Result<SourceRegistration, InformerError> {
+    fn register(&self, sink: Arc<dyn RequestSink>) -> Result<SourceRegistration, InformerError> {
         let adapter = InformerHandler {
-            queue,
+            sink,
             handler: Arc::clone(&self.handler),
             predicates: Arc::clone(&self.predicates),
             filters: Arc::clone(&self.filters),
@@ -205,7 +222,7 @@ impl<W: Watched> Source for KindSource<W> {
 /// The informer handler of a source: the source's predicates and the
 /// controller-wide filters, then the event handler, then the queue.
 struct InformerHandler<W> {
-    queue: Queue<Request>,
+    sink: Arc<dyn RequestSink>,
     handler: Arc<dyn EventHandler<W>>,
     predicates: Arc<Vec<Box<dyn Predicate<W>>>>,
     filters: EventFilters,
@@ -219,12 +236,7 @@ impl<W: Resource + Clone + Send + Sync + 'static> Watched for W {}
 impl<W: Watched> InformerHandler<W> {
     fn push(&self, requests: Vec<Request>, priority: Priority) {
         for req in requests {
-            if priority == Priority::NORMAL {
-                self.queue.add(req);
-            } else {
-                self.queue
-                    .add_with(req, AddOptions::new().priority(priority));
-            }
+            self.sink.add(req, priority);
         }
     }
 }
@@ -282,7 +294,7 @@ mod tests {
         predicates: Vec<Box<dyn Predicate<ConfigMap>>>,
     ) -> InformerHandler<ConfigMap> {
         InformerHandler {
-            queue: queue.clone(),
+            sink: Arc::new(queue.clone()),
             handler: Arc::new(EnqueueRequestForObject),
             predicates: Arc::new(predicates),
             filters: Arc::new(Vec::new()),

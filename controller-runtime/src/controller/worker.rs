@@ -71,13 +71,13 @@ impl ControllerRunnable {
     async fn run(self: Arc<Self>, stop: CancellationToken) -> Result<(), ControllerError> {
         let mut registered = Vec::with_capacity(self.sources.len());
         for src in &self.sources {
-            let reg =
-                src.register(self.queue.clone())
-                    .map_err(|source| ControllerError::Watch {
-                        controller: self.name.to_string(),
-                        watch: src.describe(),
-                        source,
-                    })?;
+            let reg = src
+                .register(Arc::new(self.queue.clone()))
+                .map_err(|source| ControllerError::Watch {
+                    controller: self.name.to_string(),
+                    watch: src.describe(),
+                    source,
+                })?;
             registered.push(reg);
         }
         tracing::info!(controller = %self.name, "waiting for caches to sync");

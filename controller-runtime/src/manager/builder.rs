@@ -11,10 +11,12 @@ use informer_core::factory::SharedInformerFactory;
 use kube_client::Client;
 use parking_lot::Mutex;
 
-use super::event_writer::{default_recorder_config, recorder_and_writer};
+use super::event_writer::{EventWriterRunnable, default_recorder_config};
+use super::provider::ProviderRunnable;
 use super::server::BoundServer;
 use super::{Inner, Manager, ManagerError, Runnable};
 use crate::cache::{Cache, CacheScope};
+use crate::cluster::{Cluster, ClusterOptions, EngageBackoff, Fleet, Provider};
 use crate::events::RecorderConfig;
 use crate::healthz::{Checks, HealthCheck, Ping, check_fn};
 use crate::leaderelection::{LeaderElectionConfig, LeaderElector};
@@ -40,6 +42,8 @@ pub struct ManagerBuilder {
     pub(super) webhook: Option<crate::webhook::WebhookOptions>,
     pub(super) cache_scope: CacheScope,
     pub(super) streaming_list: bool,
+    pub(super) providers: Vec<Arc<dyn Provider>>,
+    pub(super) fleet_backoff: EngageBackoff,
 }
 
 impl ManagerBuilder {
@@ -247,6 +251,35 @@ impl ManagerBuilder {
         self
     }
 
+    /// Adds a provider of clusters to the manager's
+    /// [fleet](crate::cluster::Fleet): it runs on every replica while the
+    /// manager runs, engaging and disengaging clusters (see
+    /// [`Provider`]). A manager without providers holds its own cluster
+    /// alone, as before.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: kube_client::Client, edge: kube_client::Client) -> Result<(), controller_runtime::manager::ManagerError> {
+    /// use controller_runtime::cluster::StaticProvider;
+    /// use controller_runtime::manager::Manager;
+    /// let mgr = Manager::builder(client)
+    ///     .provider(StaticProvider::new().client("edge-1", edge))
+    ///     .build()
+    ///     .await?;
+    /// # let _ = mgr;
+    /// # Ok(()) }
+    /// ```
+    pub fn provider(mut self, provider: impl Provider) -> Self {
+        self.providers.push(Arc::new(provider));
+        self
+    }
+
+    /// How the fleet retries and watches its clusters (default:
+    /// [`EngageBackoff::default`]).
+    pub fn fleet_backoff(mut self, backoff: EngageBackoff) -> Self {
+        self.fleet_backoff = backoff;
+        self
+    }
+
     /// Register metrics in `registry` instead of a new one.
     pub fn registry(mut self, registry: prometheus::Registry) -> Self {
         self.registry = Some(registry);
@@ -286,18 +319,34 @@ impl ManagerBuilder {
             )?),
             (None, _) => None,
         };
-        let factory = SharedInformerFactory::builder(self.client.clone())
-            .default_resync(self.resync)
-            .metrics(metrics.informer_metrics())
-            .strip_managed_fields(!self.keep_managed_fields)
-            .streaming_list(self.streaming_list)
-            .build();
-        let cache = Cache::scoped(factory.clone(), self.cache_sync_timeout, self.cache_scope);
+        let cluster_options = ClusterOptions {
+            resync: self.resync,
+            strip_managed_fields: !self.keep_managed_fields,
+            streaming_list: self.streaming_list,
+            cache_sync_timeout: self.cache_sync_timeout,
+            scope: self.cache_scope,
+            events: self.events.unwrap_or_else(default_recorder_config),
+        };
+        let cluster = Cluster::new(
+            "",
+            self.client.clone(),
+            &cluster_options,
+            Some(metrics.informer_metrics()),
+        );
+        let readyz = Checks::new();
+        let fleet = Fleet::new(
+            cluster_options,
+            self.fleet_backoff,
+            &metrics,
+            readyz.clone(),
+        )?;
 
         let healthz = Checks::new();
         healthz.add("ping", Ping)?;
-        let readyz = Checks::new();
-        readyz.add("caches synced", caches_synced_check(&factory, &cache))?;
+        readyz.add(
+            "caches synced",
+            caches_synced_check(cluster.informer_factory(), cluster.cache()),
+        )?;
         if let Some(elector) = &elector {
             let elector = elector.clone();
             readyz.add(
@@ -312,7 +361,16 @@ impl ManagerBuilder {
             )?;
         }
 
-        let mut runnables = Vec::new();
+        let mut runnables: Vec<Arc<dyn Runnable>> = self
+            .providers
+            .into_iter()
+            .map(|provider| {
+                Arc::new(ProviderRunnable {
+                    provider,
+                    fleet: fleet.clone(),
+                }) as Arc<dyn Runnable>
+            })
+            .collect();
         let webhook = match self.webhook {
             Some(options) => {
                 let built =
@@ -324,16 +382,11 @@ impl ManagerBuilder {
             None => None,
         };
 
-        let (recorder, writer) = recorder_and_writer(
-            self.client.clone(),
-            self.events.unwrap_or_else(default_recorder_config),
-        );
+        let writer = EventWriterRunnable::new(cluster.clone());
         Ok(Manager {
             inner: Arc::new(Inner {
-                recorder,
-                client: self.client,
-                factory,
-                cache,
+                cluster,
+                fleet,
                 metrics,
                 healthz,
                 readyz,

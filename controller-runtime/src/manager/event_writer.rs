@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::Runnable;
+use crate::cluster::Cluster;
 use crate::error::BoxError;
-use crate::events::{ApiEventSink, EventRecorder, EventWriter, RecorderConfig};
+use crate::events::RecorderConfig;
 
 /// The `reportingInstance` of a manager's events when none is configured:
 /// `POD_NAME`, else `HOSTNAME`, else `controller-runtime`.
@@ -22,25 +22,19 @@ pub(super) fn default_recorder_config() -> RecorderConfig {
     RecorderConfig::new("controller-runtime", instance)
 }
 
-/// The writer half, taken once when the manager starts it.
-pub(super) struct WriterRunnable {
-    writer: Mutex<Option<EventWriter<ApiEventSink>>>,
+/// Runs the event writer of the manager's own cluster (taken from it once,
+/// when the manager starts it).
+pub(super) struct EventWriterRunnable {
+    cluster: Cluster,
 }
 
-/// The recorder every `event_recorder(name)` derives from, and the runnable
-/// that writes its events.
-pub(super) fn recorder_and_writer(
-    client: kube_client::Client,
-    config: RecorderConfig,
-) -> (EventRecorder, WriterRunnable) {
-    let (recorder, writer) = EventRecorder::new(ApiEventSink::new(client), config);
-    let runnable = WriterRunnable {
-        writer: Mutex::new(Some(writer)),
-    };
-    (recorder, runnable)
+impl EventWriterRunnable {
+    pub(super) fn new(cluster: Cluster) -> Self {
+        EventWriterRunnable { cluster }
+    }
 }
 
-impl Runnable for WriterRunnable {
+impl Runnable for EventWriterRunnable {
     fn name(&self) -> String {
         "event writer".to_string()
     }
@@ -50,7 +44,7 @@ impl Runnable for WriterRunnable {
     }
 
     fn start(self: Arc<Self>, stop: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
-        let writer = self.writer.lock().take();
+        let writer = self.cluster.take_event_writer();
         Box::pin(async move {
             if let Some(writer) = writer {
                 writer.run(stop).await;

@@ -1,9 +1,10 @@
 //! The manager: one place that owns what a set of controllers shares and
 //! runs them all.
 //!
-//! A [`Manager`] owns the Kubernetes client, the [`SharedInformerFactory`]
-//! (so two controllers watching Pods share one watch), a cache-backed
-//! reader ([`Cache`]), the metrics registry ([`Metrics`]), the health checks
+//! A [`Manager`] owns its [`Cluster`]: the Kubernetes client, the
+//! [`SharedInformerFactory`] (so two controllers watching Pods share one
+//! watch), a cache-backed reader ([`Cache`]) and the event recorder; and the
+//! metrics registry ([`Metrics`]), the health checks
 //! and the controllers and other [`Runnable`]s. [`Manager::run`]:
 //!
 //! 1. serves `/healthz` + `/readyz` and `/metrics` on the configured
@@ -38,7 +39,7 @@
 //! conversion webhooks ([`Manager::webhook`]) on every replica; `run`
 //! refuses to start while a webhook its manifests declare has no handler.
 //!
-//! Layer 4 (manager): imports the cache, the metrics registry, events,
+//! Layer 4 (manager): imports the cluster, the cache, the metrics registry, events,
 //! health checks, leader election, the webhook server and the vocabulary; never the
 //! [controller](crate::controller), which is one of the runnables it runs
 //! (`Manager::controller` is added by the controller module).
@@ -75,6 +76,7 @@ mod builder;
 mod drain;
 pub(crate) mod error;
 mod event_writer;
+mod provider;
 mod runnable;
 mod server;
 mod tasks;
@@ -102,6 +104,7 @@ use tasks::{Tasks, wait_for_signal};
 pub use webhook::WebhookRegistration;
 
 use crate::cache::{Cache, CacheScope};
+use crate::cluster::{Cluster, EngageBackoff, Fleet};
 use crate::events::EventRecorder;
 use crate::healthz::{Checks, HealthCheck};
 use crate::leaderelection::LeaderElector;
@@ -131,10 +134,10 @@ pub const SHUTDOWN_CLEANUP_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 
 struct Inner {
-    client: Client,
-    recorder: EventRecorder,
-    factory: SharedInformerFactory,
-    cache: Cache,
+    /// The manager's own cluster: client, informers, cache, events.
+    cluster: Cluster,
+    /// The other clusters, engaged by providers while the manager runs.
+    fleet: Fleet,
     metrics: Metrics,
     healthz: Checks,
     readyz: Checks,
@@ -190,22 +193,56 @@ impl Manager {
             webhook: None,
             cache_scope: CacheScope::new(),
             streaming_list: true,
+            providers: Vec::new(),
+            fleet_backoff: EngageBackoff::default(),
         }
     }
 
-    /// The Kubernetes client.
+    /// The manager's own cluster (the one its client reaches): what
+    /// [`client`](Self::client), [`cache`](Self::cache),
+    /// [`informer_factory`](Self::informer_factory) and
+    /// [`event_recorder`](Self::event_recorder) return, as one value.
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: controller_runtime::manager::Manager) {
+    /// let own = mgr.cluster();
+    /// assert!(std::ptr::eq(own.cache(), mgr.cache()));
+    /// # }
+    /// ```
+    pub fn cluster(&self) -> &Cluster {
+        &self.inner.cluster
+    }
+
+    /// The clusters this manager reconciles besides its own, engaged and
+    /// disengaged by the [providers](ManagerBuilder::provider) (or by the
+    /// program) while it runs; fleet controllers
+    /// ([`Manager::fleet_controller`](crate::controller::fleet)) reconcile
+    /// in each.
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: controller_runtime::manager::Manager) {
+    /// for name in mgr.fleet().names() {
+    ///     println!("{name}: {:?}", mgr.fleet().health(&name));
+    /// }
+    /// # }
+    /// ```
+    pub fn fleet(&self) -> &Fleet {
+        &self.inner.fleet
+    }
+
+    /// The Kubernetes client (of the manager's own cluster).
     pub fn client(&self) -> Client {
-        self.inner.client.clone()
+        self.inner.cluster.client()
     }
 
-    /// The shared informer factory.
+    /// The shared informer factory (of the manager's own cluster).
     pub fn informer_factory(&self) -> &SharedInformerFactory {
-        &self.inner.factory
+        self.inner.cluster.informer_factory()
     }
 
-    /// The cache-backed reader.
+    /// The cache-backed reader (of the manager's own cluster).
     pub fn cache(&self) -> &Cache {
-        &self.inner.cache
+        self.inner.cluster.cache()
     }
 
     /// An event recorder whose events report `controller` as their
@@ -221,7 +258,7 @@ impl Manager {
     /// # }
     /// ```
     pub fn event_recorder(&self, controller: &str) -> EventRecorder {
-        self.inner.recorder.for_controller(controller)
+        self.inner.cluster.event_recorder(controller)
     }
 
     /// The metrics registry.
@@ -385,9 +422,11 @@ impl Manager {
             servers.push(bound.serve(self.inner.metrics.router(), servers_stop.clone()));
         }
 
-        // Informers run on every replica, leader or not.
-        self.inner.factory.start();
-        self.inner.cache.set_started(true);
+        // Informers run on every replica, leader or not; so do the
+        // fleet's clusters' (engaged until the manager stops).
+        self.inner.cluster.start_informers();
+        let fleet_stop = CancellationToken::new();
+        self.inner.fleet.start(&fleet_stop);
 
         let (late_tx, mut late_rx) = mpsc::unbounded_channel();
         let runnables: Vec<Arc<dyn Runnable>> = {
@@ -443,7 +482,7 @@ impl Manager {
                 }
                 Some(runnable) = late_rx.recv() => {
                     // Informers the runnable asked for since the start.
-                    self.inner.factory.start();
+                    self.inner.cluster.informer_factory().start();
                     tracing::info!(runnable = %runnable.name(), "starting a runnable added while running");
                     self.inner.runnables.lock().push(Arc::clone(&runnable));
                     if !runnable.needs_leader_election() {
@@ -506,12 +545,10 @@ impl Manager {
                 Err(_) => tracing::warn!("leader election did not stop in time"),
             }
         }
-        // 4. Informers and servers.
-        self.inner.cache.set_started(false);
-        if tokio::time::timeout_at(cleanup, self.inner.factory.shutdown())
-            .await
-            .is_err()
-        {
+        // 4. The fleet's clusters, the informers and the servers.
+        fleet_stop.cancel();
+        self.inner.fleet.shutdown(cleanup).await;
+        if !self.inner.cluster.stop_informers(cleanup).await {
             tracing::warn!("informers did not stop in time");
         }
         servers_stop.cancel();

@@ -36,6 +36,10 @@ pub struct CallInfo {
     /// How many times this request has been requeued through the rate
     /// limiter since it last succeeded.
     pub retries: usize,
+    /// The fleet cluster the object is in, for a fleet controller
+    /// ([`Manager::fleet_controller`](crate::controller::FleetControllerBuilder));
+    /// `None` for a controller of the manager's own cluster.
+    pub cluster: Option<Arc<str>>,
 }
 
 impl CallInfo {
@@ -45,7 +49,21 @@ impl CallInfo {
             controller: controller.into(),
             reconcile_id,
             retries: 0,
+            cluster: None,
         }
+    }
+
+    /// The same context for an object in the fleet cluster `cluster`.
+    ///
+    /// ```
+    /// use controller_runtime::reconcile::CallInfo;
+    /// let call = CallInfo::new("copier", 1).in_cluster("edge-1");
+    /// assert_eq!(call.cluster.as_deref(), Some("edge-1"));
+    /// ```
+    #[must_use]
+    pub fn in_cluster(mut self, cluster: impl Into<Arc<str>>) -> Self {
+        self.cluster = Some(cluster.into());
+        self
     }
 
     /// The same context with the retry count set.

@@ -172,17 +172,25 @@ impl<K: Object> ObjectContext<K> {
         self.request.namespace.as_deref()
     }
 
+    /// The fleet cluster the object is in (the one [`api`](Self::api),
+    /// [`cache`](Self::cache), [`client`](Self::client) and
+    /// [`recorder`](Self::recorder) reach), for a fleet controller; `None`
+    /// for a controller of the manager's own cluster.
+    pub fn cluster(&self) -> Option<&str> {
+        self.call.cluster.as_deref()
+    }
+
     /// The per-call information: controller name, reconcile id, retries.
     pub fn call(&self) -> &CallInfo {
         &self.call
     }
 
-    /// The manager's cache-backed reader.
+    /// The cache-backed reader (of the object's cluster).
     pub fn cache(&self) -> &Cache {
         &self.cache
     }
 
-    /// The manager's client.
+    /// The client (of the object's cluster).
     pub fn client(&self) -> &Client {
         &self.client
     }

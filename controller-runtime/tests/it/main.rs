@@ -15,6 +15,7 @@ mod dynamic;
 mod events;
 mod finalizer;
 mod fixture;
+mod fleet;
 mod hostile;
 mod leaderelection;
 mod manager;

@@ -5,7 +5,7 @@
 //! inside each module, its submodules must not form a circle either.
 //!
 //! The layers (see `docs/architecture.md`): vocabulary <- building blocks
-//! <- cache and metrics registry <- typed reconcile <- manager <- controller
+//! <- cache and metrics registry <- cluster, typed reconcile <- manager <- controller
 //! <- sharding <- derive support. Vocabulary modules (layer 0) may import each other
 //! (without a circle); every other module only imports lower layers.
 
@@ -40,8 +40,10 @@ const LAYERS: &[(&str, u8)] = &[
     // 2. The cache and the metrics registry.
     ("cache", 2),
     ("metrics", 2),
-    // 3. The typed reconcile (built from cache + client + event recorder),
+    // 3. A cluster as a value (client, informers, cache, event recorder),
+    // the typed reconcile (built from cache + client + event recorder),
     // and the webhook server (handlers, HTTPS, certificates) the manager runs.
+    ("cluster", 3),
     ("reconcile", 3),
     ("webhook", 3),
     // 4. The manager (runnables, servers, shutdown); never the controller.
@@ -76,6 +78,7 @@ fn layers_point_down_and_no_module_circle() {
         &[
             ("controller", "manager"),
             ("manager", "cache"),
+            ("manager", "cluster"),
             ("reconcile", "cache"),
             ("cache", "object"),
             ("handler", "request"),

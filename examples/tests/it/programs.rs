@@ -89,6 +89,26 @@ fn sharded_controller_spreads_a_derived_controller_over_three_replicas() {
 }
 
 #[test]
+fn fleet_reconciles_in_each_member_cluster_as_it_comes_and_goes() {
+    let out = run_demo("fleet", env!("CARGO_BIN_EXE_fleet"));
+    assert_lines(
+        "fleet",
+        &out,
+        &[
+            "   ok: east greeted from east",
+            "   ok: west greeted from west",
+            "   north, not engaged yet, is untouched",
+            "   ok: north greeted from north",
+            "   ok: the fleet is east and north",
+            "   east/default/app",
+            "   north/default/app",
+            "   west/default/app",
+            "each cluster reconciled in its own cluster; shut down cleanly",
+        ],
+    );
+}
+
+#[test]
 fn leader_election_moves_leadership_when_the_leader_stops() {
     let out = run_demo("leader-election", env!("CARGO_BIN_EXE_leader-election"));
     assert_lines(

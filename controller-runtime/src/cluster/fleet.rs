@@ -1,0 +1,405 @@
+//! The fleet: the clusters a manager reconciles besides its own, engaged
+//! and disengaged while it runs.
+//!
+//! Engaging a cluster gives it an engagement task (while the manager runs):
+//! it asks the cluster's API server for its version until it answers
+//! (retrying with [`EngageBackoff`]), then starts the cluster's informers
+//! and *attaches* it, which is when fleet controllers start watching it;
+//! it keeps looking every `probe_interval` and reports the cluster's
+//! [`ClusterHealth`] (metrics, `/readyz`) without ever stopping the
+//! manager or the other clusters. Disengaging detaches the cluster first
+//! (controllers remove their handlers and forget its requests), then stops
+//! its informers and its event writer and removes its metric series.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kube_client::Client;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::health::{ClusterHealth, EngageBackoff};
+use super::metrics::FleetMetrics;
+use super::{Cluster, ClusterOptions};
+use crate::healthz::{Checks, check_fn};
+use crate::metrics::{Metrics, MetricsError};
+
+/// How long a disengaged cluster's informers and event writer get to stop.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a cluster could not be engaged.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// The name is empty, longer than 253 characters, or has characters
+    /// other than lower-case letters, digits, `-` and `.`.
+    #[error("invalid cluster name {0:?}: use 1-253 of [a-z0-9-.]")]
+    InvalidName(String),
+    /// A cluster of that name is engaged already (disengage it first).
+    #[error("cluster {0:?} is engaged already")]
+    AlreadyEngaged(String),
+}
+
+/// The attached clusters (informers started), by name, as fleet
+/// controllers follow them.
+pub(crate) type Attached = BTreeMap<Arc<str>, Cluster>;
+
+/// The clusters a manager reconciles besides its own; see the
+/// [module documentation](crate::cluster). Cheap to clone; clones share
+/// everything. [`Manager::fleet`](crate::manager::Manager::fleet) is the
+/// manager's; [`Provider`](super::Provider)s engage and disengage its
+/// clusters, and a program may too.
+///
+/// ```no_run
+/// # async fn demo(mgr: controller_runtime::manager::Manager, client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// let fleet = mgr.fleet();
+/// fleet.engage("edge-1", client)?;
+/// assert_eq!(fleet.names(), ["edge-1"]);
+/// println!("{:?}", fleet.health("edge-1"));
+/// assert!(fleet.disengage("edge-1").await);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Fleet {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    options: ClusterOptions,
+    backoff: EngageBackoff,
+    metrics: FleetMetrics,
+    readyz: Checks,
+    readyz_added: AtomicBool,
+    state: Mutex<State>,
+    attached: watch::Sender<Attached>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Set while the manager runs: engagements get their task at once.
+    running: Option<CancellationToken>,
+    engaged: BTreeMap<Arc<str>, Engagement>,
+}
+
+struct Engagement {
+    cluster: Cluster,
+    health: Arc<Mutex<ClusterHealth>>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("engaged", &self.names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fleet {
+    /// The fleet of a manager: its clusters built with `options`, reported
+    /// in `metrics` and, once one is engaged, in `readyz`.
+    pub(crate) fn new(
+        options: ClusterOptions,
+        backoff: EngageBackoff,
+        metrics: &Metrics,
+        readyz: Checks,
+    ) -> Result<Self, MetricsError> {
+        Ok(Fleet {
+            inner: Arc::new(Inner {
+                options,
+                backoff,
+                metrics: FleetMetrics::new(metrics)?,
+                readyz,
+                readyz_added: AtomicBool::new(false),
+                state: Mutex::new(State::default()),
+                attached: watch::Sender::new(Attached::new()),
+            }),
+        })
+    }
+
+    /// Engages the cluster `name` reached through `client`: while the
+    /// manager runs (at once, or when it starts), the cluster is reached,
+    /// its informers started and fleet controllers reconcile in it. Returns
+    /// the cluster (its informers are not running yet).
+    pub fn engage(&self, name: &str, client: Client) -> Result<Cluster, FleetError> {
+        validate_name(name)?;
+        let mut state = self.inner.state.lock();
+        if state.engaged.contains_key(name) {
+            return Err(FleetError::AlreadyEngaged(name.to_string()));
+        }
+        let cluster = Cluster::new(name, client, &self.inner.options, None);
+        let mut engagement = Engagement {
+            cluster: cluster.clone(),
+            health: Arc::new(Mutex::new(ClusterHealth::Pending)),
+            stop: CancellationToken::new(),
+            task: None,
+        };
+        self.inner.metrics.engaged(name);
+        if let Some(running) = &state.running {
+            engagement.stop = running.child_token();
+            engagement.task = Some(self.spawn(&engagement));
+        }
+        state.engaged.insert(cluster.inner.name.clone(), engagement);
+        drop(state);
+        self.add_readyz_check();
+        tracing::info!(cluster = name, "cluster engaged");
+        Ok(cluster)
+    }
+
+    /// Disengages the cluster `name`: fleet controllers stop watching it
+    /// and drop its queued requests, then its informers and event writer
+    /// are stopped (waited for up to 5 s). `false` if it was not engaged.
+    pub async fn disengage(&self, name: &str) -> bool {
+        let Some(engagement) = self.inner.state.lock().engaged.remove(name) else {
+            return false;
+        };
+        self.detach(name);
+        engagement.stop.cancel();
+        if let Some(task) = engagement.task {
+            let _ = task.await;
+        }
+        self.inner.metrics.disengaged(name);
+        tracing::info!(cluster = name, "cluster disengaged");
+        true
+    }
+
+    /// The names of the engaged clusters, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let state = self.inner.state.lock();
+        state.engaged.keys().map(|n| n.to_string()).collect()
+    }
+
+    /// The engaged cluster `name`.
+    pub fn get(&self, name: &str) -> Option<Cluster> {
+        let state = self.inner.state.lock();
+        state.engaged.get(name).map(|e| e.cluster.clone())
+    }
+
+    /// What the fleet knows of the engaged cluster `name`.
+    pub fn health(&self, name: &str) -> Option<ClusterHealth> {
+        let state = self.inner.state.lock();
+        state.engaged.get(name).map(|e| e.health.lock().clone())
+    }
+
+    /// Follows the attached clusters (those whose informers run).
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Attached> {
+        self.inner.attached.subscribe()
+    }
+
+    /// Starts the engagement of every cluster engaged so far, and of those
+    /// engaged later, until `stop` (the manager runs).
+    pub(crate) fn start(&self, stop: &CancellationToken) {
+        let mut state = self.inner.state.lock();
+        state.running = Some(stop.clone());
+        let pending: Vec<Arc<str>> = state
+            .engaged
+            .iter()
+            .filter(|(_, e)| e.task.is_none())
+            .map(|(n, _)| Arc::clone(n))
+            .collect();
+        for name in pending {
+            if let Some(engagement) = state.engaged.get_mut(&name) {
+                engagement.stop = stop.child_token();
+                engagement.task = Some(self.spawn(engagement));
+            }
+        }
+    }
+
+    /// Disengages every cluster (the manager stops), waiting for their
+    /// engagements until `give_up`.
+    pub(crate) async fn shutdown(&self, give_up: Instant) {
+        let engaged = {
+            let mut state = self.inner.state.lock();
+            state.running = None;
+            std::mem::take(&mut state.engaged)
+        };
+        self.inner.attached.send_replace(Attached::new());
+        for (name, engagement) in engaged {
+            engagement.stop.cancel();
+            if let Some(task) = engagement.task
+                && tokio::time::timeout_at(give_up, task).await.is_err()
+            {
+                tracing::warn!(cluster = %name, "cluster did not stop in time");
+            }
+            self.inner.metrics.disengaged(&name);
+        }
+    }
+
+    fn detach(&self, name: &str) {
+        self.inner
+            .attached
+            .send_if_modified(|attached| attached.remove(name).is_some());
+    }
+
+    fn spawn(&self, engagement: &Engagement) -> JoinHandle<()> {
+        let run = Engaged {
+            cluster: engagement.cluster.clone(),
+            health: Arc::clone(&engagement.health),
+            stop: engagement.stop.clone(),
+            fleet: self.clone(),
+        };
+        tokio::spawn(run.run())
+    }
+
+    /// `/readyz` fails while an engaged cluster does not answer, naming it.
+    fn add_readyz_check(&self) {
+        if self.inner.readyz_added.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let fleet = Arc::downgrade(&self.inner);
+        let check = check_fn(move || {
+            let Some(inner) = fleet.upgrade() else {
+                return Ok(());
+            };
+            let state = inner.state.lock();
+            let down: Vec<String> = state
+                .engaged
+                .iter()
+                .filter(|(_, e)| !e.health.lock().is_ready())
+                .map(|(n, e)| match &*e.health.lock() {
+                    ClusterHealth::Failing { error, .. } => format!("{n} ({error})"),
+                    _ => format!("{n} (not reached yet)"),
+                })
+                .collect();
+            if down.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("clusters not answering: {}", down.join(", ")))
+            }
+        });
+        if let Err(error) = self.inner.readyz.add("fleet clusters", check) {
+            tracing::warn!(%error, "cannot add the fleet's readiness check");
+        }
+    }
+}
+
+/// One running engagement.
+struct Engaged {
+    cluster: Cluster,
+    health: Arc<Mutex<ClusterHealth>>,
+    stop: CancellationToken,
+    fleet: Fleet,
+}
+
+impl Engaged {
+    async fn run(self) {
+        let name = self.cluster.name().to_string();
+        let writer = self
+            .cluster
+            .take_event_writer()
+            .map(|w| tokio::spawn(w.run(self.stop.clone())));
+        let backoff = self.fleet.inner.backoff;
+        let metrics = &self.fleet.inner.metrics;
+        let client = self.cluster.client();
+        let mut delay = backoff.initial;
+        let mut attached = false;
+        loop {
+            let look = tokio::select! {
+                () = self.stop.cancelled() => break,
+                look = tokio::time::timeout(backoff.probe_timeout, client.apiserver_version()) => look,
+            };
+            let wait = match look {
+                Ok(Ok(_)) => {
+                    if !attached {
+                        self.attach();
+                        attached = true;
+                        tracing::info!(cluster = %name, "cluster reached; informers started");
+                    }
+                    *self.health.lock() = ClusterHealth::Ready;
+                    metrics.answered(&name);
+                    delay = backoff.initial;
+                    backoff.probe_interval
+                }
+                failed => {
+                    let error = match failed {
+                        Ok(Err(error)) => error.to_string(),
+                        _ => format!("no answer within {:?}", backoff.probe_timeout),
+                    };
+                    let failures = {
+                        let mut health = self.health.lock();
+                        let failures = match &*health {
+                            ClusterHealth::Failing { failures, .. } => failures + 1,
+                            _ => 1,
+                        };
+                        *health = ClusterHealth::Failing {
+                            failures,
+                            error: error.clone(),
+                        };
+                        failures
+                    };
+                    metrics.failed(&name);
+                    tracing::warn!(cluster = %name, %error, failures, retry_in = ?delay, "cluster does not answer");
+                    let wait = delay;
+                    delay = backoff.next(delay);
+                    wait
+                }
+            };
+            tokio::select! {
+                () = self.stop.cancelled() => break,
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+        let give_up = Instant::now() + STOP_TIMEOUT;
+        if !self.cluster.stop_informers(give_up).await {
+            tracing::warn!(cluster = %name, "informers did not stop in time");
+        }
+        if let Some(writer) = writer
+            && tokio::time::timeout_at(give_up, writer).await.is_err()
+        {
+            tracing::warn!(cluster = %name, "event writer did not stop in time");
+        }
+    }
+
+    /// Starts the informers and lets fleet controllers in, unless the
+    /// cluster was disengaged meanwhile (checked under the fleet's lock,
+    /// which `disengage` takes to remove it before detaching it).
+    fn attach(&self) {
+        let state = self.fleet.inner.state.lock();
+        let current = state
+            .engaged
+            .get(self.cluster.name())
+            .is_some_and(|e| e.cluster.same_as(&self.cluster));
+        if !current || self.stop.is_cancelled() {
+            return;
+        }
+        self.cluster.start_informers();
+        let (name, cluster) = (self.cluster.inner.name.clone(), self.cluster.clone());
+        self.fleet.inner.attached.send_modify(|attached| {
+            attached.insert(name, cluster);
+        });
+    }
+}
+
+fn validate_name(name: &str) -> Result<(), FleetError> {
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'));
+    if valid {
+        Ok(())
+    } else {
+        Err(FleetError::InvalidName(name.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        assert!(validate_name("edge-1.eu").is_ok());
+        for bad in ["", "Edge", "a/b", "a b", &"x".repeat(254)] {
+            assert!(
+                matches!(validate_name(bad), Err(FleetError::InvalidName(_))),
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! Fleet controllers: one controller reconciling the same kinds in every
+//! cluster of the manager's [fleet](crate::cluster::Fleet) (Go
+//! multicluster-runtime's "uniform" reconcilers).
+//!
+//! [`Manager::fleet_controller`] builds one as [`Manager::controller`]
+//! does: the kind it is *for*, the kinds it [`owns`](FleetControllerBuilder::owns)
+//! or [`watches`](FleetControllerBuilder::watches), predicates, a name,
+//! concurrency, a rate limiter and a timeout. Each watch applies to every
+//! cluster attached to the fleet (engaged and reached): when a cluster
+//! arrives, the controller registers its handlers on that cluster's
+//! informers; when it leaves, it removes them, drops the cluster's queued
+//! requests and its `cluster`-labelled metric series.
+//!
+//! Its queue holds [`ClusterRequest`]s, `(cluster, namespace, name)`, so
+//! the same object name in two clusters is two requests. The reconciler
+//! is either form, and runs per cluster: a typed
+//! [`ObjectReconciler<K>`](crate::reconcile::ObjectReconciler) reads the
+//! object from that cluster's cache and gets an
+//! [`ObjectContext`](crate::reconcile::ObjectContext) whose `api()`,
+//! `client()`, `cache()` and `recorder()` are that cluster's, and
+//! [`ObjectContext::cluster`](crate::reconcile::ObjectContext::cluster)
+//! its name; a request-form [`Reconciler`](crate::reconcile::Reconciler)
+//! gets the name in [`CallInfo::cluster`](crate::reconcile::CallInfo) and
+//! looks the cluster up in [`Manager::fleet`]. A request of a cluster whose
+//! caches have not synced yet waits (requeued shortly); one whose cluster
+//! left is dropped.
+//!
+//! A fleet controller is a leader-only runnable: with leader election,
+//! only the leader reconciles the fleet. The manager's own cluster is not
+//! part of the fleet; a [`Manager::controller`] reconciles it.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use controller_runtime::prelude::*;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//!
+//! struct Stamp;
+//!
+//! impl ObjectReconciler<ConfigMap> for Stamp {
+//!     type Error = kube_client::Error;
+//!     async fn reconcile(&self, cm: Arc<ConfigMap>, ctx: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> {
+//!         let patch = serde_json::json!({"data": {"cluster": ctx.cluster()}});
+//!         ctx.api().patch(&cm.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+//!         Ok(Action::done())
+//!     }
+//! }
+//!
+//! # async fn demo(mgr: Manager) -> Result<(), ManagerError> {
+//! mgr.fleet_controller::<ConfigMap>().named("stamp").complete(Stamp)?;
+//! # Ok(()) }
+//! ```
+
+mod runner;
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use kube_client::core::metadata::PartialObjectMeta;
+use parking_lot::Mutex;
+
+use super::metrics::ControllerMetrics;
+use super::source::{EventFilters, KindSource, Source, describe_kind};
+use super::{BuilderError, Settings};
+use crate::cluster::Cluster;
+use crate::handler::{
+    EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler,
+};
+use crate::manager::{Manager, ManagerError};
+use crate::object::{Object, ScopeInfo};
+use crate::predicate::Predicate;
+use crate::reconcile::IntoReconciler;
+use crate::request::{ClusterRequest, Request};
+use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
+use runner::{FleetRunnable, ReconcilerFactory};
+
+/// Makes a watch's source for one cluster, with the controller-wide
+/// filters.
+type SourceFactory = Box<dyn Fn(&Cluster, &EventFilters) -> Box<dyn Source> + Send + Sync>;
+
+/// A fleet controller registered with a manager: a handle to its name and
+/// queue.
+#[derive(Debug, Clone)]
+pub struct FleetController {
+    name: Arc<str>,
+    queue: Queue<ClusterRequest>,
+}
+
+impl FleetController {
+    /// The controller's name (its `controller` metric label).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The controller's workqueue.
+    pub fn queue(&self) -> &Queue<ClusterRequest> {
+        &self.queue
+    }
+
+    /// Enqueues a request, as a generic event would (dropped when its
+    /// cluster is not attached by the time a worker takes it).
+    pub fn enqueue(&self, req: ClusterRequest) {
+        self.queue.add(req);
+    }
+}
+
+impl Manager {
+    /// Starts building a controller for kind `K` in every cluster of this
+    /// manager's fleet; see [`FleetControllerBuilder`].
+    pub fn fleet_controller<K: Object>(&self) -> FleetControllerBuilder<K> {
+        FleetControllerBuilder {
+            mgr: self.clone(),
+            for_predicates: Vec::new(),
+            event_filters: Vec::new(),
+            sources: Vec::new(),
+            settings: Settings::default(),
+            rate_limiter: None,
+            _kind: PhantomData,
+        }
+    }
+}
+
+/// Builds a fleet controller; see the [module documentation](self).
+#[must_use]
+pub struct FleetControllerBuilder<K> {
+    mgr: Manager,
+    for_predicates: Vec<Box<dyn Predicate<K>>>,
+    event_filters: Vec<Box<dyn Predicate<PartialObjectMeta>>>,
+    sources: Vec<SourceFactory>,
+    settings: Settings,
+    rate_limiter: Option<Box<dyn RateLimiter<ClusterRequest>>>,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K: Object> FleetControllerBuilder<K> {
+    /// Names the controller (default: the kind in lower case).
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.settings.name = Some(name.into());
+        self
+    }
+
+    /// Filters the events of `K` alone, in every cluster.
+    pub fn for_event_filter(mut self, predicate: impl Predicate<K>) -> Self {
+        self.for_predicates.push(Box::new(predicate));
+        self
+    }
+
+    /// Filters the events of every watch, in every cluster (see
+    /// [`ControllerBuilder::with_event_filter`](super::ControllerBuilder::with_event_filter)).
+    pub fn with_event_filter(mut self, predicate: impl Predicate<PartialObjectMeta>) -> Self {
+        self.event_filters.push(Box::new(predicate));
+        self
+    }
+
+    /// Reconciles the controller owner of kind `K` when a `C` changes, in
+    /// the cluster of the change.
+    pub fn owns<C: Object>(self) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
+        self.watches_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), Vec::new())
+    }
+
+    /// Reconciles whatever `handler` maps `W`'s events to, in the cluster
+    /// of the event.
+    pub fn watches<W: Object>(self, handler: impl EventHandler<W>) -> Self {
+        self.watches_with::<W>(handler, Vec::new())
+    }
+
+    /// Reconciles the requests `map` returns for each event of `W`, in the
+    /// cluster of the event.
+    pub fn watches_map<W: Object>(
+        self,
+        map: impl Fn(&W) -> Vec<Request> + Send + Sync + 'static,
+    ) -> Self {
+        self.watches_with::<W>(EnqueueRequestsFromMapFunc::new(map), Vec::new())
+    }
+
+    /// [`watches`](Self::watches), with predicates on `W`'s events.
+    pub fn watches_with<W: Object>(
+        mut self,
+        handler: impl EventHandler<W>,
+        predicates: Vec<Box<dyn Predicate<W>>>,
+    ) -> Self {
+        self.sources.push(kind_source::<W>(
+            Arc::new(handler),
+            Arc::new(predicates),
+            describe_kind::<W>(),
+        ));
+        self
+    }
+
+    /// How many requests are reconciled at once, over all clusters
+    /// (default 1).
+    pub fn max_concurrent_reconciles(mut self, n: usize) -> Self {
+        self.settings.max_concurrent = n;
+        self
+    }
+
+    /// The workqueue's rate limiter (default: per-request exponential 5 ms
+    /// to 1000 s, and an overall 10/s burst-100 bucket).
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<ClusterRequest> + 'static) -> Self {
+        self.rate_limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Drops a reconcile that runs longer than `timeout` and retries it
+    /// with backoff.
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.reconcile_timeout = Some(timeout);
+        self
+    }
+
+    /// Validates the settings and registers the controller with the
+    /// manager, which starts it when it runs (and leads). `reconciler` is
+    /// an [`ObjectReconciler<K>`](crate::reconcile::ObjectReconciler) or a
+    /// [`Reconciler`](crate::reconcile::Reconciler), shared by every
+    /// cluster.
+    pub fn complete<R, M>(self, reconciler: R) -> Result<FleetController, ManagerError>
+    where
+        R: Send + Sync + 'static,
+        Arc<R>: IntoReconciler<K, M>,
+        M: 'static,
+    {
+        let name = self.settings.validate(&K::kind(&()))?;
+        if !self.mgr.claim_controller_name(&name) {
+            return Err(BuilderError::DuplicateName(name).into());
+        }
+        let mut sources = vec![kind_source::<K>(
+            Arc::new(EnqueueRequestForObject),
+            Arc::new(self.for_predicates),
+            describe_kind::<K>(),
+        )];
+        sources.extend(self.sources);
+        let shared = Arc::new(reconciler);
+        let reconcilers: ReconcilerFactory = Box::new(move |cluster: &Cluster, name: &str| {
+            Arc::new(Arc::clone(&shared).into_reconciler(
+                cluster.cache(),
+                &cluster.client(),
+                cluster.event_recorder(name),
+            ))
+        });
+        let limiter = self
+            .rate_limiter
+            .unwrap_or_else(|| Box::new(default_controller_rate_limiter()));
+        let queue = Queue::builder()
+            .name(name.clone())
+            .rate_limiter(limiter)
+            .metrics(self.mgr.workqueue_metrics())
+            .build();
+        let name: Arc<str> = name.into();
+        let runnable = FleetRunnable {
+            name: Arc::clone(&name),
+            fleet: self.mgr.fleet().clone(),
+            metrics: self.mgr.metrics().clone(),
+            sources,
+            filters: Arc::new(self.event_filters),
+            reconcilers,
+            queue: queue.clone(),
+            workers: self.settings.max_concurrent,
+            reconcile_timeout: self.settings.reconcile_timeout,
+            cache_sync_timeout: self.mgr.cache_sync_timeout(),
+            controller_metrics: ControllerMetrics::new(self.mgr.metrics(), &name),
+            next_id: AtomicU64::new(1),
+            members: Mutex::new(HashMap::new()),
+        };
+        self.mgr.add_runnable(runnable);
+        Ok(FleetController { name, queue })
+    }
+}
+
+/// The source of `W` in whichever cluster it is made for.
+fn kind_source<W: Object>(
+    handler: Arc<dyn EventHandler<W>>,
+    predicates: Arc<Vec<Box<dyn Predicate<W>>>>,
+    description: String,
+) -> SourceFactory {
+    Box::new(move |cluster: &Cluster, filters: &EventFilters| {
+        Box::new(KindSource {
+            informer: cluster.cache().informer::<W>(),
+            handler: Arc::clone(&handler),
+            predicates: Arc::clone(&predicates),
+            filters: Arc::clone(filters),
+            description: description.clone(),
+        }) as Box<dyn Source>
+    })
+}

@@ -1,0 +1,310 @@
+//! The running fleet controller: follows the fleet's attached clusters
+//! (registering its watches on each cluster's informers as it arrives,
+//! removing them as it leaves) and runs workers over one queue of
+//! [`ClusterRequest`]s, each reconciled by that cluster's reconciler.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::super::ControllerError;
+use super::super::metrics::{ClusterSeries, ControllerMetrics};
+use super::super::outcome::{DynReconciler, QueueAction};
+use super::super::source::{EventFilters, RequestSink, SourceRegistration};
+use super::SourceFactory;
+use crate::cluster::{Attached, Cluster, Fleet};
+use crate::error::BoxError;
+use crate::manager::Runnable;
+use crate::metrics::Metrics;
+use crate::reconcile::CallInfo;
+use crate::request::{ClusterRequest, Request};
+use crate::workqueue::{AddOptions, Priority, Queue};
+
+/// How soon a request of a cluster whose caches have not synced yet is
+/// looked at again.
+const NOT_SYNCED_RETRY: Duration = Duration::from_millis(100);
+
+/// Makes the reconciler of one cluster (reading its cache, acting through
+/// its client, its events reporting as the named controller).
+pub(super) type ReconcilerFactory =
+    Box<dyn Fn(&Cluster, &str) -> Arc<dyn DynReconciler> + Send + Sync>;
+
+pub(super) struct FleetRunnable {
+    pub(super) name: Arc<str>,
+    pub(super) fleet: Fleet,
+    pub(super) metrics: Metrics,
+    pub(super) sources: Vec<SourceFactory>,
+    pub(super) filters: EventFilters,
+    pub(super) reconcilers: ReconcilerFactory,
+    pub(super) queue: Queue<ClusterRequest>,
+    pub(super) workers: usize,
+    pub(super) reconcile_timeout: Option<Duration>,
+    pub(super) cache_sync_timeout: Duration,
+    pub(super) controller_metrics: ControllerMetrics,
+    pub(super) next_id: AtomicU64,
+    /// The clusters this controller watches now, by name.
+    pub(super) members: Mutex<HashMap<Arc<str>, Arc<Member>>>,
+}
+
+/// One cluster as the controller watches it.
+pub(super) struct Member {
+    cluster: Cluster,
+    reconciler: Arc<dyn DynReconciler>,
+    /// The handlers on the cluster's informers (removed when dropped).
+    registrations: Mutex<Vec<SourceRegistration>>,
+    synced: AtomicBool,
+    series: ClusterSeries,
+    detached: CancellationToken,
+}
+
+impl Member {
+    /// The cluster left: its handlers go, its series go, its sync wait ends.
+    fn detach(&self) {
+        self.detached.cancel();
+        self.registrations.lock().clear();
+        self.series.remove();
+    }
+}
+
+/// Feeds one cluster's requests into the fleet controller's queue.
+struct ClusterSink {
+    cluster: Arc<str>,
+    queue: Queue<ClusterRequest>,
+}
+
+impl RequestSink for ClusterSink {
+    fn add(&self, req: Request, priority: Priority) {
+        let req = ClusterRequest::new(Arc::clone(&self.cluster), req);
+        if priority == Priority::NORMAL {
+            self.queue.add(req);
+        } else {
+            self.queue
+                .add_with(req, AddOptions::new().priority(priority));
+        }
+    }
+}
+
+impl Runnable for FleetRunnable {
+    fn name(&self) -> String {
+        format!("fleet controller {}", self.name)
+    }
+
+    fn start(self: Arc<Self>, stop: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
+        Box::pin(async move {
+            self.run(stop).await;
+            Ok(())
+        })
+    }
+}
+
+impl FleetRunnable {
+    async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut attached = self.fleet.subscribe();
+        self.controller_metrics
+            .set_max_concurrent_reconciles(self.workers);
+        tracing::info!(controller = %self.name, workers = self.workers, "starting fleet workers");
+        let mut workers = JoinSet::new();
+        for _ in 0..self.workers {
+            let (this, stop) = (Arc::clone(&self), stop.clone());
+            workers.spawn(async move { this.worker(stop).await });
+        }
+        loop {
+            let now = attached.borrow_and_update().clone();
+            self.follow(&now);
+            tokio::select! {
+                () = stop.cancelled() => break,
+                changed = attached.changed() => {
+                    if changed.is_err() {
+                        stop.cancelled().await;
+                        break;
+                    }
+                }
+            }
+        }
+        tracing::info!(controller = %self.name, "stopping: finishing in-flight reconciles");
+        self.queue.shut_down();
+        while let Some(joined) = workers.join_next().await {
+            if let Err(error) = joined
+                && error.is_panic()
+            {
+                tracing::error!(controller = %self.name, %error, "worker panicked");
+            }
+        }
+        for (_, member) in self.members.lock().drain() {
+            member.detach();
+        }
+        tracing::info!(controller = %self.name, "all fleet workers finished");
+    }
+
+    /// Detaches the clusters that left (or were engaged anew under their
+    /// name) and attaches those that arrived.
+    fn follow(self: &Arc<Self>, attached: &Attached) {
+        let mut members = self.members.lock();
+        let gone: Vec<Arc<str>> = members
+            .iter()
+            .filter(|(name, m)| attached.get(*name).is_none_or(|c| !c.same_as(&m.cluster)))
+            .map(|(name, _)| Arc::clone(name))
+            .collect();
+        for name in gone {
+            if let Some(member) = members.remove(&name) {
+                member.detach();
+                tracing::info!(controller = %self.name, cluster = %name, "cluster left");
+            }
+        }
+        for (name, cluster) in attached {
+            if members.contains_key(name) {
+                continue;
+            }
+            match self.attach(cluster) {
+                Ok(member) => {
+                    members.insert(Arc::clone(name), member);
+                }
+                Err(error) => {
+                    tracing::error!(controller = %self.name, cluster = %name, %error, "cannot watch the cluster");
+                }
+            }
+        }
+    }
+
+    /// Registers every watch on `cluster`'s informers (starting those
+    /// requested now) and waits for them in the background.
+    fn attach(self: &Arc<Self>, cluster: &Cluster) -> Result<Arc<Member>, ControllerError> {
+        let sink: Arc<dyn RequestSink> = Arc::new(ClusterSink {
+            cluster: cluster.name_arc(),
+            queue: self.queue.clone(),
+        });
+        let mut registrations = Vec::with_capacity(self.sources.len());
+        for make in &self.sources {
+            let source = make(cluster, &self.filters);
+            let registration = source.register(Arc::clone(&sink)).map_err(|source_error| {
+                ControllerError::Watch {
+                    controller: self.name.to_string(),
+                    watch: format!("{} in cluster {}", source.describe(), cluster.name()),
+                    source: source_error,
+                }
+            })?;
+            registrations.push(registration);
+        }
+        cluster.informer_factory().start();
+        let member = Arc::new(Member {
+            cluster: cluster.clone(),
+            reconciler: (self.reconcilers)(cluster, &self.name),
+            registrations: Mutex::new(registrations),
+            synced: AtomicBool::new(false),
+            series: ClusterSeries::new(&self.metrics, &self.name, cluster.name()),
+            detached: CancellationToken::new(),
+        });
+        tokio::spawn(wait_for_sync(
+            Arc::clone(&self.name),
+            Arc::clone(&member),
+            self.cache_sync_timeout,
+        ));
+        tracing::info!(controller = %self.name, cluster = %cluster.name(), "watching cluster");
+        Ok(member)
+    }
+
+    async fn worker(&self, stop: CancellationToken) {
+        loop {
+            let req = tokio::select! {
+                biased;
+                () = stop.cancelled() => return,
+                req = self.queue.get() => match req {
+                    Some(req) => req,
+                    None => return,
+                },
+            };
+            self.process(req).await;
+        }
+    }
+
+    async fn process(&self, req: ClusterRequest) {
+        let member = self.members.lock().get(&req.cluster).cloned();
+        let Some(member) = member else {
+            // The cluster left: its requests go with it.
+            self.queue.forget(&req);
+            self.queue.done(&req);
+            return;
+        };
+        if !member.synced.load(Ordering::Acquire) {
+            self.queue.add_after(req.clone(), NOT_SYNCED_RETRY);
+            self.queue.done(&req);
+            return;
+        }
+        let _active = self.controller_metrics.worker_active();
+        let reconcile_id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let retries = usize::try_from(self.queue.num_requeues(&req)).unwrap_or(usize::MAX);
+        let ctx = CallInfo::new(Arc::clone(&self.name), reconcile_id)
+            .with_retries(retries)
+            .in_cluster(Arc::clone(&req.cluster));
+        let started = Instant::now();
+        let outcome = member
+            .reconciler
+            .run(req.request.clone(), ctx, self.reconcile_timeout)
+            .await;
+        let elapsed = started.elapsed();
+        self.controller_metrics.observe(&outcome, elapsed);
+        member.series.observe(&outcome, elapsed);
+        if let Some(error) = outcome_error(&outcome) {
+            tracing::error!(controller = %self.name, object = %req, %error, "reconcile failed; retry with backoff");
+        }
+        if member.detached.is_cancelled() {
+            self.queue.forget(&req);
+        } else {
+            for action in outcome.queue_actions() {
+                match action {
+                    QueueAction::Forget => self.queue.forget(&req),
+                    QueueAction::AddAfter(d) => self.queue.add_after(req.clone(), d),
+                    QueueAction::AddRateLimited => self.queue.add_rate_limited(req.clone()),
+                }
+            }
+        }
+        self.queue.done(&req);
+    }
+}
+
+fn outcome_error(outcome: &super::super::outcome::ReconcileOutcome) -> Option<String> {
+    use super::super::outcome::ReconcileOutcome as O;
+    match outcome {
+        O::Error(e) | O::Terminal(e) => Some(e.to_string()),
+        O::Panic(message) => Some(format!("panic: {message}")),
+        O::Timeout(limit) => Some(format!("timed out after {limit:?}")),
+        O::Success | O::Requeue | O::RequeueAfter(_) => None,
+    }
+}
+
+/// Marks `member` synced once every watch synced; warns (once) when that
+/// takes longer than `timeout`, and goes on waiting: one cluster's slow
+/// informers never fail the controller or the other clusters.
+async fn wait_for_sync(controller: Arc<str>, member: Arc<Member>, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    let mut warned = false;
+    loop {
+        let unsynced: Vec<String> = member
+            .registrations
+            .lock()
+            .iter()
+            .filter(|r| !r.has_synced())
+            .map(|r| r.description.clone())
+            .collect();
+        if unsynced.is_empty() {
+            member.synced.store(true, Ordering::Release);
+            tracing::info!(controller = %controller, cluster = %member.cluster.name(), "cluster caches synced");
+            return;
+        }
+        if !warned && Instant::now() >= deadline {
+            warned = true;
+            tracing::warn!(controller = %controller, cluster = %member.cluster.name(), ?unsynced, ?timeout, "cluster caches not synced yet; still waiting");
+        }
+        tokio::select! {
+            () = member.detached.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! Fleets: one manager reconciling across many clusters, each an envtest
+//! server of its own in this process. `providers` engages clusters (a
+//! static list, labelled Secrets) and reports those that fail;
+//! `controllers` reconciles in five clusters engaged and disengaged while
+//! their objects change, and goes on when one cluster's server dies.
+
+mod controllers;
+mod providers;
+
+use std::time::Duration;
+
+use controller_runtime::cluster::{ClusterHealth, EngageBackoff};
+use controller_runtime::manager::Manager;
+
+/// Retries and looks far shorter than the waits below (>= 5x margins).
+pub fn fast_backoff() -> EngageBackoff {
+    EngageBackoff::default()
+        .initial(Duration::from_millis(50))
+        .max(Duration::from_millis(400))
+        .probe_interval(Duration::from_millis(100))
+        .probe_timeout(Duration::from_secs(2))
+}
+
+/// The limit of every wait on a condition here.
+pub const LONG: Duration = Duration::from_secs(20);
+
+/// Whether the fleet's cluster `name` answers.
+pub fn ready(mgr: &Manager, name: &str) -> bool {
+    mgr.fleet().health(name) == Some(ClusterHealth::Ready)
+}
+
+/// How often the fleet's cluster `name` failed in a row (0 if it answers).
+pub fn failures(mgr: &Manager, name: &str) -> u64 {
+    match mgr.fleet().health(name) {
+        Some(ClusterHealth::Failing { failures, .. }) => failures,
+        _ => 0,
+    }
+}
