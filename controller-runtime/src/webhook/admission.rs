@@ -189,8 +189,9 @@ fn with_warnings(mut resp: AdmissionResponse, warnings: Warnings) -> AdmissionRe
 
 /// Decides whether a create, update or delete of a `K` may happen.
 ///
-/// `Ok(warnings)` allows it, `Err(denial)` refuses it. Update and delete
-/// are allowed by default.
+/// `Ok(warnings)` allows it, `Err(denial)` refuses it. `validate_create`
+/// and `validate_update` must be written; `validate_delete` allows every
+/// delete unless overridden.
 ///
 /// ```
 /// use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
