@@ -6,7 +6,8 @@
 //! into envtest), runs its demo on the embedded API server, checks that the
 //! build without the `demo` feature (the release image's) builds and has no
 //! envtest in its dependencies, writes its `deploy/` with the `manifests`
-//! binary (for every namespace and for one) and checks that every file
+//! binary (for every namespace, and for two namespaces `team-a,team-b`,
+//! with a bad name refused) and checks that every file
 //! parses as YAML and holds the expected objects.
 //!
 //! One project, with webhooks: the templates without them are covered by

@@ -4,8 +4,9 @@
 //! Leader election makes every replica but one a warm standby. With
 //! sharding every replica works: each owns a share of the objects, decided
 //! by a consistent hash ring over the live replicas, and hands a share over
-//! safely when replicas come and go. It belongs to the controller layer: it
-//! uses leader election, the workqueue and informers below it.
+//! safely when replicas come and go. It is the layer above the controller
+//! (layer 6 in `lib.rs`): it builds controllers, and uses leader election's
+//! Lease timing, the workqueue and informers below it.
 //!
 //! # Pieces
 //!
