@@ -280,16 +280,35 @@ impl Envelope {
             raw: unknown.raw.unwrap_or_default(),
         })
     }
+
+    /// The JSON form of the message (a kind or list with a protobuf form:
+    /// see [`has_protobuf`](crate::has_protobuf)), `apiVersion` and `kind`
+    /// set from the envelope: how a `Status` in protobuf is read.
+    ///
+    /// ```
+    /// let status = serde_json::json!({"apiVersion": "v1", "kind": "Status",
+    ///     "metadata": {}, "status": "Failure", "reason": "Expired", "code": 410});
+    /// let e = informer_codec::Envelope::read(&informer_codec::to_protobuf(&status)?)?;
+    /// assert_eq!(e.into_json()?["code"], 410);
+    /// # Ok::<(), informer_codec::CodecError>(())
+    /// ```
+    pub fn into_json(self) -> Result<Value, CodecError> {
+        envelope_to_json(self)
+    }
 }
 
 /// An enveloped protobuf object (or list) back to its JSON form, with
 /// `apiVersion` and `kind` set from the envelope.
 pub(crate) fn decode_object(b: &[u8]) -> Result<Value, CodecError> {
+    Envelope::read(b)?.into_json()
+}
+
+fn envelope_to_json(envelope: Envelope) -> Result<Value, CodecError> {
     let Envelope {
         api_version: av,
         kind,
         raw,
-    } = Envelope::read(b)?;
+    } = envelope;
     let mut v = if let Some(c) = codec_of(&av, &kind) {
         (c.decode)(&raw)?
     } else if let Some(c) = kind.strip_suffix("List").and_then(|k| codec_of(&av, k)) {

@@ -189,6 +189,7 @@ impl Manager {
             webhook: None,
             cache_scope: CacheScope::new(),
             streaming_list: true,
+            protobuf: true,
         }
     }
 
