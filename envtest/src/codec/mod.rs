@@ -181,6 +181,51 @@ pub(crate) fn metadata_list(
     Some(resp)
 }
 
+/// A JSON-only server's view of a request (see
+/// `TestEnvBuilder::json_only`): protobuf ranges are dropped from `Accept`
+/// (406 when only protobuf was acceptable) and a protobuf body is 415.
+pub(crate) fn json_only(headers: &mut http::HeaderMap) -> Result<(), ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    if crate::resources::validation::media_type(content_type) == PROTOBUF {
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+        ));
+    }
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return Ok(());
+    };
+    let ranges: Vec<&str> = accept.split(',').collect();
+    let kept: Vec<&str> = ranges
+        .iter()
+        .copied()
+        .filter(|r| {
+            let mt = r.split(';').next().unwrap_or("").trim();
+            !mt.eq_ignore_ascii_case(PROTOBUF)
+        })
+        .collect();
+    if kept.len() == ranges.len() {
+        return Ok(());
+    }
+    if kept.iter().all(|r| r.trim().is_empty()) {
+        return Err(ApiError::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: application/json, application/yaml (got {accept:?})"
+            ),
+        ));
+    }
+    let kept = kept.join(",");
+    if let Ok(v) = HeaderValue::from_str(&kept) {
+        headers.insert(header::ACCEPT, v);
+    }
+    Ok(())
+}
+
 /// Which encoding answers a discovery request (`/api`, `/apis`, a group or
 /// a group version): protobuf when the client prefers it, JSON otherwise
 /// (discovery documents are built-in kinds, so nothing is refused).
