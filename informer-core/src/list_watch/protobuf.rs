@@ -251,3 +251,6 @@ fn api_error(status: Status) -> ListWatchError {
         retry_after: None,
     }
 }
+
+#[cfg(test)]
+mod tests;
