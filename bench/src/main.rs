@@ -12,6 +12,7 @@ mod controller;
 mod fixtures;
 mod heap;
 mod indexer;
+mod protobuf;
 mod record;
 mod relist;
 mod scope;
@@ -41,7 +42,7 @@ struct Args {
     #[arg(long)]
     runs: Option<usize>,
     /// Only these scenarios (comma-separated: workqueue, indexer,
-    /// controller, watch, fanout, sync, scope, sharding, relist,
+    /// controller, watch, fanout, sync, protobuf, scope, sharding, relist,
     /// webhook).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -193,6 +194,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if wanted("sync") {
             sync::run(&client, &plan, &mut out).await?;
+        }
+        if wanted("protobuf") {
+            protobuf::run(&client, &plan, &mut out).await?;
         }
         if wanted("scope") {
             scope::run(&client, &plan, &mut out).await?;

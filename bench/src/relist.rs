@@ -131,13 +131,14 @@ pub async fn ours(client: &Client, namespace: &str, objects: usize) -> Result<Sa
     let heap = Window::start();
     let lists = Arc::new(Lists::default());
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let informer =
-        SharedIndexInformer::builder(ApiListerWatcher::new(api, ListWatchOptions::default()))
-            .metrics(lists.clone())
-            // The scenario measures a paged LIST relist.
-            .streaming_list(false)
-            .build()
-            .map_err(BenchError::msg)?;
+    let informer = SharedIndexInformer::builder(
+        ApiListerWatcher::new(api, ListWatchOptions::default()).protobuf(false),
+    )
+    .metrics(lists.clone())
+    // The scenario measures a paged LIST relist.
+    .streaming_list(false)
+    .build()
+    .map_err(BenchError::msg)?;
     let stop = CancellationToken::new();
     let task = tokio::spawn({
         let (informer, stop) = (informer.clone(), stop.clone());

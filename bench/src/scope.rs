@@ -95,12 +95,13 @@ where
     let heap = Window::start();
     let start = Instant::now();
     let api = Api::<K>::all(client.clone()).constrain(NAMESPACE);
-    let informer =
-        SharedIndexInformer::builder(ApiListerWatcher::new(api, ListWatchOptions::default()))
-            .strip_managed_fields(true)
-            .streaming_list(initial == Initial::Streaming)
-            .build()
-            .map_err(BenchError::msg)?;
+    let informer = SharedIndexInformer::builder(
+        ApiListerWatcher::new(api, ListWatchOptions::default()).protobuf(false),
+    )
+    .strip_managed_fields(true)
+    .streaming_list(initial == Initial::Streaming)
+    .build()
+    .map_err(BenchError::msg)?;
     let stop = CancellationToken::new();
     let task = tokio::spawn({
         let (informer, stop) = (informer.clone(), stop.clone());

@@ -54,9 +54,10 @@ pub async fn ours(
     let start = Instant::now();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     // This scenario measures LIST in pages (streaming lists: the scope scenario).
-    let mut builder =
-        SharedIndexInformer::builder(ApiListerWatcher::new(api, ListWatchOptions::default()))
-            .streaming_list(false);
+    let mut builder = SharedIndexInformer::builder(
+        ApiListerWatcher::new(api, ListWatchOptions::default()).protobuf(false),
+    )
+    .streaming_list(false);
     if strip {
         builder = builder.transform(strip_managed_fields());
     }

@@ -111,7 +111,7 @@ async fn write_and_wait(
 fn informer(client: &Client) -> SharedIndexInformer<ConfigMap> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
     SharedIndexInformer::new(
-        ApiListerWatcher::new(api, ListWatchOptions::default()),
+        ApiListerWatcher::new(api, ListWatchOptions::default()).protobuf(false),
         Duration::ZERO,
     )
 }

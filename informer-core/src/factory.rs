@@ -224,6 +224,8 @@ struct FactoryInner {
     strip_managed_fields: bool,
     /// Streaming lists on or off for every informer (`None`: the informer's default, on).
     streaming_list: Option<bool>,
+    /// Protobuf for built-in kinds' informers.
+    protobuf: bool,
     entries: Mutex<HashMap<InformerKey, Entry>>,
     shutdown: CancellationToken,
 }
@@ -273,6 +275,7 @@ pub struct SharedInformerFactoryBuilder {
     metrics: Option<Arc<dyn InformerMetrics>>,
     strip_managed_fields: bool,
     streaming_list: Option<bool>,
+    protobuf: bool,
 }
 
 impl SharedInformerFactoryBuilder {
@@ -293,6 +296,24 @@ impl SharedInformerFactoryBuilder {
     /// ```
     pub fn streaming_list(mut self, enabled: bool) -> Self {
         self.streaming_list = Some(enabled);
+        self
+    }
+
+    /// Whether informers of built-in kinds (k8s-openapi types) and
+    /// metadata-only informers list and watch in protobuf, with JSON as the
+    /// second choice and a counted fallback to JSON (see
+    /// [`ApiListerWatcher::protobuf`]). On by default; custom resources and
+    /// dynamic objects are read in JSON either way.
+    ///
+    /// ```
+    /// # async fn demo(client: kube_client::Client) {
+    /// use informer_core::factory::SharedInformerFactory;
+    /// let factory = SharedInformerFactory::builder(client).protobuf(false).build();
+    /// assert!(!factory.uses_protobuf());
+    /// # }
+    /// ```
+    pub fn protobuf(mut self, enabled: bool) -> Self {
+        self.protobuf = enabled;
         self
     }
 
@@ -348,6 +369,7 @@ impl SharedInformerFactoryBuilder {
                 metrics: self.metrics,
                 strip_managed_fields: self.strip_managed_fields,
                 streaming_list: self.streaming_list,
+                protobuf: self.protobuf,
                 entries: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
             }),
@@ -384,6 +406,7 @@ impl SharedInformerFactory {
             metrics: None,
             strip_managed_fields: false,
             streaming_list: None,
+            protobuf: true,
         }
     }
 
@@ -397,6 +420,12 @@ impl SharedInformerFactory {
     /// before caching (see [`SharedInformerFactoryBuilder::strip_managed_fields`]).
     pub fn strips_managed_fields(&self) -> bool {
         self.inner.strip_managed_fields
+    }
+
+    /// Whether informers of built-in kinds ask for protobuf (see
+    /// [`SharedInformerFactoryBuilder::protobuf`]).
+    pub fn uses_protobuf(&self) -> bool {
+        self.inner.protobuf
     }
 
     /// The shared informer of `K` across all namespaces (or of a cluster-scoped `K`).
@@ -535,7 +564,8 @@ impl SharedInformerFactory {
         if let Some(fields) = options.field_selector {
             lw_options = lw_options.fields(fields);
         }
-        let mut lister_watcher = ApiListerWatcher::<K>::at(client, url, lw_options);
+        let mut lister_watcher =
+            ApiListerWatcher::<K>::at(client, url, lw_options).protobuf(self.inner.protobuf);
         if let Some(metrics) = &self.inner.metrics {
             lister_watcher = lister_watcher.metrics(Arc::clone(metrics));
         }

@@ -27,6 +27,9 @@ mod decode;
 mod error;
 pub mod metadata;
 mod page_ahead;
+pub mod protobuf;
+mod stream;
+mod url;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -262,6 +265,15 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
         false
     }
 
+    /// The informer's word, given before it starts, that objects may lose
+    /// `metadata.managedFields` as they are decoded: it clears them anyway
+    /// and no transform wants to see them first. A lister-watcher that
+    /// decodes may skip them (cheaper than clearing them later). Default:
+    /// ignored.
+    fn drop_managed_fields(&self, drop: bool) {
+        let _ = drop;
+    }
+
     /// A short description of what is listed (for logs and metrics).
     fn describe(&self) -> String {
         std::any::type_name::<K>()
@@ -283,6 +295,10 @@ impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for std::sync::Arc<T> {
 
     fn supports_streaming_list(&self) -> bool {
         (**self).supports_streaming_list()
+    }
+
+    fn drop_managed_fields(&self, drop: bool) {
+        (**self).drop_managed_fields(drop)
     }
 
     fn describe(&self) -> String {

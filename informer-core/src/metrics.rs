@@ -135,6 +135,13 @@ pub trait InformerMetrics: Send + Sync {
         let _ = informer;
     }
 
+    /// Counter: a lister-watcher that asked for protobuf switched to JSON
+    /// for good; `reason` is `refused` (406/415), `json_answer` (the server
+    /// answered JSON) or `undecodable` (a protobuf body did not decode).
+    fn protobuf_fallback(&self, informer: &str, reason: &str) {
+        let _ = (informer, reason);
+    }
+
     /// Counter: a watch was opened.
     fn watch_started(&self, informer: &str) {
         let _ = informer;

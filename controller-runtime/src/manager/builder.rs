@@ -44,6 +44,7 @@ pub struct ManagerBuilder {
     pub(super) streaming_list: bool,
     pub(super) providers: Vec<Arc<dyn Provider>>,
     pub(super) fleet_backoff: EngageBackoff,
+    pub(super) protobuf: bool,
 }
 
 impl ManagerBuilder {
@@ -280,6 +281,22 @@ impl ManagerBuilder {
         self
     }
 
+    /// Whether informers of built-in kinds (and metadata-only informers)
+    /// list and watch in protobuf, JSON as the second choice, with a
+    /// counted fallback to JSON (`informer_protobuf_fallbacks_total`). On by
+    /// default; custom resources are read in JSON either way.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use controller_runtime::manager::Manager;
+    /// let mgr = Manager::builder(client).protobuf(false).build().await?;
+    /// # let _ = mgr; Ok(()) }
+    /// ```
+    pub fn protobuf(mut self, enabled: bool) -> Self {
+        self.protobuf = enabled;
+        self
+    }
+
     /// Register metrics in `registry` instead of a new one.
     pub fn registry(mut self, registry: prometheus::Registry) -> Self {
         self.registry = Some(registry);
@@ -340,6 +357,14 @@ impl ManagerBuilder {
             &metrics,
             readyz.clone(),
         )?;
+        let factory = SharedInformerFactory::builder(self.client.clone())
+            .default_resync(self.resync)
+            .metrics(metrics.informer_metrics())
+            .strip_managed_fields(!self.keep_managed_fields)
+            .streaming_list(self.streaming_list)
+            .protobuf(self.protobuf)
+            .build();
+        let cache = Cache::scoped(factory.clone(), self.cache_sync_timeout, self.cache_scope);
 
         let healthz = Checks::new();
         healthz.add("ping", Ping)?;

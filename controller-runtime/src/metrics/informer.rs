@@ -22,6 +22,7 @@ use super::MetricsError;
 /// | `informer_relists_total` | `informer`, `cause` |
 /// | `informer_streaming_list_fallbacks_total` | `informer` |
 /// | `informer_metadata_fallbacks_total` | `informer` |
+/// | `informer_protobuf_fallbacks_total` | `informer`, `reason` |
 /// | `informer_watches_total` | `informer` |
 /// | `informer_watch_restarts_total` | `informer`, `cause` |
 /// | `informer_watch_events_total` | `informer`, `type` |
@@ -38,6 +39,7 @@ pub struct PrometheusInformerMetrics {
     relists: IntCounterVec,
     streaming_fallbacks: IntCounterVec,
     metadata_fallbacks: IntCounterVec,
+    protobuf_fallbacks: IntCounterVec,
     watches: IntCounterVec,
     watch_restarts: IntCounterVec,
     watch_events: IntCounterVec,
@@ -114,6 +116,11 @@ impl PrometheusInformerMetrics {
                 "Metadata-only informers switched to full objects (the server refused metadata-only requests)",
                 &["informer"],
             )?,
+            protobuf_fallbacks: counter(
+                "informer_protobuf_fallbacks_total",
+                "Informers switched from protobuf to JSON (refused, answered in JSON, or undecodable)",
+                &["informer", "reason"],
+            )?,
             watches: counter("informer_watches_total", "Watches opened", &["informer"])?,
             watch_restarts: counter(
                 "informer_watch_restarts_total",
@@ -171,6 +178,12 @@ impl InformerMetrics for PrometheusInformerMetrics {
 
     fn metadata_fallback(&self, informer: &str) {
         self.metadata_fallbacks.with_label_values(&[informer]).inc();
+    }
+
+    fn protobuf_fallback(&self, informer: &str, reason: &str) {
+        self.protobuf_fallbacks
+            .with_label_values(&[informer, reason])
+            .inc();
     }
 
     fn watch_started(&self, informer: &str) {

@@ -12,13 +12,12 @@
 //! every kind, custom ones included; `Accept` ranges are tried in the
 //! client's order and one this server cannot answer is passed over.
 //!
-//! The conversion between the two forms lives in `bridge` (field by field)
-//! and `proto` (envelopes, lists, watch frames); [`to_protobuf`],
-//! [`from_protobuf`] and [`watch_frame`] expose it to tests and tools.
+//! The conversion between the two forms lives in the `informer-codec`
+//! crate (shared with informer-core's lister-watcher); [`to_protobuf`],
+//! [`from_protobuf`] and [`watch_frame`] are re-exported from it for tests
+//! and tools.
 
-mod bridge;
 mod partial;
-mod proto;
 
 use crate::error::ApiError;
 use crate::request::Req;
@@ -28,84 +27,11 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderValue, Method, header};
+pub use informer_codec::{
+    CodecError, PROTOBUF, from_protobuf, from_watch_frame, to_protobuf, watch_frame,
+};
 use partial::{Conversion, Partial, Shaped};
 use serde_json::Value;
-
-/// The protobuf media type.
-pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
-
-/// Why a body could not be converted between JSON and protobuf.
-#[derive(Debug, thiserror::Error)]
-pub enum CodecError {
-    /// The bytes do not start with the `k8s\0` magic.
-    #[error("the protobuf body does not start with the Kubernetes magic bytes")]
-    NoMagic,
-    /// The protobuf message is malformed.
-    #[error("the protobuf body is not valid: {0}")]
-    Protobuf(String),
-    /// The JSON form does not fit the kind's type.
-    #[error("the object does not fit its kind: {0}")]
-    Json(String),
-    /// The object carries no `kind`.
-    #[error("the object has no kind")]
-    NoKind,
-    /// The kind has no protobuf form here.
-    #[error("no protobuf form for {0}")]
-    NotProtobuf(String),
-    /// One value cannot be carried in the other form.
-    #[error("invalid {what}: {message}")]
-    Field {
-        /// The type of the value.
-        what: &'static str,
-        /// What is wrong with it.
-        message: String,
-    },
-}
-
-/// A built-in object (or list) in the protobuf form the API server sends:
-/// `k8s\0`, then a `runtime.Unknown` envelope around the object's message.
-///
-/// ```
-/// let cm = serde_json::json!({
-///     "apiVersion": "v1", "kind": "ConfigMap",
-///     "metadata": {"name": "settings"}, "data": {"mode": "fast"},
-/// });
-/// let bytes = envtest::codec::to_protobuf(&cm)?;
-/// assert!(bytes.starts_with(b"k8s\0"));
-/// assert_eq!(envtest::codec::from_protobuf(&bytes)?, cm);
-/// # Ok::<(), envtest::codec::CodecError>(())
-/// ```
-pub fn to_protobuf(object: &Value) -> Result<Vec<u8>, CodecError> {
-    proto::encode_object(object)
-}
-
-/// The JSON form of a protobuf object (or list), `apiVersion` and `kind`
-/// taken from its envelope. See [`to_protobuf`] for an example.
-pub fn from_protobuf(bytes: &[u8]) -> Result<Value, CodecError> {
-    proto::decode_object(bytes)
-}
-
-/// One watch event (`{"type": ..., "object": ...}`) as the length-prefixed
-/// `WatchEvent` frame of a protobuf watch stream.
-///
-/// ```
-/// let ev = serde_json::json!({"type": "ADDED", "object": {
-///     "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}});
-/// let frame = envtest::codec::watch_frame(&ev)?;
-/// let len = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
-/// assert_eq!(len + 4, frame.len());
-/// assert_eq!(envtest::codec::from_watch_frame(&frame[4..])?, ev);
-/// # Ok::<(), envtest::codec::CodecError>(())
-/// ```
-pub fn watch_frame(event: &Value) -> Result<Vec<u8>, CodecError> {
-    proto::encode_watch_event(event)
-}
-
-/// A `WatchEvent` message (one frame without its length) back to
-/// `{"type", "object"}`. See [`watch_frame`] for an example.
-pub fn from_watch_frame(message: &[u8]) -> Result<Value, CodecError> {
-    proto::decode_watch_event(message)
-}
 
 /// The encoding chosen for an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,7 +164,7 @@ pub(crate) fn metadata_list(
     let (body, media_type) = match n.encoding {
         Answer::Protobuf => {
             let meta = partial::list_meta(meta, av);
-            match proto::encode_partial_list(objects, &meta, av) {
+            match informer_codec::encode_partial_list(objects, &meta, av) {
                 Ok(pb) => (pb, PROTOBUF),
                 Err(e) => {
                     tracing::warn!("metadata list not built as protobuf: {e}");
@@ -253,6 +179,51 @@ pub(crate) fn metadata_list(
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(media_type));
     resp.extensions_mut().insert(Shaped);
     Some(resp)
+}
+
+/// A JSON-only server's view of a request (see
+/// `TestEnvBuilder::json_only`): protobuf ranges are dropped from `Accept`
+/// (406 when only protobuf was acceptable) and a protobuf body is 415.
+pub(crate) fn json_only(headers: &mut http::HeaderMap) -> Result<(), ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    if crate::resources::validation::media_type(content_type) == PROTOBUF {
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+        ));
+    }
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return Ok(());
+    };
+    let ranges: Vec<&str> = accept.split(',').collect();
+    let kept: Vec<&str> = ranges
+        .iter()
+        .copied()
+        .filter(|r| {
+            let mt = r.split(';').next().unwrap_or("").trim();
+            !mt.eq_ignore_ascii_case(PROTOBUF)
+        })
+        .collect();
+    if kept.len() == ranges.len() {
+        return Ok(());
+    }
+    if kept.iter().all(|r| r.trim().is_empty()) {
+        return Err(ApiError::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: application/json, application/yaml (got {accept:?})"
+            ),
+        ));
+    }
+    let kept = kept.join(",");
+    if let Ok(v) = HeaderValue::from_str(&kept) {
+        headers.insert(header::ACCEPT, v);
+    }
+    Ok(())
 }
 
 /// Which encoding answers a discovery request (`/api`, `/apis`, a group or
@@ -356,7 +327,7 @@ pub(crate) async fn encode_response(
                     None if kind == "APIVersions" => "v1",
                     av => av.unwrap_or(""),
                 };
-                proto::has_protobuf(av, kind)
+                informer_codec::has_protobuf(av, kind)
             })
             .and_then(|v| {
                 to_protobuf(v)
@@ -444,7 +415,5 @@ fn watch_stream(
     resp
 }
 
-#[cfg(test)]
-mod schema_tests;
 #[cfg(test)]
 mod tests;

@@ -46,6 +46,7 @@ pub struct TestEnvBuilder {
     admin: bool,
     webhook_services: std::collections::BTreeMap<String, String>,
     keep_crds: bool,
+    json_only: bool,
 }
 
 impl Default for TestEnvBuilder {
@@ -65,6 +66,7 @@ impl Default for TestEnvBuilder {
             admin: false,
             webhook_services: Default::default(),
             keep_crds: false,
+            json_only: false,
         }
     }
 }
@@ -141,6 +143,21 @@ impl TestEnvBuilder {
     /// ```
     pub fn webhook_service(mut self, service: impl Into<String>, addr: impl Into<String>) -> Self {
         self.webhook_services.insert(service.into(), addr.into());
+        self
+    }
+
+    /// Serve JSON only, as a server without protobuf would: protobuf is
+    /// passed over in `Accept` (`application/vnd.kubernetes.protobuf,
+    /// application/json` gets JSON; protobuf alone gets 406 Not Acceptable)
+    /// and a protobuf request body is 415. For testing clients' fallback.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::builder().json_only().start().await?;
+    /// # drop(env); Ok(()) }
+    /// ```
+    pub fn json_only(mut self) -> Self {
+        self.json_only = true;
         self
     }
 
@@ -308,6 +325,7 @@ impl TestEnvBuilder {
                 bearer_token: self.bearer_token.clone(),
                 admin: self.admin,
                 webhook_services: self.webhook_services.clone(),
+                json_only: self.json_only,
             },
         });
         seed_namespaces(&server);

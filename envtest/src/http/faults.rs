@@ -194,6 +194,9 @@ pub struct RequestRecord {
     pub query: String,
     /// The HTTP status answered.
     pub status: u16,
+    /// The answer's `Content-Type` ("" when none): whether a client got
+    /// JSON or protobuf.
+    pub content_type: String,
 }
 
 impl RequestRecord {

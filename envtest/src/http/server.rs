@@ -27,7 +27,12 @@ pub fn router(srv: Arc<Server>) -> Router {
         .with_state(srv)
 }
 
-async fn fault_layer(State(srv): State<Arc<Server>>, req: Request, next: Next) -> Response {
+async fn fault_layer(State(srv): State<Arc<Server>>, mut req: Request, next: Next) -> Response {
+    let refused = if srv.config.json_only {
+        crate::codec::json_only(req.headers_mut()).err()
+    } else {
+        None
+    };
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
@@ -58,7 +63,7 @@ async fn fault_layer(State(srv): State<Arc<Server>>, req: Request, next: Next) -
             .err(),
         (_, None) => None,
     };
-    let resp = match denied {
+    let resp = match denied.or(refused) {
         Some(e) => e.into_response(),
         None => match srv.faults.before(&method, &path, &query).await {
             Some(e) => e.into_response(),
@@ -70,6 +75,12 @@ async fn fault_layer(State(srv): State<Arc<Server>>, req: Request, next: Next) -
         path,
         query,
         status: resp.status().as_u16(),
+        content_type: resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned(),
     });
     resp
 }

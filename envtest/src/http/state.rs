@@ -33,6 +33,9 @@ pub struct Config {
     pub admin: bool,
     /// Where webhook `clientConfig.service` references are sent.
     pub webhook_services: ServiceMap,
+    /// Serve JSON only: protobuf ranges of `Accept` are passed over (406
+    /// when nothing else is left) and protobuf bodies are 415.
+    pub json_only: bool,
 }
 
 /// Everything one server instance owns.

@@ -11,29 +11,39 @@
 //! [`PartialObjectMeta<T>`](kube_core::metadata::PartialObjectMeta), whose
 //! `Resource::metadata_api()` is true) requests ask for metadata only; see
 //! [`super::metadata`].
+//!
+//! For built-in kinds (and metadata-only types) requests ask for protobuf
+//! with JSON as the second choice, and fall back to JSON for good where
+//! the server refuses; see [`super::protobuf`].
 
 use std::fmt::Debug;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::future::BoxFuture;
-use futures::{FutureExt, Stream, StreamExt};
-use http::{Request, Response, StatusCode, header};
+use futures::{FutureExt, StreamExt};
+use http::{Request, Response, header};
 use http_body_util::BodyExt;
 use kube_client::client::Body;
 use kube_client::{Api, Client};
+use kube_core::Resource;
 use kube_core::metadata::PartialObjectMeta;
-use kube_core::{Resource, Status};
 use serde::de::DeserializeOwned;
 
-use super::decode::{decode_event, decode_list_then};
-use super::metadata::{JSON, MetadataMode};
+use super::decode::decode_list_then;
+use super::error::error_from_response;
+use super::metadata::MetadataMode;
 use super::page_ahead::PageAhead;
+use super::protobuf::{
+    PROTOBUF, PROTOBUF_ACCEPT, PROTOBUF_METADATA_LIST_ACCEPT, PROTOBUF_METADATA_WATCH_ACCEPT,
+    ProtobufMode, Target, is_protobuf,
+};
+use super::stream::{event_stream, frame_stream};
+pub(crate) use super::url::{list_url, watch_url};
 use super::{
-    ListPage, ListRequest, ListWatchError, ListWatchOptions, ListerWatcher, ResourceVersionMatch,
-    WatchEvent, WatchRequest, WatchStream,
+    ListPage, ListRequest, ListWatchError, ListWatchOptions, ListerWatcher, WatchEvent,
+    WatchRequest, WatchStream,
 };
 use crate::metrics::InformerMetrics;
 
@@ -81,11 +91,17 @@ pub struct ApiListerWatcher<K> {
     url: String,
     options: ListWatchOptions,
     /// The next page of the list under way, requested ahead.
-    ahead: PageAhead<Result<Bytes, ListWatchError>>,
+    ahead: PageAhead<Fetched>,
     /// Metadata only, and whether the server refused it.
     metadata: MetadataMode,
+    /// Protobuf, and whether the lister-watcher gave up on it.
+    protobuf: Arc<ProtobufMode>,
     _kind: PhantomData<fn() -> K>,
 }
+
+/// One LIST answer: the `Accept` it was asked with, and its body and
+/// whether that is protobuf.
+type Fetched = (&'static str, Result<(Bytes, bool), ListWatchError>);
 
 impl<K> Clone for ApiListerWatcher<K> {
     /// A lister-watcher for the same collection, with no request of its own
@@ -97,6 +113,7 @@ impl<K> Clone for ApiListerWatcher<K> {
             options: self.options.clone(),
             ahead: PageAhead::default(),
             metadata: self.metadata.fresh(),
+            protobuf: Arc::new(self.protobuf.fresh()),
             _kind: PhantomData,
         }
     }
@@ -108,45 +125,85 @@ impl<K> Debug for ApiListerWatcher<K> {
             .field("url", &self.url)
             .field("options", &self.options)
             .field("metadata_only", &self.metadata.active())
+            .field("protobuf", &self.protobuf.active())
             .finish_non_exhaustive()
     }
 }
 
-impl<K: Resource> ApiListerWatcher<K> {
+impl<K: Resource + DeserializeOwned + 'static> ApiListerWatcher<K> {
     /// Lists and watches what `api` addresses (all namespaces, one
     /// namespace, or a cluster-scoped collection), filtered by `options`.
     pub fn new(api: Api<K>, options: ListWatchOptions) -> Self {
         let url = api.resource_url().to_owned();
-        Self {
-            client: api.into_client(),
-            url,
-            options,
-            ahead: PageAhead::default(),
-            metadata: MetadataMode::new(K::metadata_api()),
-            _kind: PhantomData,
-        }
+        Self::at(api.into_client(), url, options)
     }
 
     /// Lists and watches the collection at `url` (as `Api::resource_url`
     /// gives it) through `client`.
     pub(crate) fn at(client: Client, url: String, options: ListWatchOptions) -> Self {
+        Self::with_mode(client, url, options, K::metadata_api())
+    }
+
+    fn with_mode(client: Client, url: String, options: ListWatchOptions, metadata: bool) -> Self {
         Self {
             client,
             url,
             options,
             ahead: PageAhead::default(),
-            metadata: MetadataMode::new(K::metadata_api()),
+            metadata: MetadataMode::new(metadata),
+            protobuf: Arc::new(ProtobufMode::new(Target::<K>::of(metadata).is_some())),
             _kind: PhantomData,
         }
     }
 
-    /// Counts a fallback from metadata-only to full objects in `metrics`
-    /// ([`InformerMetrics::metadata_fallback`], under this lister-watcher's
-    /// [`describe`](ListerWatcher::describe)).
+    /// Counts a fallback from metadata-only to full objects
+    /// ([`InformerMetrics::metadata_fallback`]) and from protobuf to JSON
+    /// ([`InformerMetrics::protobuf_fallback`]) in `metrics`, under this
+    /// lister-watcher's [`describe`](ListerWatcher::describe).
     #[must_use]
     pub fn metrics(mut self, metrics: Arc<dyn InformerMetrics>) -> Self {
-        self.metadata.metrics = Some(metrics);
+        self.metadata.metrics = Some(Arc::clone(&metrics));
+        let mut mode = self.protobuf.fresh();
+        mode.metrics = Some(metrics);
+        self.protobuf = Arc::new(mode);
         self
+    }
+
+    /// Whether to ask for protobuf (default `true`). Only built-in kinds'
+    /// k8s-openapi types and metadata-only types can be read in protobuf;
+    /// for any other `K` (custom resources, dynamic objects) this has no
+    /// effect and requests ask for JSON.
+    ///
+    /// ```no_run
+    /// use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kube_client::{Api, Client};
+    ///
+    /// # async fn demo(client: Client) {
+    /// let lw = ApiListerWatcher::new(Api::<Pod>::all(client), ListWatchOptions::default());
+    /// assert!(lw.uses_protobuf());
+    /// let lw = lw.protobuf(false);
+    /// assert!(!lw.uses_protobuf());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn protobuf(mut self, enabled: bool) -> Self {
+        let mut mode = self.protobuf.fresh();
+        mode.set_wanted(enabled && Target::<K>::of(self.metadata.wanted()).is_some());
+        self.protobuf = Arc::new(mode);
+        self
+    }
+
+    /// Whether requests ask for protobuf: `K` can be read in protobuf, it
+    /// is switched on, and the lister-watcher has not fallen back to JSON.
+    pub fn uses_protobuf(&self) -> bool {
+        self.protobuf.active()
+    }
+
+    /// Whether the lister-watcher gave up on protobuf (the server refused
+    /// it, answered JSON, or sent a body that did not decode).
+    pub fn fell_back_to_json(&self) -> bool {
+        self.protobuf.was_refused()
     }
 
     /// Whether requests ask for metadata only: `K` is a metadata type and
@@ -172,19 +229,12 @@ impl<K: Resource> ApiListerWatcher<K> {
     }
 }
 
-impl<T: Resource> ApiListerWatcher<PartialObjectMeta<T>> {
+impl<T: Resource + 'static> ApiListerWatcher<PartialObjectMeta<T>> {
     /// Lists and watches the metadata of what `api` addresses: the
     /// metadata-only form of [`new`](Self::new).
     pub fn metadata(api: Api<T>, options: ListWatchOptions) -> Self {
         let url = api.resource_url().to_owned();
-        Self {
-            client: api.into_client(),
-            url,
-            options,
-            ahead: PageAhead::default(),
-            metadata: MetadataMode::new(true),
-            _kind: PhantomData,
-        }
+        Self::with_mode(api.into_client(), url, options, true)
     }
 }
 
@@ -225,190 +275,126 @@ fn off_the_worker<T>(decode: impl FnOnce() -> T) -> T {
     }
 }
 
-/// One LIST page's whole body.
-async fn fetch_list(
-    client: Client,
-    url: String,
-    accept: &'static str,
-) -> Result<Bytes, ListWatchError> {
-    get(&client, url, accept)
-        .await?
-        .into_body()
-        .collect_bytes()
-        .await
-        .map_err(ListWatchError::Stream)
+/// Whether an answer's `Content-Type` is protobuf.
+fn protobuf_answer(response: &Response<Body>) -> bool {
+    is_protobuf(
+        response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    )
 }
 
-fn selectors(q: &mut form_urlencoded::Serializer<'_, String>, options: &ListWatchOptions) {
-    if let Some(s) = options.label_selector.as_deref().filter(|s| !s.is_empty()) {
-        q.append_pair("labelSelector", s);
-    }
-    if let Some(s) = options.field_selector.as_deref().filter(|s| !s.is_empty()) {
-        q.append_pair("fieldSelector", s);
-    }
-}
-
-/// The URL of one LIST call.
-pub(crate) fn list_url(base: &str, options: &ListWatchOptions, req: &ListRequest) -> String {
-    let mut q = form_urlencoded::Serializer::new(String::new());
-    selectors(&mut q, options);
-    if let Some(limit) = req.limit {
-        q.append_pair("limit", &limit.to_string());
-    }
-    match req.continue_token.as_deref() {
-        // The server refuses a resource version together with a continue token.
-        Some(token) => {
-            q.append_pair("continue", token);
-        }
-        None => {
-            if !req.resource_version.is_empty() {
-                q.append_pair("resourceVersion", &req.resource_version);
-                if let Some(m) = req.resource_version_match {
-                    q.append_pair("resourceVersionMatch", m.as_str());
-                }
-            }
-        }
-    }
-    join(base, q.finish())
-}
-
-/// The URL of one WATCH call.
-pub(crate) fn watch_url(base: &str, options: &ListWatchOptions, req: &WatchRequest) -> String {
-    let mut q = form_urlencoded::Serializer::new(String::new());
-    q.append_pair("watch", "true");
-    selectors(&mut q, options);
-    if !req.resource_version.is_empty() {
-        q.append_pair("resourceVersion", &req.resource_version);
-    }
-    if let Some(t) = req.timeout_seconds {
-        q.append_pair("timeoutSeconds", &t.to_string());
-    }
-    if req.allow_bookmarks || req.send_initial_events {
-        q.append_pair("allowWatchBookmarks", "true");
-    }
-    if req.send_initial_events {
-        q.append_pair("sendInitialEvents", "true");
-        q.append_pair(
-            "resourceVersionMatch",
-            ResourceVersionMatch::NotOlderThan.as_str(),
-        );
-    }
-    join(base, q.finish())
-}
-
-fn join(url: &str, query: String) -> String {
-    if query.is_empty() {
-        url.to_owned()
-    } else {
-        format!("{url}?{query}")
-    }
-}
-
-/// Turns an error answer into [`ListWatchError::Api`], keeping its `Status`
-/// (or making one from the code and text when the body is not a `Status`).
-async fn error_from_response(response: Response<Body>) -> ListWatchError {
-    let code = response.status();
-    let retry_after = response
-        .headers()
-        .get(header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
-    let body = match response.into_body().collect_bytes().await {
-        Ok(body) => body,
-        Err(e) => return ListWatchError::Stream(e),
+/// One LIST page's whole body, and whether it is protobuf.
+async fn fetch_list(client: Client, url: String, accept: &'static str) -> Fetched {
+    let body = async {
+        let response = get(&client, url, accept).await?;
+        let protobuf = protobuf_answer(&response);
+        let body = response
+            .into_body()
+            .collect_bytes()
+            .await
+            .map_err(ListWatchError::Stream)?;
+        Ok((body, protobuf))
     };
-    let status = match serde_json::from_slice::<Status>(&body) {
-        Ok(mut status) if status.is_failure() || status.code != 0 => {
-            if status.code == 0 {
-                status.code = code.as_u16();
-            }
-            status
-        }
-        _ => {
-            let text = String::from_utf8_lossy(&body);
-            let reason = reason_for_code(code);
-            Status::failure(text.trim(), reason).with_code(code.as_u16())
-        }
-    };
-    ListWatchError::Api {
-        status: Box::new(status),
-        retry_after,
-    }
+    (accept, body.await)
 }
 
-fn reason_for_code(code: StatusCode) -> &'static str {
-    match code.as_u16() {
-        400 => "BadRequest",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "NotFound",
-        410 => "Expired",
-        422 => "Invalid",
-        429 => "TooManyRequests",
-        500 => "InternalError",
-        503 => "ServiceUnavailable",
-        504 => "Timeout",
-        _ => "",
-    }
-}
-
-/// Splits a byte stream into newline-terminated lines and decodes each as
-/// a watch event. Ends after a server `ERROR` event or a read error.
-pub(crate) fn event_stream<K, S>(
-    body: S,
-) -> impl Stream<Item = Result<WatchEvent<K>, ListWatchError>>
+impl<K> ApiListerWatcher<K>
 where
-    K: DeserializeOwned,
-    S: Stream<Item = Result<Bytes, kube_client::Error>> + Unpin,
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    struct State<S> {
-        body: S,
-        buf: BytesMut,
-        done: bool,
+    /// The `Accept` of a LIST now.
+    fn list_accept(&self) -> &'static str {
+        match (self.protobuf.active(), self.metadata.active()) {
+            (true, true) => PROTOBUF_METADATA_LIST_ACCEPT,
+            (true, false) => PROTOBUF_ACCEPT,
+            (false, _) => self.metadata.list_accept(),
+        }
     }
-    let state = State {
-        body,
-        buf: BytesMut::new(),
-        done: false,
-    };
-    futures::stream::unfold(state, |mut st| async move {
-        loop {
-            if st.done {
-                return None;
-            }
-            if let Some(pos) = st.buf.iter().position(|b| *b == b'\n') {
-                let line = st.buf.split_to(pos + 1);
-                let line = line.trim_ascii();
-                if line.is_empty() {
-                    continue;
-                }
-                let item = decode_event::<K>(line);
-                st.done = item.is_err();
-                return Some((item, st));
-            }
-            match st.body.next().await {
-                Some(Ok(chunk)) => st.buf.extend_from_slice(&chunk),
-                Some(Err(e)) => {
-                    st.done = true;
-                    return Some((Err(ListWatchError::Stream(e)), st));
-                }
-                None => {
-                    st.done = true;
-                    let rest = st.buf.split();
-                    let rest = rest.trim_ascii();
-                    if rest.is_empty() {
+
+    /// The `Accept` of a WATCH now.
+    fn watch_accept(&self) -> &'static str {
+        match (self.protobuf.active(), self.metadata.active()) {
+            (true, true) => PROTOBUF_METADATA_WATCH_ACCEPT,
+            (true, false) => PROTOBUF_ACCEPT,
+            (false, _) => self.metadata.watch_accept(),
+        }
+    }
+
+    /// Whether `err`, the answer to a request sent with `accept`, is the
+    /// server refusing protobuf or metadata-only; if so, the next request
+    /// asks for less (each switch once, counted).
+    fn refused(&self, accept: &str, err: &ListWatchError) -> bool {
+        let name = self.describe();
+        self.protobuf.refused_by(accept, err, &name) || self.metadata.refused_by(accept, err, &name)
+    }
+
+    /// A LIST answer as a page, the continue token handed on as soon as it
+    /// is read (to ask for the next page while this one decodes). `None`
+    /// when a protobuf body does not decode: protobuf is given up, and the
+    /// caller asks again in JSON.
+    fn decode_page(
+        &self,
+        req: &ListRequest,
+        accept: &'static str,
+        body: &[u8],
+        protobuf: bool,
+    ) -> Option<Result<ListPage<K>, ListWatchError>> {
+        let next_accept = self.list_accept();
+        let ask_ahead = |token: &str| {
+            let next = ListRequest {
+                continue_token: Some(token.to_owned()),
+                ..req.clone()
+            };
+            let url = list_url(&self.url, &self.options, &next);
+            self.ahead.start(
+                url.clone(),
+                fetch_list(self.client.clone(), url, next_accept),
+            );
+        };
+        let target = Target::<K>::of(self.metadata.wanted()).filter(|_| protobuf);
+        let mut page = match target {
+            Some(target) => {
+                let opts = self.protobuf.options();
+                let page = off_the_worker(|| {
+                    super::protobuf::decode_list_then(body, &target, opts, ask_ahead)
+                });
+                match page {
+                    Ok(page) => Ok(page),
+                    Err(e) => {
+                        self.ahead.clear();
+                        self.protobuf.give_up(&self.describe(), "undecodable", &e);
                         return None;
                     }
-                    // A last line without its newline: decode it if it is whole.
-                    return match serde_json::from_slice::<serde::de::IgnoredAny>(rest) {
-                        Ok(_) => Some((decode_event::<K>(rest), st)),
-                        Err(_) => None,
-                    };
                 }
             }
+            None => {
+                if accept.starts_with(PROTOBUF) {
+                    self.protobuf.give_up(
+                        &self.describe(),
+                        "json_answer",
+                        &"the list came in JSON",
+                    );
+                }
+                off_the_worker(|| decode_list_then::<K>(body, ask_ahead))
+            }
+        };
+        if let Ok(page) = &mut page {
+            self.strip(page.items.iter_mut());
         }
-    })
+        Some(page)
+    }
+
+    /// Drops managed fields from decoded objects when asked (the JSON path;
+    /// protobuf drops them before converting).
+    fn strip<'a>(&self, objects: impl Iterator<Item = &'a mut K>) {
+        if self.protobuf.strips() {
+            for o in objects {
+                o.meta_mut().managed_fields = None;
+            }
+        }
+    }
 }
 
 impl<K> ListerWatcher<K> for ApiListerWatcher<K>
@@ -418,35 +404,34 @@ where
     fn list(&self, req: ListRequest) -> BoxFuture<'_, Result<ListPage<K>, ListWatchError>> {
         async move {
             let url = list_url(&self.url, &self.options, &req);
-            let accept = self.metadata.list_accept();
             let ahead = match self.ahead.take(&url) {
                 Some(pending) => pending.answer().await,
                 None => None,
             };
-            let body = match ahead {
+            let mut fetched = match ahead {
                 Some(answer) => answer,
-                None => fetch_list(self.client.clone(), url.clone(), accept).await,
+                None => fetch_list(self.client.clone(), url.clone(), self.list_accept()).await,
             };
-            let body = match body {
-                Err(e) if self.metadata.refused_by(accept, &e, &self.describe()) => {
-                    fetch_list(self.client.clone(), url, JSON).await?
+            // At most: protobuf refused, metadata refused, protobuf undecodable.
+            for _ in 0..3 {
+                let (accept, result) = fetched;
+                let (body, protobuf) = match result {
+                    Err(e) if self.refused(accept, &e) => {
+                        fetched =
+                            fetch_list(self.client.clone(), url.clone(), self.list_accept()).await;
+                        continue;
+                    }
+                    other => other?,
+                };
+                if let Some(page) = self.decode_page(&req, accept, &body, protobuf) {
+                    return page;
                 }
-                other => other?,
-            };
-            let accept = self.metadata.list_accept();
-            // The continue token comes before the items: ask for the next
-            // page while this one's items are decoded.
-            off_the_worker(|| {
-                decode_list_then::<K>(&body, |token| {
-                    let next = ListRequest {
-                        continue_token: Some(token.to_owned()),
-                        ..req.clone()
-                    };
-                    let url = list_url(&self.url, &self.options, &next);
-                    self.ahead
-                        .start(url.clone(), fetch_list(self.client.clone(), url, accept));
-                })
-            })
+                fetched = fetch_list(self.client.clone(), url.clone(), self.list_accept()).await;
+            }
+            let (accept, result) = fetched;
+            let (body, _) = result?;
+            self.decode_page(&req, accept, &body, false)
+                .unwrap_or_else(|| Ok(ListPage::default()))
         }
         .boxed()
     }
@@ -456,15 +441,51 @@ where
             // A watch follows a finished list: nothing asked ahead is wanted.
             self.ahead.clear();
             let url = watch_url(&self.url, &self.options, &req);
-            let accept = self.metadata.watch_accept();
-            let response = match get(&self.client, url.clone(), accept).await {
-                Err(e) if self.metadata.refused_by(accept, &e, &self.describe()) => {
-                    get(&self.client, url, JSON).await?
+            let mut accept = self.watch_accept();
+            let mut response = get(&self.client, url.clone(), accept).await;
+            for _ in 0..2 {
+                match &response {
+                    Err(e) if self.refused(accept, e) => {
+                        accept = self.watch_accept();
+                        response = get(&self.client, url.clone(), accept).await;
+                    }
+                    _ => break,
                 }
-                other => other?,
-            };
+            }
+            let response = response?;
+            let protobuf = protobuf_answer(&response);
             let body = response.into_body().into_data_stream();
-            Ok(event_stream::<K, _>(body).boxed())
+            let target = Target::<K>::of(self.metadata.wanted()).filter(|_| protobuf);
+            match target {
+                Some(target) => {
+                    Ok(
+                        frame_stream(body, target, Arc::clone(&self.protobuf), self.describe())
+                            .boxed(),
+                    )
+                }
+                None => {
+                    if accept.starts_with(PROTOBUF) {
+                        self.protobuf.give_up(
+                            &self.describe(),
+                            "json_answer",
+                            &"the watch came in JSON",
+                        );
+                    }
+                    let strip = self.protobuf.strips();
+                    Ok(event_stream::<K, _>(body)
+                        .map(move |ev| match ev {
+                            Ok(WatchEvent::Added(o)) => Ok(WatchEvent::Added(stripped(o, strip))),
+                            Ok(WatchEvent::Modified(o)) => {
+                                Ok(WatchEvent::Modified(stripped(o, strip)))
+                            }
+                            Ok(WatchEvent::Deleted(o)) => {
+                                Ok(WatchEvent::Deleted(stripped(o, strip)))
+                            }
+                            other => other,
+                        })
+                        .boxed())
+                }
+            }
         }
         .boxed()
     }
@@ -474,6 +495,12 @@ where
     /// can fall back to LIST.
     fn supports_streaming_list(&self) -> bool {
         true
+    }
+
+    /// Clears `managedFields` as objects are decoded; in protobuf before
+    /// converting, so that their `fieldsV1` is never parsed.
+    fn drop_managed_fields(&self, drop: bool) {
+        self.protobuf.set_strip(drop);
     }
 
     fn describe(&self) -> String {
@@ -491,6 +518,14 @@ where
         }
         out
     }
+}
+
+/// `o` without its managed fields when `strip`.
+fn stripped<K: Resource>(mut o: K, strip: bool) -> K {
+    if strip {
+        o.meta_mut().managed_fields = None;
+    }
+    o
 }
 
 #[cfg(test)]

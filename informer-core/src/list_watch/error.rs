@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use http::{Response, StatusCode, header};
+use kube_client::client::Body;
 use kube_core::Status;
 
 /// Why a LIST or WATCH call failed.
@@ -128,6 +130,62 @@ impl ListWatchError {
     /// reset, timed out).
     pub fn is_transport(&self) -> bool {
         matches!(self, Self::Transport(_) | Self::Stream(_))
+    }
+}
+
+/// Turns an error answer into [`ListWatchError::Api`], keeping its `Status`
+/// (or making one from the code and text when the body is not a `Status`).
+pub(super) async fn error_from_response(response: Response<Body>) -> ListWatchError {
+    let code = response.status();
+    let retry_after = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let body = match response.into_body().collect_bytes().await {
+        Ok(body) => body,
+        Err(e) => return ListWatchError::Stream(e),
+    };
+    let decoded = if body.starts_with(informer_codec::MAGIC) {
+        informer_codec::Envelope::read(&body)
+            .and_then(super::protobuf::status_of)
+            .ok()
+    } else {
+        serde_json::from_slice::<Status>(&body).ok()
+    };
+    let status = match decoded {
+        Some(mut status) if status.is_failure() || status.code != 0 => {
+            if status.code == 0 {
+                status.code = code.as_u16();
+            }
+            status
+        }
+        _ => {
+            let text = String::from_utf8_lossy(&body);
+            let reason = reason_for_code(code);
+            Status::failure(text.trim(), reason).with_code(code.as_u16())
+        }
+    };
+    ListWatchError::Api {
+        status: Box::new(status),
+        retry_after,
+    }
+}
+
+fn reason_for_code(code: StatusCode) -> &'static str {
+    match code.as_u16() {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        410 => "Expired",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "",
     }
 }
 

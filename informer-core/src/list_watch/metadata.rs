@@ -100,7 +100,7 @@ impl MetadataMode {
     /// sent with `accept`); if so, switches to full objects (once, counted)
     /// and the caller asks again.
     pub(super) fn refused_by(&self, accept: &str, err: &ListWatchError, name: &str) -> bool {
-        if accept == JSON || err.code() != Some(406) {
+        if !accept.contains("as=PartialObjectMetadata") || err.code() != Some(406) {
             return false;
         }
         if !self.refused.swap(true, Ordering::Relaxed) {

@@ -425,6 +425,11 @@ where
             }
             let fifo = Arc::new(fifo);
             let _ = self.inner.fifo.set(Arc::clone(&fifo));
+            // Stripped anyway and no transform sees them first: the
+            // lister-watcher may skip them as it decodes.
+            self.inner
+                .lister_watcher
+                .drop_managed_fields(config.strip_managed_fields && config.transform.is_none());
             (
                 fifo,
                 config.resync_check_period,

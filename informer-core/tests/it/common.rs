@@ -395,6 +395,10 @@ impl InformerMetrics for Counting {
     fn metadata_fallback(&self, _: &str) {
         self.inc("metadata_fallback".into());
     }
+    fn protobuf_fallback(&self, _: &str, reason: &str) {
+        self.inc("protobuf_fallback".into());
+        self.inc(format!("protobuf_fallback:{reason}"));
+    }
     fn watch_started(&self, _: &str) {
         self.inc("watch".into());
     }

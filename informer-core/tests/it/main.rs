@@ -11,6 +11,8 @@ mod list_watch;
 mod lister;
 mod malformed;
 mod module_graph;
+mod protobuf;
+mod protobuf_props;
 mod reflector;
 mod reflector_faults;
 mod shared_informer;

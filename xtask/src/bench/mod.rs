@@ -25,7 +25,7 @@ pub struct Args {
     #[arg(long)]
     runs: Option<usize>,
     /// Only these scenarios (comma-separated: workqueue, indexer,
-    /// controller, watch, fanout, sync, scope, relist, webhook, sharding).
+    /// controller, watch, fanout, sync, protobuf, scope, relist, webhook, sharding).
     #[arg(long)]
     only: Option<String>,
     /// Build with the release profile even with --quick.

@@ -12,7 +12,7 @@ use serde::Deserialize;
 pub const SIDES: [&str; 3] = ["informer-rs", "kube-runtime", "floor"];
 
 /// Scenario ids, titles and their prose, in report order.
-const SCENARIOS: [(&str, &str, &str); 10] = [
+const SCENARIOS: [(&str, &str, &str); 11] = [
     (
         "sync",
         "1. Initial sync",
@@ -62,6 +62,11 @@ const SCENARIOS: [(&str, &str, &str); 10] = [
         "sharding",
         "10. Sharding in label mode",
         include_str!("../../templates/performance/sharding.md"),
+    ),
+    (
+        "protobuf",
+        "11. Protobuf: client CPU per object",
+        include_str!("../../templates/performance/protobuf.md"),
     ),
 ];
 const INTRO: &str = include_str!("../../templates/performance/intro.md");

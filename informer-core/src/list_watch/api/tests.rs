@@ -1,8 +1,11 @@
 //! Unit tests of the HTTP side of [`ApiListerWatcher`]: URLs and decoding.
 
 use super::*;
+use crate::list_watch::ResourceVersionMatch;
+use futures::Stream;
 use futures::executor::block_on;
 use k8s_openapi::api::core::v1::ConfigMap;
+use std::time::Duration;
 
 const BASE: &str = "/api/v1/namespaces/default/configmaps";
 

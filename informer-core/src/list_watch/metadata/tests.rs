@@ -129,7 +129,9 @@ async fn a_metadata_lister_watcher_asks_for_partial_object_metadata() {
     let lw = ApiListerWatcher::metadata(
         Api::<Secret>::namespaced(s.client.clone(), "default"),
         ListWatchOptions::default(),
-    );
+    )
+    // The JSON path; protobuf with metadata is tested in `protobuf::tests`.
+    .protobuf(false);
     assert!(lw.is_metadata_only());
     assert!(lw.describe().ends_with("metadata-only"));
     let page = lw.list(list_req()).await.unwrap();
@@ -148,7 +150,9 @@ async fn an_api_of_partial_object_meta_is_metadata_only_too() {
     let lw = ApiListerWatcher::new(
         Api::<PartialObjectMeta<Secret>>::namespaced(s.client.clone(), "default"),
         ListWatchOptions::default(),
-    );
+    )
+    // The JSON path; protobuf with metadata is tested in `protobuf::tests`.
+    .protobuf(false);
     lw.list(list_req()).await.unwrap();
     assert_eq!(*s.accepts.lock(), [METADATA_LIST_ACCEPT]);
 }
@@ -159,7 +163,9 @@ async fn a_full_lister_watcher_asks_for_plain_json() {
     let lw = ApiListerWatcher::new(
         Api::<Secret>::namespaced(s.client.clone(), "default"),
         ListWatchOptions::default(),
-    );
+    )
+    // The JSON path; protobuf with metadata is tested in `protobuf::tests`.
+    .protobuf(false);
     assert!(!lw.is_metadata_only());
     let page = lw.list(list_req()).await.unwrap();
     assert!(page.items[0].data.is_some());
@@ -174,6 +180,8 @@ async fn a_refusing_server_gets_full_objects_asked_for_once_counted() {
         Api::<Secret>::namespaced(s.client.clone(), "default"),
         ListWatchOptions::default(),
     )
+    // The JSON path; protobuf with metadata is tested in `protobuf::tests`.
+    .protobuf(false)
     .metrics(fallbacks.clone());
 
     let page = lw.list(list_req()).await.unwrap();
@@ -195,6 +203,8 @@ async fn a_watch_refused_first_falls_back_too() {
         Api::<Secret>::namespaced(s.client.clone(), "default"),
         ListWatchOptions::default(),
     )
+    // The JSON path; protobuf with metadata is tested in `protobuf::tests`.
+    .protobuf(false)
     .metrics(fallbacks.clone());
     assert_eq!(watched_name(&lw).await, "b");
     assert_eq!(*s.accepts.lock(), [METADATA_WATCH_ACCEPT, JSON]);

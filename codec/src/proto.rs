@@ -167,7 +167,7 @@ fn codec_of(api_version: &str, kind: &str) -> Option<KindCodec> {
 /// The field numbers of a list message's `metadata` and `items`:
 /// `meta.k8s.io/v1beta1`'s `PartialObjectMetadataList` has them the other
 /// way round.
-fn list_tags(api_version: &str, kind: &str) -> (u32, u32) {
+pub(crate) fn list_tags(api_version: &str, kind: &str) -> (u32, u32) {
     match (api_version, kind) {
         ("meta.k8s.io/v1beta1", "PartialObjectMetadataList") => (2, 1),
         _ => (1, 2),
@@ -247,18 +247,68 @@ pub(crate) fn encode_object(v: &Value) -> Result<Vec<u8>, CodecError> {
     Ok(envelope(av, kind, raw))
 }
 
+/// The `runtime.Unknown` envelope of a protobuf object or list: its type
+/// and its message.
+///
+/// ```
+/// let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}});
+/// let e = informer_codec::Envelope::read(&informer_codec::to_protobuf(&ns)?)?;
+/// assert_eq!((e.api_version.as_str(), e.kind.as_str()), ("v1", "Namespace"));
+/// # Ok::<(), informer_codec::CodecError>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Envelope {
+    /// The `apiVersion` of the message.
+    pub api_version: String,
+    /// The `kind` of the message (`...List` for a list).
+    pub kind: String,
+    /// The message itself.
+    pub raw: Vec<u8>,
+}
+
+impl Envelope {
+    /// Reads `k8s\0` and the envelope after it; fields a newer server adds
+    /// to the envelope are skipped.
+    pub fn read(bytes: &[u8]) -> Result<Self, CodecError> {
+        let body = bytes.strip_prefix(MAGIC).ok_or(CodecError::NoMagic)?;
+        let unknown =
+            pb_runtime::Unknown::decode(body).map_err(|e| CodecError::Protobuf(e.to_string()))?;
+        let tm = unknown.type_meta.unwrap_or_default();
+        Ok(Self {
+            api_version: tm.api_version.unwrap_or_default(),
+            kind: tm.kind.unwrap_or_default(),
+            raw: unknown.raw.unwrap_or_default(),
+        })
+    }
+
+    /// The JSON form of the message (a kind or list with a protobuf form:
+    /// see [`has_protobuf`](crate::has_protobuf)), `apiVersion` and `kind`
+    /// set from the envelope: how a `Status` in protobuf is read.
+    ///
+    /// ```
+    /// let status = serde_json::json!({"apiVersion": "v1", "kind": "Status",
+    ///     "metadata": {}, "status": "Failure", "reason": "Expired", "code": 410});
+    /// let e = informer_codec::Envelope::read(&informer_codec::to_protobuf(&status)?)?;
+    /// assert_eq!(e.into_json()?["code"], 410);
+    /// # Ok::<(), informer_codec::CodecError>(())
+    /// ```
+    pub fn into_json(self) -> Result<Value, CodecError> {
+        envelope_to_json(self)
+    }
+}
+
 /// An enveloped protobuf object (or list) back to its JSON form, with
 /// `apiVersion` and `kind` set from the envelope.
 pub(crate) fn decode_object(b: &[u8]) -> Result<Value, CodecError> {
-    let body = b.strip_prefix(MAGIC).ok_or(CodecError::NoMagic)?;
-    let unknown =
-        pb_runtime::Unknown::decode(body).map_err(|e| CodecError::Protobuf(e.to_string()))?;
-    let tm = unknown.type_meta.unwrap_or_default();
-    let (av, kind) = (
-        tm.api_version.unwrap_or_default(),
-        tm.kind.unwrap_or_default(),
-    );
-    let raw = unknown.raw.unwrap_or_default();
+    Envelope::read(b)?.into_json()
+}
+
+fn envelope_to_json(envelope: Envelope) -> Result<Value, CodecError> {
+    let Envelope {
+        api_version: av,
+        kind,
+        raw,
+    } = envelope;
     let mut v = if let Some(c) = codec_of(&av, &kind) {
         (c.decode)(&raw)?
     } else if let Some(c) = kind.strip_suffix("List").and_then(|k| codec_of(&av, k)) {

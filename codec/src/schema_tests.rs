@@ -2,8 +2,8 @@
 //! their schema (`$ref`, raw JSON values, the "or" types, the status
 //! subresource), each both ways, and random schema trees round-tripped.
 
-use super::bridge::Conv;
 use super::*;
+use crate::bridge::Conv;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceSubresourceStatus, JSON, JSONSchemaProps,
     JSONSchemaPropsOrArray, JSONSchemaPropsOrBool, JSONSchemaPropsOrStringArray, ValidationRule,

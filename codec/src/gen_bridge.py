@@ -8,10 +8,10 @@ The compiler checks every line (a wrong name or nesting does not build), so
 this script only saves typing. Run it after bumping k8s-pb or k8s-openapi:
 
     for v in 33 34 35 36 37; do
-      python3 envtest/src/codec/gen_bridge.py K8S_PB_SRC K8S_OPENAPI_SRC/v1_$v \
-        > envtest/src/codec/bridge_tables/v1_$v.rs
+      python3 codec/src/gen_bridge.py K8S_PB_SRC K8S_OPENAPI_SRC/v1_$v \
+        > codec/src/bridge_tables/v1_$v.rs
     done
-    python3 envtest/src/codec/gen_bridge.py --split envtest/src/codec/bridge_tables
+    python3 codec/src/gen_bridge.py --split codec/src/bridge_tables
 
 The last step moves the lines every version shares into `common.rs`, so
 each version's file holds only what differs.

@@ -1,0 +1,3 @@
+//! The codec's integration tests, one binary.
+
+mod module_graph;
