@@ -92,6 +92,7 @@ async fn built_in_kinds_sync_watch_and_relist_over_protobuf() {
             Api::<ConfigMap>::namespaced(client.clone(), NS),
             ListWatchOptions::default(),
         )
+        .protobuf(true)
         .metrics(Arc::clone(&metrics) as _),
     )
     .metrics(Arc::clone(&metrics) as _)
@@ -102,6 +103,7 @@ async fn built_in_kinds_sync_watch_and_relist_over_protobuf() {
         Api::<Pod>::namespaced(client.clone(), NS),
         ListWatchOptions::default().labels("app=web"),
     )
+    .protobuf(true)
     .metrics(Arc::clone(&metrics) as _);
     assert!(pods_lw.uses_protobuf());
     let pods = SharedIndexInformer::new(pods_lw, Duration::ZERO);
@@ -174,6 +176,7 @@ async fn a_json_only_server_syncs_every_informer_and_counts_each_fallback_once()
     seed(&client).await;
     let metrics = Counting::new();
     let factory = SharedInformerFactory::builder(client.clone())
+        .protobuf(true)
         .metrics(Arc::clone(&metrics) as _)
         .build();
     let cms = factory.namespaced_informer::<ConfigMap>(NS);

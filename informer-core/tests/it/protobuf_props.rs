@@ -502,7 +502,7 @@ where
     let created = api.create(&PostParams::default(), &o).await.unwrap();
     let name = created.meta().name.clone().unwrap();
     let opts = ListWatchOptions::default().fields(format!("metadata.name={name}"));
-    let pb = ApiListerWatcher::new(api.clone(), opts.clone());
+    let pb = ApiListerWatcher::new(api.clone(), opts.clone()).protobuf(true);
     let json = ApiListerWatcher::new(api.clone(), opts).protobuf(false);
     assert!(pb.uses_protobuf() && !json.uses_protobuf());
     let (a, b) = (

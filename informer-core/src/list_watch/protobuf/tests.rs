@@ -143,6 +143,7 @@ fn lister_watcher(s: &Server, m: &Arc<Fallbacks>) -> ApiListerWatcher<ConfigMap>
         Api::<ConfigMap>::namespaced(s.client.clone(), "default"),
         ListWatchOptions::default(),
     )
+    .protobuf(true)
     .metrics(Arc::clone(m) as Arc<dyn InformerMetrics>)
 }
 
