@@ -101,6 +101,7 @@ pub(crate) struct ClusterOptions {
     pub(crate) resync: Duration,
     pub(crate) strip_managed_fields: bool,
     pub(crate) streaming_list: bool,
+    pub(crate) protobuf: bool,
     pub(crate) cache_sync_timeout: Duration,
     pub(crate) scope: CacheScope,
     pub(crate) events: RecorderConfig,
@@ -118,7 +119,8 @@ impl Cluster {
         let mut factory = SharedInformerFactory::builder(client.clone())
             .default_resync(options.resync)
             .strip_managed_fields(options.strip_managed_fields)
-            .streaming_list(options.streaming_list);
+            .streaming_list(options.streaming_list)
+            .protobuf(options.protobuf);
         if let Some(metrics) = informer_metrics {
             factory = factory.metrics(metrics);
         }

@@ -342,6 +342,7 @@ impl ManagerBuilder {
             resync: self.resync,
             strip_managed_fields: !self.keep_managed_fields,
             streaming_list: self.streaming_list,
+            protobuf: self.protobuf,
             cache_sync_timeout: self.cache_sync_timeout,
             scope: self.cache_scope,
             events: self.events.unwrap_or_else(default_recorder_config),
@@ -359,14 +360,6 @@ impl ManagerBuilder {
             &metrics,
             readyz.clone(),
         )?;
-        let factory = SharedInformerFactory::builder(self.client.clone())
-            .default_resync(self.resync)
-            .metrics(metrics.informer_metrics())
-            .strip_managed_fields(!self.keep_managed_fields)
-            .streaming_list(self.streaming_list)
-            .protobuf(self.protobuf)
-            .build();
-        let cache = Cache::scoped(factory.clone(), self.cache_sync_timeout, self.cache_scope);
 
         let healthz = Checks::new();
         healthz.add("ping", Ping)?;
