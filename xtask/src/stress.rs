@@ -25,10 +25,11 @@ use crate::new::workspace_root;
 /// The crates with an integration-test binary (`tests/it`).
 const CRATES: &[&str] = &[
     "envtest",
+    "informer-codec",
     "informer-core",
     "informer-macros",
     "controller-runtime",
-    "examples",
+    "informer-examples",
     "framework-test",
 ];
 
@@ -321,6 +322,37 @@ pub fn run(args: &Args) -> Result<(), StressError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every name is a workspace package with a `tests/it` binary (a
+    /// directory name in place of the package's name failed every run).
+    #[test]
+    fn every_crate_is_a_package_with_an_it_binary() {
+        let root = workspace_root();
+        let members: Vec<(String, PathBuf)> = std::fs::read_dir(&root)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter_map(|dir| {
+                let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).ok()?;
+                let name = manifest
+                    .lines()
+                    .find_map(|l| l.strip_prefix("name = \""))?
+                    .trim_end_matches('"')
+                    .to_string();
+                Some((name, dir))
+            })
+            .collect();
+        for krate in CRATES {
+            let dir = members
+                .iter()
+                .find(|(name, _)| name == krate)
+                .map(|(_, dir)| dir)
+                .unwrap_or_else(|| panic!("{krate} is no workspace package"));
+            assert!(
+                dir.join("tests/it/main.rs").is_file(),
+                "{krate} has no tests/it/main.rs"
+            );
+        }
+    }
 
     #[test]
     fn counts_are_read_from_the_test_summaries() {
