@@ -1,0 +1,4 @@
+//! informer-bench's own checks: the layering of its modules
+//! (`module_graph`).
+
+mod module_graph;
