@@ -65,6 +65,21 @@ pub enum MembershipError {
         /// The Lease's name.
         lease: String,
     },
+    /// The shard Lease of this replica's identity belongs to another ring
+    /// in the same namespace: shard Leases are named after the identity,
+    /// so an identity must be unique per namespace across rings.
+    #[error(
+        "shard lease {lease} belongs to ring {other_ring}, not {ring}: an identity names its \
+         shard Lease and must be unique in the namespace across rings (ShardingConfig::identity)"
+    )]
+    IdentityTaken {
+        /// The Lease's name (this replica's identity).
+        lease: String,
+        /// This replica's ring.
+        ring: String,
+        /// The ring the Lease belongs to.
+        other_ring: String,
+    },
     /// A request to the API server failed.
     #[error("{op} of lease {lease} failed: {source}")]
     Api {
@@ -427,11 +442,28 @@ impl Membership {
                         .get_opt(&name)
                         .await
                         .map_err(|e| api_err("get", e))?;
+                    self.check_ring(current.as_ref())?;
                 }
                 Err(e) => return Err(api_err("write", e)),
             }
         }
         Err(MembershipError::Conflict { lease: name })
+    }
+
+    /// Refuses a Lease of this identity's name that another ring holds.
+    fn check_ring(&self, lease: Option<&Lease>) -> Result<(), MembershipError> {
+        let cfg = &self.inner.config;
+        let ring = lease
+            .and_then(|l| l.metadata.labels.as_ref())
+            .and_then(|labels| labels.get(RING_LABEL));
+        match ring {
+            Some(other) if *other != cfg.ring => Err(MembershipError::IdentityTaken {
+                lease: cfg.shard_lease_name().to_owned(),
+                ring: cfg.ring.clone(),
+                other_ring: other.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Writes the shard Lease every retry period, and at once when the
@@ -444,6 +476,7 @@ impl Membership {
         loop {
             match self.write_lease(&mut current).await {
                 Ok(()) => break,
+                Err(error @ MembershipError::IdentityTaken { .. }) => return Err(error),
                 Err(error) => tracing::warn!(%error, "joining the ring"),
             }
             tokio::select! {

@@ -216,10 +216,13 @@ async fn leader_election_hands_over(release: bool) {
     let stopped = Instant::now();
     stop_manager(stop_a, run_a).await;
     if release {
-        assert_eq!(
-            lease_holder(&env).await,
-            None,
-            "a stopped leader releases the lease"
+        // Released: no holder, or already the follower (its next attempt
+        // may come before this read on a loaded machine). That it was
+        // released, not left to expire, the takeover time below shows.
+        let holder = lease_holder(&env).await;
+        assert!(
+            matches!(holder.as_deref(), None | Some("replica-b")),
+            "a stopped leader releases the lease: held by {holder:?}"
         );
     }
     wait_until(LONG, "replica-b takes over", || async { b.is_leader() }).await;

@@ -47,7 +47,10 @@ fn join(env: &TestEnv, ring: &str, id: &str) -> Member {
     join_with(env, ring_config(ring, id))
 }
 
-fn join_with(env: &TestEnv, config: ShardingConfig) -> Member {
+/// Joins the ring of `config` in the env's namespace (a namespace of the
+/// test's own on an existing cluster, so that no two tests' Leases meet).
+fn join_with(env: &TestEnv, mut config: ShardingConfig) -> Member {
+    config.namespace = env.namespace().to_owned();
     let gate = Arc::new(GateState::default());
     let client = kube_client::client::ClientBuilder::try_from(env.client_config())
         .unwrap()
@@ -209,11 +212,42 @@ async fn a_replica_that_cannot_renew_fences_itself_before_its_lease_expires() {
 /// form a ring; with leader election's lease verbs alone they cannot
 /// (no list or watch of the ring's Leases).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_taken_by_another_ring_in_the_namespace_is_refused() {
+    let env = TestEnv::start().await.unwrap();
+    let first = join(&env, "it-one", "same");
+    all_see(&[&first], &["same"], Duration::from_secs(10), "ring one").await;
+    // A second ring in the same namespace, the same identity: its shard
+    // Lease would be the first ring's.
+    let second = join(&env, "it-two", "same");
+    let ended = tokio::time::timeout(Duration::from_secs(10), second.run)
+        .await
+        .expect("the second membership stops")
+        .unwrap();
+    match ended {
+        Err(MembershipError::IdentityTaken {
+            lease, other_ring, ..
+        }) => assert_eq!((lease.as_str(), other_ring.as_str()), ("same", "it-one")),
+        other => panic!("expected IdentityTaken, got {other:?}"),
+    }
+    // The first ring still has its member.
+    all_see(
+        &[&first],
+        &["same"],
+        Duration::from_secs(10),
+        "ring one kept",
+    )
+    .await;
+    first.stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_generated_lease_rules_are_enough_and_needed() {
     use controller_runtime::rbac::Permissions;
     let env = TestEnv::start().await.unwrap();
     let start = |client: kube_client::Client, ring: &str, id: &str| {
-        let membership = Membership::new(client, ring_config(ring, id)).unwrap();
+        let mut config = ring_config(ring, id);
+        config.namespace = env.namespace().to_owned();
+        let membership = Membership::new(client, config).unwrap();
         let stop = CancellationToken::new();
         tokio::spawn({
             let (m, stop) = (membership.clone(), stop.clone());

@@ -14,7 +14,7 @@ use crate::storage::Store;
 use crate::tls::{Certificates, TlsListener};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::json;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -45,6 +45,9 @@ pub struct TestEnvBuilder {
     crd_dirs: Vec<std::path::PathBuf>,
     admin: bool,
     webhook_services: std::collections::BTreeMap<String, String>,
+    /// The Service this test's webhook server answers for (see
+    /// [`TestEnvBuilder::webhook_server`]).
+    webhook_server: Option<String>,
     keep_crds: bool,
     json_only: bool,
 }
@@ -65,6 +68,7 @@ impl Default for TestEnvBuilder {
             crd_dirs: Vec::new(),
             admin: false,
             webhook_services: Default::default(),
+            webhook_server: None,
             keep_crds: false,
             json_only: false,
         }
@@ -143,6 +147,36 @@ impl TestEnvBuilder {
     /// ```
     pub fn webhook_service(mut self, service: impl Into<String>, addr: impl Into<String>) -> Self {
         self.webhook_services.insert(service.into(), addr.into());
+        self
+    }
+
+    /// This test serves the webhooks whose `clientConfig` names the
+    /// Service `service` (`namespace/name[:port]`, as in
+    /// [`webhook_service`](Self::webhook_service)):
+    /// [`TestEnv::webhook_listener`] then hands out a listener that the
+    /// API server's calls for that Service reach. On the in-process server
+    /// it is a free local port, mapped to the Service. On an existing
+    /// cluster it is bound to the address in `ENVTEST_WEBHOOK_ADDR`
+    /// ([`WEBHOOK_ADDR`](crate::WEBHOOK_ADDR)), where whoever runs the
+    /// tests routed that Service (`envtest-server --webhook-service
+    /// SERVICE=ADDR` does; on kind, a Service without a selector and an
+    /// EndpointSlice pointing at the host); without the variable
+    /// [`start`](Self::start) fails naming it, and
+    /// [`skip_without_webhook_route`](crate::skip_without_webhook_route)
+    /// lets a test say it was skipped instead.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::builder()
+    ///     .webhook_server("default/webhook-service")
+    ///     .start()
+    ///     .await?;
+    /// let listener = env.webhook_listener().expect("asked for at start");
+    /// // ... serve the webhooks on `listener` (WebhookOptions::listener)
+    /// # drop(listener); Ok(()) }
+    /// ```
+    pub fn webhook_server(mut self, service: impl Into<String>) -> Self {
+        self.webhook_server = Some(service.into());
         self
     }
 
@@ -281,13 +315,27 @@ impl TestEnvBuilder {
                     feature: (*feature).into(),
                 });
             }
+            let webhook_listener = match &self.webhook_server {
+                Some(service) => Some(existing::webhook_listener(service)?),
+                None => None,
+            };
             let (existing, client) = existing::connect(&crds, self.keep_crds).await?;
             return Ok(TestEnv {
                 base_url: existing.config.cluster_url.to_string(),
                 client,
                 mode: Mode::Existing(Box::new(existing)),
+                webhook_listener: Mutex::new(webhook_listener),
             });
         }
+        let mut webhook_services = self.webhook_services.clone();
+        let webhook_listener = match &self.webhook_server {
+            Some(service) => {
+                let (listener, addr) = existing::bind("127.0.0.1:0")?;
+                webhook_services.insert(service.clone(), addr);
+                Some(listener)
+            }
+            None => None,
+        };
         let addr = format!("127.0.0.1:{}", self.port);
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
@@ -324,7 +372,7 @@ impl TestEnvBuilder {
                 addr: local.to_string(),
                 bearer_token: self.bearer_token.clone(),
                 admin: self.admin,
-                webhook_services: self.webhook_services.clone(),
+                webhook_services,
                 json_only: self.json_only,
             },
         });
@@ -373,6 +421,7 @@ impl TestEnvBuilder {
                 ca,
                 shutdown,
             }),
+            webhook_listener: Mutex::new(webhook_listener),
         };
         crds::install_crds(&env, &crds).await?;
         Ok(env)

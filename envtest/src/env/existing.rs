@@ -23,6 +23,10 @@ use std::time::Duration;
 pub const USE_EXISTING_CLUSTER: &str = "USE_EXISTING_CLUSTER";
 /// The variable that keeps the installed CRDs on the cluster at teardown.
 pub const KEEP_CRDS: &str = "ENVTEST_KEEP_CRDS";
+/// The variable naming the local address (`host:port`) where the
+/// cluster's webhook calls for a test's Service arrive, in existing-cluster
+/// mode (see [`TestEnvBuilder::webhook_server`](super::TestEnvBuilder::webhook_server)).
+pub const WEBHOOK_ADDR: &str = "ENVTEST_WEBHOOK_ADDR";
 /// The prefix of the namespaces existing-cluster mode creates.
 pub const NAMESPACE_PREFIX: &str = "envtest-";
 /// How long installing a CRD and removing it may take.
@@ -80,6 +84,47 @@ pub fn skip_on_existing_cluster(feature: &str) -> bool {
         println!("skipped: {test} needs {feature} ({USE_EXISTING_CLUSTER}=true)");
     }
     existing
+}
+
+/// For a test whose webhook server the API server must call: `true` (and
+/// a `skipped: ...` line, as [`skip_on_existing_cluster`]) on an existing
+/// cluster when `ENVTEST_WEBHOOK_ADDR` ([`WEBHOOK_ADDR`]) is not set, so
+/// that the test returns at once; `false` otherwise.
+///
+/// ```
+/// # async fn a_test() {
+/// if envtest::skip_without_webhook_route() {
+///     return;
+/// }
+/// let env = envtest::TestEnv::builder()
+///     .webhook_server("default/webhook-service")
+///     .start()
+///     .await
+///     .unwrap();
+/// # drop(env); }
+/// ```
+pub fn skip_without_webhook_route() -> bool {
+    std::env::var_os(WEBHOOK_ADDR).is_none_or(|v| v.is_empty())
+        && skip_on_existing_cluster(&format!(
+            "{WEBHOOK_ADDR} (a route from the cluster to the test's webhook server)"
+        ))
+}
+
+/// The listener for a test's webhook server on an existing cluster: bound
+/// to `ENVTEST_WEBHOOK_ADDR`, where the cluster's calls for `service`
+/// arrive.
+pub(super) fn webhook_listener(service: &str) -> Result<std::net::TcpListener, Error> {
+    let addr = std::env::var(WEBHOOK_ADDR).unwrap_or_default();
+    if addr.is_empty() {
+        return Err(Error::ExistingCluster {
+            what: format!("serve the webhooks of Service {service}"),
+            message: format!(
+                "{WEBHOOK_ADDR} is not set: set it to the local address the cluster sends \
+                 that Service's calls to (envtest-server --webhook-service {service}=ADDR does so)"
+            ),
+        });
+    }
+    bind(&addr).map(|(listener, _)| listener)
 }
 
 /// What a [`TestEnv`](super::TestEnv) on an existing cluster removes when dropped.
@@ -299,6 +344,16 @@ fn gone<T>(result: Result<T, kube_client::Error>) -> Result<(), kube_client::Err
         Err(kube_client::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// A blocking listener on `addr` and the address it got.
+pub(super) fn bind(addr: &str) -> Result<(std::net::TcpListener, String), Error> {
+    let bound =
+        std::net::TcpListener::bind(addr).and_then(|l| l.local_addr().map(|a| (l, a.to_string())));
+    bound.map_err(|source| Error::Bind {
+        addr: addr.to_owned(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ mod rbac;
 
 pub use builder::TestEnvBuilder;
 pub use existing::{
-    KEEP_CRDS, NAMESPACE_PREFIX, USE_EXISTING_CLUSTER, skip_on_existing_cluster,
-    use_existing_cluster,
+    KEEP_CRDS, NAMESPACE_PREFIX, USE_EXISTING_CLUSTER, WEBHOOK_ADDR, skip_on_existing_cluster,
+    skip_without_webhook_route, use_existing_cluster,
 };
 
 use crate::error::Error;
@@ -52,6 +52,9 @@ pub struct TestEnv {
     base_url: String,
     client: kube_client::Client,
     mode: Mode,
+    /// The listener [`TestEnvBuilder::webhook_server`] asked for, until
+    /// taken.
+    webhook_listener: std::sync::Mutex<Option<std::net::TcpListener>>,
 }
 
 /// Where a [`TestEnv`] runs: its own server, or a cluster it only uses.
@@ -165,6 +168,28 @@ impl TestEnv {
             Mode::Local(_) => "default",
             Mode::Existing(e) => &e.namespace,
         }
+    }
+
+    /// The listener for this test's webhook server that
+    /// [`TestEnvBuilder::webhook_server`] asked for: the server's (or the
+    /// cluster's) calls for that Service reach it. `None` when not asked
+    /// for, or taken already.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::builder()
+    ///     .webhook_server("default/webhook-service")
+    ///     .start()
+    ///     .await?;
+    /// assert!(env.webhook_listener().is_some());
+    /// assert!(env.webhook_listener().is_none(), "taken");
+    /// # Ok(()) }
+    /// ```
+    pub fn webhook_listener(&self) -> Option<std::net::TcpListener> {
+        self.webhook_listener
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     /// A client for this server (cheap to clone), its default namespace

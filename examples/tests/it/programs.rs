@@ -141,3 +141,43 @@ fn secret_syncer_copies_repairs_and_removes_copies() {
         ],
     );
 }
+
+/// The programs are built without a test harness (`test = false` in
+/// Cargo.toml): a `#[test]` written in one would never run. None has one,
+/// and every program is listed, so a new one cannot slip past this check.
+#[test]
+fn programs_without_a_test_harness_hold_no_tests() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let untested: Vec<&str> = manifest
+        .split("[[bin]]")
+        .skip(1)
+        .filter(|entry| entry.contains("test = false"))
+        .filter_map(|entry| {
+            let line = entry.lines().find(|l| l.starts_with("name = "))?;
+            Some(line.trim_start_matches("name = ").trim_matches('"'))
+        })
+        .collect();
+    let mut programs: Vec<String> = std::fs::read_dir(dir.join("src/bin"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    programs.sort();
+    let mut listed: Vec<String> = untested.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(
+        listed, programs,
+        "every program is listed with test = false"
+    );
+    for program in &programs {
+        let source = std::fs::read_to_string(dir.join(format!("src/bin/{program}.rs"))).unwrap();
+        for marker in ["#[test]", "#[tokio::test", "#[cfg(test)]"] {
+            assert!(
+                !source.contains(marker),
+                "src/bin/{program}.rs holds {marker}, but its harness is off (test = false)"
+            );
+        }
+    }
+}

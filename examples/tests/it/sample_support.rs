@@ -12,9 +12,9 @@ use controller_runtime::k8s_openapi::api::admissionregistration::v1::{
 use controller_runtime::k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use controller_runtime::k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use controller_runtime::kube_client::api::{Api, ListParams, PostParams};
+use controller_runtime::kube_client::api::{Api, DeleteParams, ListParams, PostParams};
 use controller_runtime::kube_client::core::NamespaceResourceScope;
-use controller_runtime::kube_client::{Client, Resource};
+use controller_runtime::kube_client::{self as kube_client, Client, Resource};
 use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::manager::{Manager, ManagerError};
 use controller_runtime::webhook::WebhookOptions;
@@ -139,6 +139,69 @@ pub(crate) async fn apply(admin: &Client, files: &[Manifest]) -> Api<Foo> {
         }
     }
     served(admin).await
+}
+
+async fn delete_cluster<T>(admin: &Client, doc: &serde_json::Value)
+where
+    T: Clone + std::fmt::Debug + DeserializeOwned + Resource<DynamicType = ()>,
+{
+    let obj: T = decode(doc);
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let api = Api::<T>::all(admin.clone());
+    delete_and_wait(&api, &name).await;
+}
+
+async fn delete_namespaced<T>(admin: &Client, doc: &serde_json::Value)
+where
+    T: Clone
+        + std::fmt::Debug
+        + DeserializeOwned
+        + Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+{
+    let obj: T = decode(doc);
+    let ns = obj.meta().namespace.clone().unwrap_or_else(|| NS.into());
+    let name = obj.meta().name.clone().unwrap_or_default();
+    delete_and_wait(&Api::<T>::namespaced(admin.clone(), &ns), &name).await;
+}
+
+/// Deletes `name` (gone already is fine) and waits until it is gone.
+async fn delete_and_wait<T>(api: &Api<T>, name: &str)
+where
+    T: Clone + std::fmt::Debug + DeserializeOwned + Resource,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) | Err(kube_client::Error::Api(_)) => {}
+        Err(e) => panic!("deleting {name}: {e}"),
+    }
+    wait_until(&format!("{name} is gone"), || async {
+        matches!(api.get_opt(name).await, Ok(None))
+    })
+    .await;
+}
+
+/// Removes every object of `files` (the sample's fixed cluster-wide names:
+/// the CRD, roles, webhook configurations, its Service and ServiceAccount)
+/// and waits until each is gone: on an existing cluster, which outlives the
+/// test, before a test applies them and after it.
+pub(crate) async fn remove(admin: &Client, files: &[Manifest]) {
+    for doc in documents(files).iter().rev() {
+        match doc["kind"].as_str().unwrap_or_default() {
+            "CustomResourceDefinition" => {
+                delete_cluster::<CustomResourceDefinition>(admin, doc).await;
+            }
+            "ClusterRole" => delete_cluster::<ClusterRole>(admin, doc).await,
+            "ClusterRoleBinding" => delete_cluster::<ClusterRoleBinding>(admin, doc).await,
+            "ServiceAccount" => delete_namespaced::<ServiceAccount>(admin, doc).await,
+            "Service" => delete_namespaced::<Service>(admin, doc).await,
+            "MutatingWebhookConfiguration" => {
+                delete_cluster::<MutatingWebhookConfiguration>(admin, doc).await;
+            }
+            "ValidatingWebhookConfiguration" => {
+                delete_cluster::<ValidatingWebhookConfiguration>(admin, doc).await;
+            }
+            other => panic!("the sample's manifests hold a {other:?}"),
+        }
+    }
 }
 
 /// The sample's manager, running.

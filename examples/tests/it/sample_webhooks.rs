@@ -27,7 +27,7 @@ use informer_examples::sample::{FooReconciler, Ledger, manifests, v1, v1alpha1, 
 use proptest::prelude::*;
 
 pub(crate) use crate::sample_support::{NS, WAIT};
-use crate::sample_support::{Running, apply, forbidden};
+use crate::sample_support::{Running, apply, forbidden, remove};
 
 pub(crate) const BAD_NAME: &str =
     "spec.deploymentName: Invalid value: \"Bad_Name\": a lowercase RFC 1123 label";
@@ -64,25 +64,28 @@ pub(crate) fn old_foo(name: &str, deployment: &str, replicas: Option<i32>) -> v1
 impl Fixture {
     /// envtest with the sample's manifests applied, and the manager
     /// (controller and webhooks) running as their ServiceAccount, its
-    /// webhook server ready. `None` on an existing cluster (the test is
-    /// skipped, saying so): a cluster cannot be counted on to reach a
-    /// webhook server in the test's process, and the manifests hold
-    /// cluster-scoped objects of fixed names.
+    /// webhook server ready. On an existing cluster the cluster's calls for
+    /// the webhook Service must reach this process (`ENVTEST_WEBHOOK_ADDR`,
+    /// see `TestEnvBuilder::webhook_server`); without that route `None`
+    /// (the test is skipped, saying so). There the manifests' fixed names
+    /// (the CRD, ClusterRoles, webhook configurations) are removed before
+    /// and after the test.
     pub(crate) async fn start() -> Option<Fixture> {
-        if envtest::skip_on_existing_cluster(
-            "webhook_service (a route to the test's webhook server)",
-        ) {
+        if envtest::skip_without_webhook_route() {
             return None;
         }
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
         let env = envtest::TestEnv::builder()
-            .webhook_service(format!("{NS}/{}", webhooks::SERVICE), addr.to_string())
+            .webhook_server(format!("{NS}/{}", webhooks::SERVICE))
             .start()
             .await
             .unwrap();
+        let listener = env.webhook_listener().expect("asked for at start");
         let admin = env.client();
-        let foos = apply(&admin, &manifests::render(NS).unwrap()).await;
+        let files = manifests::render(NS).unwrap();
+        if env.is_existing_cluster() {
+            remove(&admin, &files).await;
+        }
+        let foos = apply(&admin, &files).await;
         let client = env
             .service_account_client(NS, manifests::SERVICE_ACCOUNT)
             .unwrap();
@@ -105,6 +108,9 @@ impl Fixture {
             "the manifests' role covers the controller and the webhook certificates"
         );
         self.running.stop().await;
+        if self.env.is_existing_cluster() {
+            remove(&self.admin, &manifests::render(NS).unwrap()).await;
+        }
     }
 }
 
