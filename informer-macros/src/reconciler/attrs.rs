@@ -19,6 +19,7 @@ pub const OPTIONS: &[&str] = &[
     "leader_election",
     "webhooks",
     "sharding",
+    "fleet",
 ];
 
 /// Options `#[rbac(...)]` accepts.
@@ -103,6 +104,9 @@ pub struct ReconcilerArgs {
     pub webhooks: Option<super::webhooks::Webhooks>,
     /// Whether (and how) the controller can run sharded.
     pub sharding: Option<super::sharding::Sharding>,
+    /// Where `fleet` was declared: the controller can also run over the
+    /// manager's fleet of clusters.
+    pub fleet: Option<proc_macro2::Span>,
 }
 
 /// Types compared by their tokens (`Deployment` and `apps::v1::Deployment`
@@ -247,6 +251,7 @@ impl ReconcilerArgs {
         let mut rbac = Vec::new();
         let mut webhooks = None;
         let mut sharding: Option<super::sharding::Sharding> = None;
+        let mut fleet = None;
         let mut leader_span = None;
         let mut first_attr: Option<&Attribute> = None;
         for attr in &input.attrs {
@@ -319,6 +324,10 @@ impl ReconcilerArgs {
                         let sh = super::sharding::parse(&meta)?;
                         set_once(&mut sharding, sh, &meta.path)
                     }
+                    "fleet" => {
+                        let span = super::fleet::parse(&meta)?;
+                        set_once(&mut fleet, span, &meta.path)
+                    }
                     "webhooks" => {
                         let w = super::webhooks::parse(&meta)?;
                         set_once(&mut webhooks, w, &meta.path)
@@ -345,6 +354,9 @@ impl ReconcilerArgs {
                  sharded controller works (its ring elects its own sharder)",
             ));
         }
+        if let (Some(span), Some(_)) = (fleet, &sharding) {
+            return Err(super::fleet::with_sharding(span));
+        }
         Ok(ReconcilerArgs {
             for_,
             owns,
@@ -357,6 +369,7 @@ impl ReconcilerArgs {
             rbac,
             webhooks,
             sharding,
+            fleet,
         })
     }
 }

@@ -2,9 +2,12 @@
 //! server of its own in this process. `providers` engages clusters (a
 //! static list, labelled Secrets) and reports those that fail;
 //! `controllers` reconciles in five clusters engaged and disengaged while
-//! their objects change, and goes on when one cluster's server dies.
+//! their objects change, and goes on when one cluster's server dies;
+//! `derive` runs a `#[derive(Controller)]` with `fleet` under its
+//! generated RBAC.
 
 mod controllers;
+mod derive;
 mod providers;
 
 use std::time::Duration;
