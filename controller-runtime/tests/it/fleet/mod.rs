@@ -4,10 +4,11 @@
 //! `controllers` reconciles in five clusters engaged and disengaged while
 //! their objects change, and goes on when one cluster's server dies;
 //! `derive` runs a `#[derive(Controller)]` with `fleet` under its
-//! generated RBAC.
+//! generated RBAC; `memory` sees a disengaged cluster's cache freed.
 
 mod controllers;
 mod derive;
+mod memory;
 mod providers;
 
 use std::time::Duration;
