@@ -1,4 +1,6 @@
-//! A disengaged cluster's memory is returned: once the fleet lets it go,
+//! A member's informers report `informer_*{cluster}` series, removed when
+//! it is disengaged. A disengaged cluster's memory is returned: once the
+//! fleet lets it go,
 //! nothing (the fleet, a fleet controller's member list, its handlers, the
 //! informers' tasks) holds its cache, so the objects its store held are
 //! freed. Observed through a `Weak` to a cached object, not a timing.
@@ -28,7 +30,7 @@ impl ObjectReconciler<ConfigMap> for Nothing {
 }
 
 #[tokio::test]
-async fn a_disengaged_clusters_cached_objects_are_freed() {
+async fn a_disengaged_clusters_series_go_and_its_cached_objects_are_freed() {
     if envtest::skip_on_existing_cluster("in-process API servers") {
         return;
     }
@@ -52,7 +54,10 @@ async fn a_disengaged_clusters_cached_objects_are_freed() {
         .await
         .unwrap();
     mgr.fleet().engage("m", member.client()).unwrap();
-    eventually(LONG, "m answers", || async { ready(&mgr, "m").then_some(()) }).await;
+    eventually(LONG, "m answers", || async {
+        ready(&mgr, "m").then_some(())
+    })
+    .await;
     let cached = {
         let cluster = mgr.fleet().get("m").unwrap();
         eventually(LONG, "the object in m's cache", || async {
@@ -68,8 +73,19 @@ async fn a_disengaged_clusters_cached_objects_are_freed() {
     let weak = Arc::downgrade(&cached);
     drop(cached);
     assert!(weak.upgrade().is_some(), "m's store holds it while engaged");
+    // m's informers report under its name; the hub's under "".
+    let metrics = mgr.metrics().encode().unwrap();
+    assert!(
+        metrics.contains("informer_lists_total{cluster=\"m\",informer="),
+        "{metrics}"
+    );
 
     assert!(mgr.fleet().disengage("m").await);
+    let metrics = mgr.metrics().encode().unwrap();
+    assert!(
+        !metrics.contains("cluster=\"m\""),
+        "m's series removed: {metrics}"
+    );
     // The controller lets go of the cluster when it sees it leave.
     eventually(LONG, "m's store dropped", || async {
         weak.upgrade().is_none().then_some(())
