@@ -180,6 +180,28 @@ fn parse_watch(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<Watch> {
     Ok(Watch { kind, map })
 }
 
+/// Parses `fleet` (a flag: it takes no arguments); returns its span.
+fn parse_fleet(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<proc_macro2::Span> {
+    let span = meta.path.span();
+    if meta.input.peek(syn::token::Paren) || meta.input.peek(syn::Token![=]) {
+        return Err(syn::Error::new(
+            span,
+            "`fleet` takes no arguments: write `#[controller(for = Kind, fleet)]`; the clusters \
+             come from the manager's providers at run time",
+        ));
+    }
+    Ok(span)
+}
+
+/// The error for `fleet` beside `sharding`.
+fn fleet_with_sharding(span: proc_macro2::Span) -> syn::Error {
+    syn::Error::new(
+        span,
+        "`fleet` and `sharding` exclude each other: a sharded fleet controller is not \
+         supported; run the fleet controller on the leader (`leader_election`) instead",
+    )
+}
+
 fn parse_predicate(expr: Expr) -> syn::Result<PredicateArg> {
     let Expr::Path(p) = &expr else {
         return Ok(PredicateArg::Expr(expr));
@@ -325,7 +347,7 @@ impl ReconcilerArgs {
                         set_once(&mut sharding, sh, &meta.path)
                     }
                     "fleet" => {
-                        let span = super::fleet::parse(&meta)?;
+                        let span = parse_fleet(&meta)?;
                         set_once(&mut fleet, span, &meta.path)
                     }
                     "webhooks" => {
@@ -355,7 +377,7 @@ impl ReconcilerArgs {
             ));
         }
         if let (Some(span), Some(_)) = (fleet, &sharding) {
-            return Err(super::fleet::with_sharding(span));
+            return Err(fleet_with_sharding(span));
         }
         Ok(ReconcilerArgs {
             for_,

@@ -2,35 +2,13 @@
 //! over the manager's fleet of clusters (`setup_fleet`), with the RBAC of
 //! each member cluster (`fleet_member_permissions`, `fleet_member_rbac`)
 //! apart from the manager's own cluster's (`fleet_hub_permissions`,
-//! `fleet_hub_rbac`).
+//! `fleet_hub_rbac`). Parsing the flag is in [`attrs`](super::attrs).
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::attrs::ReconcilerArgs;
-
-/// Parses `fleet` (a flag: it takes no arguments); returns its span.
-pub fn parse(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<Span> {
-    let span = meta.path.span();
-    if meta.input.peek(syn::token::Paren) || meta.input.peek(syn::Token![=]) {
-        return Err(syn::Error::new(
-            span,
-            "`fleet` takes no arguments: write `#[controller(for = Kind, fleet)]`; the clusters \
-             come from the manager's providers at run time",
-        ));
-    }
-    Ok(span)
-}
-
-/// The error for `fleet` beside `sharding`.
-pub fn with_sharding(span: Span) -> syn::Error {
-    syn::Error::new(
-        span,
-        "`fleet` and `sharding` exclude each other: a sharded fleet controller is not \
-         supported; run the fleet controller on the leader (`leader_election`) instead",
-    )
-}
 
 /// The member clusters' permissions: the wiring's kinds, events and the
 /// extra `#[rbac]` rules; no Lease (leader election happens in the
