@@ -70,6 +70,7 @@ mod auth;
 mod informer;
 mod secure;
 pub(crate) use auth::MetricsAuth;
+pub(crate) use informer::ClusterInformerMetrics;
 pub use informer::PrometheusInformerMetrics;
 pub(crate) use secure::MetricsCerts;
 pub use secure::{
@@ -228,6 +229,11 @@ impl Metrics {
     /// The `informer_*` metrics sink on this registry, for informers.
     pub fn informer_metrics(&self) -> Arc<dyn InformerMetrics> {
         Arc::clone(&self.inner.informer) as Arc<dyn InformerMetrics>
+    }
+
+    /// The `informer_*` families, for a fleet cluster's sink.
+    pub(crate) fn informer_families(&self) -> Arc<PrometheusInformerMetrics> {
+        Arc::clone(&self.inner.informer)
     }
 
     /// A new registry with the controller, workqueue and informer metrics

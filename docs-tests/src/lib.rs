@@ -56,6 +56,11 @@ pub struct Reliability;
 #[doc = include_str!("../../docs/macros.md")]
 pub struct Macros;
 
+/// `docs/fleets.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/fleets.md")]
+pub struct Fleets;
+
 /// `envtest/README.md`.
 #[cfg(doctest)]
 #[doc = include_str!("../../envtest/README.md")]

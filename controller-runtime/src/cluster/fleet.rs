@@ -9,7 +9,8 @@
 //! [`ClusterHealth`] (metrics, `/readyz`) without ever stopping the
 //! manager or the other clusters. Disengaging detaches the cluster first
 //! (controllers remove their handlers and forget its requests), then stops
-//! its informers and its event writer and removes its metric series.
+//! its informers and its event writer and removes its metric series (the
+//! fleet's and its informers' `informer_*{cluster}`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use super::health::{ClusterHealth, EngageBackoff};
 use super::metrics::FleetMetrics;
 use super::{Cluster, ClusterOptions};
 use crate::healthz::{Checks, check_fn};
-use crate::metrics::{Metrics, MetricsError};
+use crate::metrics::{ClusterInformerMetrics, Metrics, MetricsError, PrometheusInformerMetrics};
 
 /// How long a disengaged cluster's informers and event writer get to stop.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -72,6 +73,7 @@ struct Inner {
     options: ClusterOptions,
     backoff: EngageBackoff,
     metrics: FleetMetrics,
+    informer_families: Arc<PrometheusInformerMetrics>,
     readyz: Checks,
     readyz_added: AtomicBool,
     state: Mutex<State>,
@@ -87,6 +89,8 @@ struct State {
 
 struct Engagement {
     cluster: Cluster,
+    /// The `informer_*` series of the cluster's informers.
+    informer_metrics: ClusterInformerMetrics,
     health: Arc<Mutex<ClusterHealth>>,
     stop: CancellationToken,
     task: Option<JoinHandle<()>>,
@@ -114,6 +118,7 @@ impl Fleet {
                 options,
                 backoff,
                 metrics: FleetMetrics::new(metrics)?,
+                informer_families: metrics.informer_families(),
                 readyz,
                 readyz_added: AtomicBool::new(false),
                 state: Mutex::new(State::default()),
@@ -132,9 +137,17 @@ impl Fleet {
         if state.engaged.contains_key(name) {
             return Err(FleetError::AlreadyEngaged(name.to_string()));
         }
-        let cluster = Cluster::new(name, client, &self.inner.options, None);
+        let informer_metrics =
+            ClusterInformerMetrics::new(Arc::clone(&self.inner.informer_families), name);
+        let cluster = Cluster::new(
+            name,
+            client,
+            &self.inner.options,
+            Some(Arc::new(informer_metrics.clone())),
+        );
         let mut engagement = Engagement {
             cluster: cluster.clone(),
+            informer_metrics,
             health: Arc::new(Mutex::new(ClusterHealth::Pending)),
             stop: CancellationToken::new(),
             task: None,
@@ -164,6 +177,7 @@ impl Fleet {
             let _ = task.await;
         }
         self.inner.metrics.disengaged(name);
+        engagement.informer_metrics.remove_series();
         tracing::info!(cluster = name, "cluster disengaged");
         true
     }
@@ -227,6 +241,7 @@ impl Fleet {
                 tracing::warn!(cluster = %name, "cluster did not stop in time");
             }
             self.inner.metrics.disengaged(&name);
+            engagement.informer_metrics.remove_series();
         }
     }
 

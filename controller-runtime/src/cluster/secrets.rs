@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::fleet::Fleet;
 use super::provider::{Provider, ProviderError, client_from_kubeconfig};
 use crate::error::BoxError;
+use crate::rbac::Permissions;
 
 /// The key of a cluster Secret's kubeconfig (`data.kubeconfig`).
 pub const KUBECONFIG_KEY: &str = "kubeconfig";
@@ -69,6 +70,21 @@ impl SecretProvider {
             namespace: namespace.into(),
             selector: selector.into(),
         }
+    }
+
+    /// What the provider needs in the manager's own cluster: `get`, `list`
+    /// and `watch` on Secrets (render it as a `Role` in the Secrets'
+    /// namespace). The member clusters' own rules are the fleet
+    /// controllers' (the derive's `fleet_member_rbac()`).
+    ///
+    /// ```
+    /// use controller_runtime::cluster::SecretProvider;
+    /// let role = SecretProvider::permissions().role("fleet-hub", "fleet-system");
+    /// assert_eq!(role.metadata.namespace.as_deref(), Some("fleet-system"));
+    /// assert!(SecretProvider::permissions().allows("", "secrets", "watch"));
+    /// ```
+    pub fn permissions() -> Permissions {
+        Permissions::new().rule("", "secrets", ["get", "list", "watch"])
     }
 }
 

@@ -23,7 +23,11 @@
 //! gets the name in [`CallInfo::cluster`](crate::reconcile::CallInfo) and
 //! looks the cluster up in [`Manager::fleet`]. A request of a cluster whose
 //! caches have not synced yet waits (requeued shortly); one whose cluster
-//! left is dropped.
+//! left is dropped. The workers serve every cluster, but one cluster's
+//! requests hold at most
+//! [`max_concurrent_reconciles_per_cluster`](FleetControllerBuilder::max_concurrent_reconciles_per_cluster)
+//! of them (default: all but one), so that reconciles hanging on one
+//! cluster's stalled API server leave the others' going.
 //!
 //! A fleet controller is a leader-only runnable: with leader election,
 //! only the leader reconciles the fleet. The manager's own cluster is not
@@ -117,6 +121,7 @@ impl Manager {
             sources: Vec::new(),
             settings: Settings::default(),
             rate_limiter: None,
+            per_cluster: None,
             _kind: PhantomData,
         }
     }
@@ -131,6 +136,7 @@ pub struct FleetControllerBuilder<K> {
     sources: Vec<SourceFactory>,
     settings: Settings,
     rate_limiter: Option<Box<dyn RateLimiter<ClusterRequest>>>,
+    per_cluster: Option<usize>,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -199,6 +205,19 @@ impl<K: Object> FleetControllerBuilder<K> {
         self
     }
 
+    /// How many of the workers one cluster's requests may hold at once (at
+    /// least 1; default: one less than
+    /// [`max_concurrent_reconciles`](Self::max_concurrent_reconciles), at
+    /// least 1). A request of a cluster at its share waits (looked at again
+    /// shortly) while the others' requests go first, so a cluster whose API
+    /// server hangs holds at most this many workers, never all of them. A
+    /// controller with one worker gets no such protection: give it a
+    /// [`reconcile_timeout`](Self::reconcile_timeout).
+    pub fn max_concurrent_reconciles_per_cluster(mut self, n: usize) -> Self {
+        self.per_cluster = Some(n.max(1));
+        self
+    }
+
     /// The workqueue's rate limiter (default: per-request exponential 5 ms
     /// to 1000 s, and an overall 10/s burst-100 bucket).
     pub fn rate_limiter(mut self, limiter: impl RateLimiter<ClusterRequest> + 'static) -> Self {
@@ -260,6 +279,10 @@ impl<K: Object> FleetControllerBuilder<K> {
             reconcilers,
             queue: queue.clone(),
             workers: self.settings.max_concurrent,
+            per_cluster: self
+                .per_cluster
+                .unwrap_or(self.settings.max_concurrent.saturating_sub(1))
+                .clamp(1, self.settings.max_concurrent),
             reconcile_timeout: self.settings.reconcile_timeout,
             cache_sync_timeout: self.mgr.cache_sync_timeout(),
             controller_metrics: ControllerMetrics::new(self.mgr.metrics(), &name),

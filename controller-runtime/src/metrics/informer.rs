@@ -4,6 +4,9 @@
 use std::time::{Duration, SystemTime};
 
 use informer_core::metrics::{InformerMetrics, RelistCause, WatchEventType, WatchRestartCause};
+use std::sync::Arc;
+
+use prometheus::core::{Collector, MetricVec, MetricVecBuilder};
 use prometheus::{
     GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
 };
@@ -12,6 +15,12 @@ use super::MetricsError;
 
 /// The `informer_*` families on one registry; hand it (as
 /// `Arc<dyn InformerMetrics>`) to informers.
+///
+/// Every family also carries `cluster`: `""` for the manager's own
+/// cluster (a Prometheus server drops an empty label, so queries see no
+/// difference), a fleet cluster's name in its informers' series (removed
+/// when the cluster is disengaged, so the label stays bounded by the
+/// engaged set).
 ///
 /// | metric | labels |
 /// |---|---|
@@ -52,6 +61,13 @@ pub struct PrometheusInformerMetrics {
 const SECONDS_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
 impl PrometheusInformerMetrics {
+    fn labelled(&self) -> Labelled<'_> {
+        Labelled {
+            m: self,
+            cluster: "",
+        }
+    }
+
     /// Creates the families and registers them on `registry`.
     pub fn new(registry: &Registry) -> Result<Self, MetricsError> {
         let counter =
@@ -63,7 +79,7 @@ impl PrometheusInformerMetrics {
         let histogram = |name: &str, help: &str| -> Result<HistogramVec, MetricsError> {
             let h = HistogramVec::new(
                 HistogramOpts::new(name, help).buckets(SECONDS_BUCKETS.to_vec()),
-                &["informer"],
+                &["cluster", "informer"],
             )?;
             registry.register(Box::new(h.clone()))?;
             Ok(h)
@@ -73,7 +89,7 @@ impl PrometheusInformerMetrics {
                 "informer_list_items",
                 "Objects in the informer's last full list",
             ),
-            &["informer"],
+            &["cluster", "informer"],
         )?;
         registry.register(Box::new(list_items.clone()))?;
         let last_sync = GaugeVec::new(
@@ -81,7 +97,7 @@ impl PrometheusInformerMetrics {
                 "informer_last_sync_timestamp_seconds",
                 "Unix time the informer's store was last brought in step with the server",
             ),
-            &["informer"],
+            &["cluster", "informer"],
         )?;
         registry.register(Box::new(last_sync.clone()))?;
         let handler_pending = IntGaugeVec::new(
@@ -89,53 +105,61 @@ impl PrometheusInformerMetrics {
                 "informer_handler_pending",
                 "Notifications waiting in one event handler's buffer",
             ),
-            &["informer", "handler"],
+            &["cluster", "informer", "handler"],
         )?;
         registry.register(Box::new(handler_pending.clone()))?;
         Ok(PrometheusInformerMetrics {
-            lists: counter("informer_lists_total", "Completed lists", &["informer"])?,
+            lists: counter(
+                "informer_lists_total",
+                "Completed lists",
+                &["cluster", "informer"],
+            )?,
             list_failures: counter(
                 "informer_list_failures_total",
                 "Failed lists by Status reason",
-                &["informer", "reason"],
+                &["cluster", "informer", "reason"],
             )?,
             list_duration: histogram("informer_list_duration_seconds", "Duration of full lists")?,
             list_items,
             relists: counter(
                 "informer_relists_total",
                 "Lists after the first, by cause",
-                &["informer", "cause"],
+                &["cluster", "informer", "cause"],
             )?,
             streaming_fallbacks: counter(
                 "informer_streaming_list_fallbacks_total",
                 "Streaming lists that fell back to LIST",
-                &["informer"],
+                &["cluster", "informer"],
             )?,
             metadata_fallbacks: counter(
                 "informer_metadata_fallbacks_total",
                 "Metadata-only informers switched to full objects (the server refused metadata-only requests)",
-                &["informer"],
+                &["cluster", "informer"],
             )?,
             protobuf_fallbacks: counter(
                 "informer_protobuf_fallbacks_total",
                 "Informers switched from protobuf to JSON (refused, answered in JSON, or undecodable)",
-                &["informer", "reason"],
+                &["cluster", "informer", "reason"],
             )?,
-            watches: counter("informer_watches_total", "Watches opened", &["informer"])?,
+            watches: counter(
+                "informer_watches_total",
+                "Watches opened",
+                &["cluster", "informer"],
+            )?,
             watch_restarts: counter(
                 "informer_watch_restarts_total",
                 "Watches opened again without a list, by cause",
-                &["informer", "cause"],
+                &["cluster", "informer", "cause"],
             )?,
             watch_events: counter(
                 "informer_watch_events_total",
                 "Watch events received, by type",
-                &["informer", "type"],
+                &["cluster", "informer", "type"],
             )?,
             decode_failures: counter(
                 "informer_decode_failures_total",
                 "Objects or events that could not be decoded",
-                &["informer"],
+                &["cluster", "informer"],
             )?,
             backoff: histogram(
                 "informer_backoff_seconds",
@@ -147,68 +171,223 @@ impl PrometheusInformerMetrics {
     }
 }
 
+/// The families with the `cluster` label set: `""` for the manager's own
+/// cluster, the name of a fleet cluster otherwise.
+struct Labelled<'a> {
+    m: &'a PrometheusInformerMetrics,
+    cluster: &'a str,
+}
+
+macro_rules! delegate {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {
+        $(fn $name(&self, $($arg: $ty),*) {
+            self.labelled().$name($($arg),*)
+        })*
+    };
+}
+
 impl InformerMetrics for PrometheusInformerMetrics {
+    delegate! {
+        list_completed(informer: &str, items: usize, pages: usize, duration: Duration);
+        list_failed(informer: &str, reason: &str);
+        relist(informer: &str, cause: RelistCause);
+        streaming_list_fallback(informer: &str);
+        metadata_fallback(informer: &str);
+        protobuf_fallback(informer: &str, reason: &str);
+        watch_started(informer: &str);
+        watch_restart(informer: &str, cause: WatchRestartCause);
+        watch_event(informer: &str, kind: WatchEventType);
+        decode_failure(informer: &str);
+        backoff(informer: &str, delay: Duration);
+        last_sync(informer: &str, resource_version: &str, at: SystemTime);
+        handler_pending(informer: &str, handler: &str, pending: usize);
+    }
+}
+
+/// The `informer_*` sink of one fleet cluster: the families of a
+/// [`PrometheusInformerMetrics`] with `cluster` set to its name. Its series
+/// are removed by [`ClusterInformerMetrics::remove_series`] (the fleet does
+/// when it disengages the cluster), so the label stays bounded by the
+/// engaged set.
+#[derive(Debug, Clone)]
+pub(crate) struct ClusterInformerMetrics {
+    families: Arc<PrometheusInformerMetrics>,
+    cluster: String,
+}
+
+impl ClusterInformerMetrics {
+    /// The sink of `cluster` on `families`.
+    pub(crate) fn new(
+        families: Arc<PrometheusInformerMetrics>,
+        cluster: impl Into<String>,
+    ) -> Self {
+        ClusterInformerMetrics {
+            families,
+            cluster: cluster.into(),
+        }
+    }
+
+    /// Removes every series of this cluster.
+    pub(crate) fn remove_series(&self) {
+        let m = &self.families;
+        let c = self.cluster.as_str();
+        remove_where(&m.lists, c);
+        remove_where(&m.list_failures, c);
+        remove_where(&m.list_duration, c);
+        remove_where(&m.list_items, c);
+        remove_where(&m.relists, c);
+        remove_where(&m.streaming_fallbacks, c);
+        remove_where(&m.metadata_fallbacks, c);
+        remove_where(&m.protobuf_fallbacks, c);
+        remove_where(&m.watches, c);
+        remove_where(&m.watch_restarts, c);
+        remove_where(&m.watch_events, c);
+        remove_where(&m.decode_failures, c);
+        remove_where(&m.backoff, c);
+        remove_where(&m.last_sync, c);
+        remove_where(&m.handler_pending, c);
+    }
+
+    fn labelled(&self) -> Labelled<'_> {
+        Labelled {
+            m: &self.families,
+            cluster: &self.cluster,
+        }
+    }
+}
+
+impl InformerMetrics for ClusterInformerMetrics {
+    delegate! {
+        list_completed(informer: &str, items: usize, pages: usize, duration: Duration);
+        list_failed(informer: &str, reason: &str);
+        relist(informer: &str, cause: RelistCause);
+        streaming_list_fallback(informer: &str);
+        metadata_fallback(informer: &str);
+        protobuf_fallback(informer: &str, reason: &str);
+        watch_started(informer: &str);
+        watch_restart(informer: &str, cause: WatchRestartCause);
+        watch_event(informer: &str, kind: WatchEventType);
+        decode_failure(informer: &str);
+        backoff(informer: &str, delay: Duration);
+        last_sync(informer: &str, resource_version: &str, at: SystemTime);
+        handler_pending(informer: &str, handler: &str, pending: usize);
+    }
+}
+
+/// Removes the series of `vec` whose `cluster` label is `cluster` (the
+/// collected label pairs come sorted by name; the values are put back in
+/// the family's order).
+fn remove_where<T: MetricVecBuilder>(vec: &MetricVec<T>, cluster: &str) {
+    let names: Vec<String> = vec
+        .desc()
+        .first()
+        .map(|d| d.variable_labels.clone())
+        .unwrap_or_default();
+    let mut doomed: Vec<Vec<String>> = Vec::new();
+    for family in vec.collect() {
+        for metric in family.get_metric() {
+            let labels = metric.get_label();
+            let value_of = |name: &str| {
+                labels
+                    .iter()
+                    .find(|l| l.name() == name)
+                    .map(|l| l.value().to_string())
+                    .unwrap_or_default()
+            };
+            if value_of("cluster") == cluster {
+                doomed.push(names.iter().map(|n| value_of(n)).collect());
+            }
+        }
+    }
+    for values in doomed {
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        let _ = vec.remove_label_values(&values);
+    }
+}
+
+impl InformerMetrics for Labelled<'_> {
     fn list_completed(&self, informer: &str, items: usize, _pages: usize, duration: Duration) {
-        self.lists.with_label_values(&[informer]).inc();
-        self.list_duration
-            .with_label_values(&[informer])
+        self.m
+            .lists
+            .with_label_values(&[self.cluster, informer])
+            .inc();
+        self.m
+            .list_duration
+            .with_label_values(&[self.cluster, informer])
             .observe(duration.as_secs_f64());
-        self.list_items
-            .with_label_values(&[informer])
+        self.m
+            .list_items
+            .with_label_values(&[self.cluster, informer])
             .set(i64::try_from(items).unwrap_or(i64::MAX));
     }
 
     fn list_failed(&self, informer: &str, reason: &str) {
-        self.list_failures
-            .with_label_values(&[informer, reason])
+        self.m
+            .list_failures
+            .with_label_values(&[self.cluster, informer, reason])
             .inc();
     }
 
     fn relist(&self, informer: &str, cause: RelistCause) {
-        self.relists
-            .with_label_values(&[informer, cause.as_str()])
+        self.m
+            .relists
+            .with_label_values(&[self.cluster, informer, cause.as_str()])
             .inc();
     }
 
     fn streaming_list_fallback(&self, informer: &str) {
-        self.streaming_fallbacks
-            .with_label_values(&[informer])
+        self.m
+            .streaming_fallbacks
+            .with_label_values(&[self.cluster, informer])
             .inc();
     }
 
     fn metadata_fallback(&self, informer: &str) {
-        self.metadata_fallbacks.with_label_values(&[informer]).inc();
+        self.m
+            .metadata_fallbacks
+            .with_label_values(&[self.cluster, informer])
+            .inc();
     }
 
     fn protobuf_fallback(&self, informer: &str, reason: &str) {
-        self.protobuf_fallbacks
-            .with_label_values(&[informer, reason])
+        self.m
+            .protobuf_fallbacks
+            .with_label_values(&[self.cluster, informer, reason])
             .inc();
     }
 
     fn watch_started(&self, informer: &str) {
-        self.watches.with_label_values(&[informer]).inc();
+        self.m
+            .watches
+            .with_label_values(&[self.cluster, informer])
+            .inc();
     }
 
     fn watch_restart(&self, informer: &str, cause: WatchRestartCause) {
-        self.watch_restarts
-            .with_label_values(&[informer, cause.as_str()])
+        self.m
+            .watch_restarts
+            .with_label_values(&[self.cluster, informer, cause.as_str()])
             .inc();
     }
 
     fn watch_event(&self, informer: &str, kind: WatchEventType) {
-        self.watch_events
-            .with_label_values(&[informer, kind.as_str()])
+        self.m
+            .watch_events
+            .with_label_values(&[self.cluster, informer, kind.as_str()])
             .inc();
     }
 
     fn decode_failure(&self, informer: &str) {
-        self.decode_failures.with_label_values(&[informer]).inc();
+        self.m
+            .decode_failures
+            .with_label_values(&[self.cluster, informer])
+            .inc();
     }
 
     fn backoff(&self, informer: &str, delay: Duration) {
-        self.backoff
-            .with_label_values(&[informer])
+        self.m
+            .backoff
+            .with_label_values(&[self.cluster, informer])
             .observe(delay.as_secs_f64());
     }
 
@@ -217,12 +396,16 @@ impl InformerMetrics for PrometheusInformerMetrics {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0);
-        self.last_sync.with_label_values(&[informer]).set(secs);
+        self.m
+            .last_sync
+            .with_label_values(&[self.cluster, informer])
+            .set(secs);
     }
 
     fn handler_pending(&self, informer: &str, handler: &str, pending: usize) {
-        self.handler_pending
-            .with_label_values(&[informer, handler])
+        self.m
+            .handler_pending
+            .with_label_values(&[self.cluster, informer, handler])
             .set(i64::try_from(pending).unwrap_or(i64::MAX));
     }
 }

@@ -71,35 +71,35 @@ fn informer_adapter_records_under_informer_names() {
     assert_eq!(
         sample(
             &text,
-            r#"informer_lists_total{informer="/api/v1/configmaps"}"#
+            r#"informer_lists_total{cluster="",informer="/api/v1/configmaps"}"#
         ),
         Some(1.0)
     );
     assert_eq!(
         sample(
             &text,
-            r#"informer_list_items{informer="/api/v1/configmaps"}"#
+            r#"informer_list_items{cluster="",informer="/api/v1/configmaps"}"#
         ),
         Some(7.0)
     );
     assert_eq!(
         sample(
             &text,
-            r#"informer_watch_events_total{informer="/api/v1/configmaps",type="added"}"#
+            r#"informer_watch_events_total{cluster="",informer="/api/v1/configmaps",type="added"}"#
         ),
         Some(2.0)
     );
     assert_eq!(
         sample(
             &text,
-            r#"informer_relists_total{cause="expired",informer="/api/v1/configmaps"}"#
+            r#"informer_relists_total{cause="expired",cluster="",informer="/api/v1/configmaps"}"#
         ),
         Some(1.0)
     );
     assert_eq!(
         sample(
             &text,
-            r#"informer_handler_pending{handler="h1",informer="/api/v1/configmaps"}"#
+            r#"informer_handler_pending{cluster="",handler="h1",informer="/api/v1/configmaps"}"#
         ),
         Some(3.0)
     );

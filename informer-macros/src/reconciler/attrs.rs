@@ -19,6 +19,7 @@ pub const OPTIONS: &[&str] = &[
     "leader_election",
     "webhooks",
     "sharding",
+    "fleet",
 ];
 
 /// Options `#[rbac(...)]` accepts.
@@ -103,6 +104,9 @@ pub struct ReconcilerArgs {
     pub webhooks: Option<super::webhooks::Webhooks>,
     /// Whether (and how) the controller can run sharded.
     pub sharding: Option<super::sharding::Sharding>,
+    /// Where `fleet` was declared: the controller can also run over the
+    /// manager's fleet of clusters.
+    pub fleet: Option<proc_macro2::Span>,
 }
 
 /// Types compared by their tokens (`Deployment` and `apps::v1::Deployment`
@@ -176,6 +180,28 @@ fn parse_watch(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<Watch> {
     Ok(Watch { kind, map })
 }
 
+/// Parses `fleet` (a flag: it takes no arguments); returns its span.
+fn parse_fleet(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<proc_macro2::Span> {
+    let span = meta.path.span();
+    if meta.input.peek(syn::token::Paren) || meta.input.peek(syn::Token![=]) {
+        return Err(syn::Error::new(
+            span,
+            "`fleet` takes no arguments: write `#[controller(for = Kind, fleet)]`; the clusters \
+             come from the manager's providers at run time",
+        ));
+    }
+    Ok(span)
+}
+
+/// The error for `fleet` beside `sharding`.
+fn fleet_with_sharding(span: proc_macro2::Span) -> syn::Error {
+    syn::Error::new(
+        span,
+        "`fleet` and `sharding` exclude each other: a sharded fleet controller is not \
+         supported; run the fleet controller on the leader (`leader_election`) instead",
+    )
+}
+
 fn parse_predicate(expr: Expr) -> syn::Result<PredicateArg> {
     let Expr::Path(p) = &expr else {
         return Ok(PredicateArg::Expr(expr));
@@ -247,6 +273,7 @@ impl ReconcilerArgs {
         let mut rbac = Vec::new();
         let mut webhooks = None;
         let mut sharding: Option<super::sharding::Sharding> = None;
+        let mut fleet = None;
         let mut leader_span = None;
         let mut first_attr: Option<&Attribute> = None;
         for attr in &input.attrs {
@@ -319,6 +346,10 @@ impl ReconcilerArgs {
                         let sh = super::sharding::parse(&meta)?;
                         set_once(&mut sharding, sh, &meta.path)
                     }
+                    "fleet" => {
+                        let span = parse_fleet(&meta)?;
+                        set_once(&mut fleet, span, &meta.path)
+                    }
                     "webhooks" => {
                         let w = super::webhooks::parse(&meta)?;
                         set_once(&mut webhooks, w, &meta.path)
@@ -345,6 +376,9 @@ impl ReconcilerArgs {
                  sharded controller works (its ring elects its own sharder)",
             ));
         }
+        if let (Some(span), Some(_)) = (fleet, &sharding) {
+            return Err(fleet_with_sharding(span));
+        }
         Ok(ReconcilerArgs {
             for_,
             owns,
@@ -357,6 +391,7 @@ impl ReconcilerArgs {
             rbac,
             webhooks,
             sharding,
+            fleet,
         })
     }
 }

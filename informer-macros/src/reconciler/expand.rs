@@ -135,6 +135,7 @@ fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
     let sharded = args.sharding.as_ref().map(|sharding| {
         super::sharding::setup_sharded(sharding, for_, &args.owns, &calls, &reconciler)
     });
+    let fleet = super::fleet::items(args, &calls, &reconciler);
     quote! {
         /// Registers this reconciler's controller with `mgr`: the kinds
         /// it is for, owns and watches, its event filter and workers, as
@@ -152,6 +153,8 @@ fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
         }
 
         #sharded
+
+        #fleet
     }
 }
 

@@ -3,13 +3,16 @@
 //! registration with the manager, the finalizer flow, and the least-privilege
 //! RBAC role that covers exactly what the wiring uses, plus the extra rules
 //! declared with `#[rbac(...)]`; with `webhooks(...)`, the declaration the
-//! webhook manifests are built from, and the rules its certificates need.
+//! webhook manifests are built from, and the rules its certificates need;
+//! with `fleet`, the registration over the manager's fleet of clusters and
+//! the RBAC of its member clusters and of its own.
 //!
 //! Parsing ([`attrs`]) is kept apart from code generation ([`expand`]), so
 //! every mistake is reported with a span before any code is written.
 
 mod attrs;
 mod expand;
+mod fleet;
 mod sharding;
 mod suggest;
 mod webhooks;

@@ -11,6 +11,7 @@
 #![allow(dead_code, clippy::duplicated_attributes)]
 
 mod api_types;
+mod controller_fleet;
 mod controller_full;
 mod controller_sharding;
 mod full;

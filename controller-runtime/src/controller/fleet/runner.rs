@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -31,6 +31,10 @@ use crate::workqueue::{AddOptions, Priority, Queue};
 /// looked at again.
 const NOT_SYNCED_RETRY: Duration = Duration::from_millis(100);
 
+/// How soon a request of a cluster that has its share of the workers is
+/// looked at again.
+const BUSY_RETRY: Duration = Duration::from_millis(50);
+
 /// Makes the reconciler of one cluster (reading its cache, acting through
 /// its client, its events reporting as the named controller).
 pub(super) type ReconcilerFactory =
@@ -45,6 +49,8 @@ pub(super) struct FleetRunnable {
     pub(super) reconcilers: ReconcilerFactory,
     pub(super) queue: Queue<ClusterRequest>,
     pub(super) workers: usize,
+    /// How many of the workers one cluster's requests may hold at once.
+    pub(super) per_cluster: usize,
     pub(super) reconcile_timeout: Option<Duration>,
     pub(super) cache_sync_timeout: Duration,
     pub(super) controller_metrics: ControllerMetrics,
@@ -60,16 +66,37 @@ pub(super) struct Member {
     /// The handlers on the cluster's informers (removed when dropped).
     registrations: Mutex<Vec<SourceRegistration>>,
     synced: AtomicBool,
+    /// Reconciles of this cluster running now.
+    in_flight: AtomicUsize,
     series: ClusterSeries,
     detached: CancellationToken,
 }
 
 impl Member {
+    /// A worker slot of this cluster, unless `limit` reconciles of it run.
+    fn take_slot(&self, limit: usize) -> Option<Slot<'_>> {
+        self.in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(&self.in_flight))
+    }
+
     /// The cluster left: its handlers go, its series go, its sync wait ends.
     fn detach(&self) {
         self.detached.cancel();
         self.registrations.lock().clear();
         self.series.remove();
+    }
+}
+
+/// One running reconcile of a cluster; frees its slot when dropped.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -198,6 +225,7 @@ impl FleetRunnable {
             reconciler: (self.reconcilers)(cluster, &self.name),
             registrations: Mutex::new(registrations),
             synced: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
             series: ClusterSeries::new(&self.metrics, &self.name, cluster.name()),
             detached: CancellationToken::new(),
         });
@@ -237,6 +265,13 @@ impl FleetRunnable {
             self.queue.done(&req);
             return;
         }
+        let Some(_slot) = member.take_slot(self.per_cluster) else {
+            // The cluster holds its share of the workers (its API server
+            // may hang): the other clusters' requests go first.
+            self.queue.add_after(req.clone(), BUSY_RETRY);
+            self.queue.done(&req);
+            return;
+        };
         let _active = self.controller_metrics.worker_active();
         let reconcile_id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let retries = usize::try_from(self.queue.num_requeues(&req)).unwrap_or(usize::MAX);

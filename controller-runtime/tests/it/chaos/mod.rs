@@ -14,12 +14,16 @@
 //! - no handler saw an update or delete it could not place;
 //! - a stuck handler's backlog is reported, and drains once it is released.
 //!
+//! The fleet scenario ([`fleet`]) fails one member cluster of a fleet
+//! controller (its API server stalls or dies) while the others converge.
+//!
 //! `CHAOS_SEEDS` (default 24) sets how many seeds run, `CHAOS_SEED` the
 //! first one (default 1), `CHAOS_PARALLEL` how many at once (default 4).
 //! A failing seed prints its schedule; rerun it alone with
 //! `CHAOS_SEED=<seed> CHAOS_SEEDS=1`. The schedule is fixed by the seed;
 //! the interleaving with the real clock and HTTP is not.
 
+mod fleet;
 pub(crate) mod gate;
 mod handlers;
 mod leader;

@@ -2,9 +2,13 @@
 //! server of its own in this process. `providers` engages clusters (a
 //! static list, labelled Secrets) and reports those that fail;
 //! `controllers` reconciles in five clusters engaged and disengaged while
-//! their objects change, and goes on when one cluster's server dies.
+//! their objects change, and goes on when one cluster's server dies;
+//! `derive` runs a `#[derive(Controller)]` with `fleet` under its
+//! generated RBAC; `memory` sees a disengaged cluster's cache freed.
 
 mod controllers;
+mod derive;
+mod memory;
 mod providers;
 
 use std::time::Duration;

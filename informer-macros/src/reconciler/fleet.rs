@@ -1,0 +1,116 @@
+//! `fleet` in `#[controller(...)]`: the derived controller can also run
+//! over the manager's fleet of clusters (`setup_fleet`), with the RBAC of
+//! each member cluster (`fleet_member_permissions`, `fleet_member_rbac`)
+//! apart from the manager's own cluster's (`fleet_hub_permissions`,
+//! `fleet_hub_rbac`). Parsing the flag is in [`attrs`](super::attrs).
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use super::attrs::ReconcilerArgs;
+
+/// The member clusters' permissions: the wiring's kinds, events and the
+/// extra `#[rbac]` rules; no Lease (leader election happens in the
+/// manager's own cluster) and no webhook certificate rule.
+fn member_permissions(args: &ReconcilerArgs) -> TokenStream {
+    let cr = quote!(::controller_runtime);
+    let for_ = &args.for_;
+    let mut calls = vec![quote_spanned!(for_.span()=> .primary::<#for_>())];
+    for kind in &args.owns {
+        calls.push(quote_spanned!(kind.span()=> .owns::<#kind>()));
+    }
+    for w in &args.watches {
+        let kind = &w.kind;
+        calls.push(quote_spanned!(kind.span()=> .watches::<#kind>()));
+    }
+    calls.push(quote!(.events()));
+    for rule in &args.rbac {
+        let group = &rule.group;
+        let verbs = &rule.verbs;
+        let names = &rule.names;
+        let names = if names.is_empty() {
+            quote!(::core::iter::empty::<&str>())
+        } else {
+            quote!([#(#names),*])
+        };
+        for resource in &rule.resources {
+            calls.push(quote!(.named_rule(#group, #resource, #names, [#(#verbs),*])));
+        }
+    }
+    quote!(#cr::rbac::Permissions::new() #(#calls)*)
+}
+
+/// `setup_fleet` and the fleet's RBAC items, when `fleet` is declared.
+/// `calls` are `setup`'s builder calls after `owns` (watches, workers,
+/// event filter), `reconciler` what it completes with.
+pub fn items(
+    args: &ReconcilerArgs,
+    calls: &[TokenStream],
+    reconciler: &TokenStream,
+) -> TokenStream {
+    let cr = quote!(::controller_runtime);
+    let for_ = &args.for_;
+    if args.fleet.is_none() {
+        return TokenStream::new();
+    }
+    let owned = args
+        .owns
+        .iter()
+        .map(|kind| quote_spanned!(kind.span()=> .owns::<#kind>()));
+    let members = member_permissions(args);
+    let leases = if args.leader_election {
+        quote!(.leases())
+    } else {
+        TokenStream::new()
+    };
+    quote! {
+        /// Registers this reconciler as a fleet controller of `mgr`: the
+        /// wiring of [`Self::setup`] (finalizer included), applied in
+        /// every cluster of the manager's fleet, each reconcile getting
+        /// its cluster's client, cache and recorder. The manager's own
+        /// cluster is not reconciled by it ([`Self::setup`] does that).
+        /// The member clusters need [`Self::fleet_member_rbac`], the
+        /// manager's own cluster [`Self::fleet_hub_rbac`].
+        pub fn setup_fleet(
+            self,
+            mgr: &#cr::manager::Manager,
+        ) -> ::core::result::Result<#cr::controller::FleetController, #cr::manager::ManagerError> {
+            mgr.fleet_controller::<#for_>()
+                .named(Self::CONTROLLER_NAME)
+                #(#owned)*
+                #(#calls)*
+                .complete(#reconciler)
+        }
+
+        /// What the controller needs in each member cluster of the
+        /// fleet: the kinds it is for, owns and watches, events and the
+        /// `#[rbac]` rules (no Lease: leader election happens in the
+        /// manager's own cluster).
+        pub fn fleet_member_permissions() -> #cr::rbac::Permissions {
+            #members
+        }
+
+        /// The `ClusterRole`, named after the controller, to bind in each
+        /// member cluster to the identity its kubeconfig names.
+        pub fn fleet_member_rbac() -> #cr::rbac::ClusterRole {
+            Self::fleet_member_permissions().cluster_role(Self::CONTROLLER_NAME)
+        }
+
+        /// What running the fleet needs in the manager's own (hub)
+        /// cluster: reading the kubeconfig Secrets of a
+        /// `cluster::SecretProvider`, and the leader-election Lease when
+        /// `leader_election` is declared. A `StaticProvider` needs none of
+        /// the Secret rules.
+        pub fn fleet_hub_permissions() -> #cr::rbac::Permissions {
+            #cr::cluster::SecretProvider::permissions() #leases
+        }
+
+        /// [`Self::fleet_hub_permissions`] as a `Role` in `namespace` (the
+        /// cluster Secrets' namespace, which should be the leader-election
+        /// namespace too), named after the controller.
+        pub fn fleet_hub_rbac(namespace: &str) -> #cr::rbac::Role {
+            Self::fleet_hub_permissions().role(Self::CONTROLLER_NAME, namespace)
+        }
+    }
+}
