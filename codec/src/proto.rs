@@ -365,21 +365,76 @@ fn decode_list(
     Ok(serde_json::json!({"metadata": meta, "items": items}))
 }
 
-/// One watch event (`{"type", "object"}`) as a length-prefixed
-/// `WatchEvent` frame.
-pub(crate) fn encode_watch_event(event: &Value) -> Result<Vec<u8>, CodecError> {
+/// One object's message (no envelope) in the form of `api_version`'s
+/// `kind`: what a list item is, and what a watch event's envelope wraps.
+pub(crate) fn encode_message(
+    api_version: &str,
+    kind: &str,
+    object: &Value,
+) -> Result<Vec<u8>, CodecError> {
+    let c = codec_of(api_version, kind)
+        .ok_or_else(|| CodecError::NotProtobuf(format!("{api_version}, Kind={kind}")))?;
+    (c.encode)(object)
+}
+
+/// A `...List` of `api_version` from its JSON metadata and its items'
+/// messages, already encoded (see [`encode_message`]), in their order.
+pub(crate) fn encode_list<'a>(
+    api_version: &str,
+    list_kind: &str,
+    list_meta: &Value,
+    items: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<u8>, CodecError> {
+    use serde::Deserialize;
+    if !has_protobuf(api_version, list_kind) {
+        return Err(CodecError::NotProtobuf(format!(
+            "{api_version}, Kind={list_kind}"
+        )));
+    }
+    let meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta::deserialize(list_meta)
+        .map_err(|e| CodecError::Json(e.to_string()))?;
+    let (meta_tag, items_tag) = list_tags(api_version, list_kind);
+    let mut raw = Vec::new();
+    put_bytes(meta_tag, &meta.to_pb().encode_to_vec(), &mut raw);
+    for item in items {
+        put_bytes(items_tag, item, &mut raw);
+    }
+    Ok(envelope(api_version, list_kind, raw))
+}
+
+/// A length-prefixed `WatchEvent` frame of `event_type` around one
+/// object's message, already encoded (see [`encode_message`]).
+pub(crate) fn message_watch_frame(
+    event_type: &str,
+    api_version: &str,
+    kind: &str,
+    message: &[u8],
+) -> Result<Vec<u8>, CodecError> {
+    frame(
+        Some(event_type),
+        envelope(api_version, kind, message.to_vec()),
+    )
+}
+
+fn frame(event_type: Option<&str>, object: Vec<u8>) -> Result<Vec<u8>, CodecError> {
     let ev = pb_meta::WatchEvent {
-        r#type: event["type"].as_str().map(str::to_string),
-        object: Some(pb_runtime::RawExtension {
-            raw: Some(encode_object(&event["object"])?),
-        }),
+        r#type: event_type.map(str::to_string),
+        object: Some(pb_runtime::RawExtension { raw: Some(object) }),
     };
     let msg = ev.encode_to_vec();
     let len = u32::try_from(msg.len())
         .map_err(|_| CodecError::Protobuf("watch event larger than 4 GiB".into()))?;
-    let mut out = len.to_be_bytes().to_vec();
+    let mut out = Vec::with_capacity(msg.len() + 4);
+    out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(&msg);
     Ok(out)
+}
+
+/// One watch event (`{"type", "object"}`) as a length-prefixed
+/// `WatchEvent` frame.
+pub(crate) fn encode_watch_event(event: &Value) -> Result<Vec<u8>, CodecError> {
+    let object = encode_object(&event["object"])?;
+    frame(event["type"].as_str(), object)
 }
 
 /// One `WatchEvent` message (without its length prefix) back to
