@@ -40,6 +40,7 @@
 
 mod bridge;
 mod frames;
+mod kinds;
 mod proto;
 mod typed;
 
