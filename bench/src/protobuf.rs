@@ -1,11 +1,17 @@
 //! Scenario `protobuf`: the initial sync of N ConfigMaps and of N Pods (a
 //! deep schema), by informer-rs in protobuf, by informer-rs in JSON, and by
-//! kube-runtime (JSON), managedFields stripped as the manager does.
+//! kube-runtime (JSON), managedFields stripped as the manager does (and,
+//! for ConfigMaps, informer-rs with them kept); then watch events of
+//! ConfigMaps on a synced cache.
 //! Measured: the bench process's CPU time per object (user + system of
 //! every thread, the counters `getrusage(RUSAGE_SELF)` reports, read from
 //! `/proc/self/stat`; envtest-server is another process, so its cost is not
-//! counted) and the wall-clock time to synced. The protobuf and JSON rows
+//! counted), the wall-clock time to synced, the heap the synced cache
+//! retains per object, the bytes of the list pages on the wire per object
+//! (see `wire`) and the CPU per watch event. The protobuf and JSON rows
 //! share the kube-runtime column (one kube-runtime sync per run).
+
+mod wire;
 
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
@@ -23,11 +29,14 @@ use kube_core::{ObjectMeta, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use crate::heap::Window;
 use crate::record::{KUBE, Metric, OURS, Records};
 use crate::{BenchError, Plan, fixtures};
 
 const LIMIT: Duration = Duration::from_secs(300);
 const PAGE: u32 = 500;
+/// Watch events measured per run (fewer when there are fewer objects).
+const EVENTS: usize = 5_000;
 /// Clock ticks per second of `/proc/self/stat` (`USER_HZ`, 100 on Linux).
 const TICKS: f64 = 100.0;
 
@@ -50,23 +59,33 @@ fn cpu_time() -> Result<Duration, BenchError> {
     Ok(Duration::from_secs_f64((tick(11)? + tick(12)?) / TICKS))
 }
 
-/// One sync: CPU time and wall-clock time.
+/// One sync: CPU time, wall-clock time and the heap retained once synced.
 #[derive(Debug, Clone, Copy)]
 struct Sample {
     cpu: Duration,
     elapsed: Duration,
+    retained: i64,
 }
 
-async fn ours<K>(api: Api<K>, objects: usize, protobuf: bool) -> Result<Sample, BenchError>
+/// How informer-rs reads.
+#[derive(Debug, Clone, Copy)]
+struct Read {
+    protobuf: bool,
+    strip: bool,
+}
+
+async fn ours<K>(api: Api<K>, objects: usize, read: Read) -> Result<Sample, BenchError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    crate::heap::settle().await;
+    let heap = Window::start();
     let cpu = cpu_time()?;
     let start = Instant::now();
-    let lw = ApiListerWatcher::new(api, ListWatchOptions::default()).protobuf(protobuf);
+    let lw = ApiListerWatcher::new(api, ListWatchOptions::default()).protobuf(read.protobuf);
     let informer = SharedIndexInformer::builder(lw)
         .streaming_list(false)
-        .strip_managed_fields(true)
+        .strip_managed_fields(read.strip)
         .build()
         .map_err(BenchError::msg)?;
     let stop = CancellationToken::new();
@@ -78,10 +97,13 @@ where
         .wait_for_cache_sync(LIMIT)
         .await
         .map_err(BenchError::msg)?;
-    let sample = Sample {
+    let mut sample = Sample {
         cpu: cpu_time()?.saturating_sub(cpu),
         elapsed: start.elapsed(),
+        retained: 0,
     };
+    crate::heap::settle().await;
+    sample.retained = heap.retained();
     let len = informer.indexer().len();
     stop.cancel();
     let _ = task.await;
@@ -94,6 +116,8 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     use kube_runtime::{WatchStreamExt, reflector, watcher};
+    crate::heap::settle().await;
+    let heap = Window::start();
     let cpu = cpu_time()?;
     let start = Instant::now();
     let (store, writer) = reflector::store::<K>();
@@ -118,10 +142,13 @@ where
         .await
         .map_err(BenchError::msg)?
         .map_err(BenchError::msg)?;
-    let sample = Sample {
+    let mut sample = Sample {
         cpu: cpu_time()?.saturating_sub(cpu),
         elapsed: start.elapsed(),
+        retained: 0,
     };
+    crate::heap::settle().await;
+    sample.retained = heap.retained();
     let len = store.state().len();
     stop.cancel();
     let _ = task.await;
@@ -200,44 +227,175 @@ fn push(out: &mut Records, case: &str, side: &str, s: Sample, objects: usize) {
         side,
         s.elapsed.as_secs_f64() * 1e3,
     );
+    out.push(
+        &m("retained heap per object", "B/object"),
+        side,
+        s.retained as f64 / objects as f64,
+    );
 }
 
-/// One kind: the three syncs alternating in order, `runs` times.
-async fn measure<K>(
-    api: &Api<K>,
-    kind: &str,
+/// One kind in one namespace, and what is measured of it.
+struct Kind<'a, K> {
+    api: Api<K>,
+    client: &'a Client,
+    namespace: &'a str,
+    name: &'a str,
     objects: usize,
-    runs: usize,
-    out: &mut Records,
-) -> Result<(), BenchError>
+}
+
+/// One kind: the three syncs alternating in order, `runs` times; then the
+/// bytes of its list on the wire in both encodings.
+async fn measure<K>(kind: &Kind<'_, K>, runs: usize, out: &mut Records) -> Result<(), BenchError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let pb_case = format!("{objects} {kind}, protobuf");
-    let json_case = format!("{objects} {kind}, JSON");
-    // One unmeasured warm-up each: connections, lazy statics.
-    ours(api.clone(), objects, true).await?;
-    ours(api.clone(), objects, false).await?;
+    let (api, objects) = (&kind.api, kind.objects);
+    let pb_case = format!("{objects} {}, protobuf", kind.name);
+    let json_case = format!("{objects} {}, JSON", kind.name);
+    let (pb_read, json_read) = (
+        Read {
+            protobuf: true,
+            strip: true,
+        },
+        Read {
+            protobuf: false,
+            strip: true,
+        },
+    );
+    // One unmeasured warm-up each: connections, lazy statics, and the
+    // server's encoded forms.
+    ours(api.clone(), objects, pb_read).await?;
+    ours(api.clone(), objects, json_read).await?;
     kube(api.clone(), objects).await?;
     for run in 0..runs {
         let (pb, json, k) = if run % 2 == 0 {
-            let pb = ours(api.clone(), objects, true).await?;
-            let json = ours(api.clone(), objects, false).await?;
+            let pb = ours(api.clone(), objects, pb_read).await?;
+            let json = ours(api.clone(), objects, json_read).await?;
             (pb, json, kube(api.clone(), objects).await?)
         } else {
             let k = kube(api.clone(), objects).await?;
-            let json = ours(api.clone(), objects, false).await?;
-            (ours(api.clone(), objects, true).await?, json, k)
+            let json = ours(api.clone(), objects, json_read).await?;
+            (ours(api.clone(), objects, pb_read).await?, json, k)
         };
         push(out, &pb_case, OURS, pb, objects);
         push(out, &pb_case, KUBE, k, objects);
         push(out, &json_case, OURS, json, objects);
         push(out, &json_case, KUBE, k, objects);
         eprintln!(
-            "protobuf {objects} {kind} run {run}: CPU/object protobuf {:.1} µs, JSON {:.1} µs, kube-runtime {:.1} µs",
+            "protobuf {objects} {} run {run}: CPU/object protobuf {:.1} µs, JSON {:.1} µs, kube-runtime {:.1} µs; sync {:.0} / {:.0} / {:.0} ms",
+            kind.name,
             pb.cpu.as_secs_f64() * 1e6 / objects as f64,
             json.cpu.as_secs_f64() * 1e6 / objects as f64,
             k.cpu.as_secs_f64() * 1e6 / objects as f64,
+            pb.elapsed.as_secs_f64() * 1e3,
+            json.elapsed.as_secs_f64() * 1e3,
+            k.elapsed.as_secs_f64() * 1e3,
+        );
+    }
+    let pb = wire::bytes_per_object::<K>(kind.client, kind.namespace, objects, true).await?;
+    let json = wire::bytes_per_object::<K>(kind.client, kind.namespace, objects, false).await?;
+    // kube-runtime reads JSON.
+    for (case, ours) in [(&pb_case, pb), (&json_case, json)] {
+        let m = Metric {
+            scenario: "protobuf",
+            case,
+            metric: "bytes on the wire per object",
+            unit: "B/object",
+            higher_is_better: false,
+        };
+        out.push(&m, OURS, ours);
+        out.push(&m, KUBE, json);
+    }
+    Ok(())
+}
+
+/// ConfigMaps with managedFields kept: informer-rs in protobuf and in JSON.
+async fn kept(
+    api: &Api<ConfigMap>,
+    objects: usize,
+    runs: usize,
+    out: &mut Records,
+) -> Result<(), BenchError> {
+    for run in 0..runs {
+        for protobuf in [run % 2 == 0, run % 2 != 0] {
+            let s = ours(
+                api.clone(),
+                objects,
+                Read {
+                    protobuf,
+                    strip: false,
+                },
+            )
+            .await?;
+            let enc = if protobuf { "protobuf" } else { "JSON" };
+            let case = format!("{objects} ConfigMaps, managedFields kept, {enc}");
+            out.push(
+                &Metric {
+                    scenario: "protobuf",
+                    case: &case,
+                    metric: "client CPU per object",
+                    unit: "µs/object",
+                    higher_is_better: false,
+                },
+                OURS,
+                s.cpu.as_secs_f64() * 1e6 / objects as f64,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Watch events of ConfigMaps: CPU per event of the three clients.
+async fn watch_events(
+    client: &Client,
+    namespace: &str,
+    objects: usize,
+    runs: usize,
+    out: &mut Records,
+) -> Result<(), BenchError> {
+    use wire::Watcher;
+    let events = objects.min(EVENTS);
+    let mut round = 1;
+    let mut next = || {
+        round += 1;
+        round
+    };
+    // Warm-up, then the writes' own cost with nobody watching.
+    wire::writes_alone(client, namespace, events, next()).await?;
+    let writes = wire::writes_alone(client, namespace, events, next()).await?;
+    for run in 0..runs {
+        let order = if run % 2 == 0 {
+            [Watcher::Ours(true), Watcher::Ours(false), Watcher::Kube]
+        } else {
+            [Watcher::Kube, Watcher::Ours(false), Watcher::Ours(true)]
+        };
+        let mut per = [0.0; 3];
+        for w in order {
+            let cpu = wire::cpu_per_event(client, namespace, events, next(), w, writes).await?;
+            let at = match w {
+                Watcher::Ours(true) => 0,
+                Watcher::Ours(false) => 1,
+                Watcher::Kube => 2,
+            };
+            per[at] = cpu;
+        }
+        for (case, ours) in [
+            (format!("{events} ConfigMap watch events, protobuf"), per[0]),
+            (format!("{events} ConfigMap watch events, JSON"), per[1]),
+        ] {
+            let metric = Metric {
+                scenario: "protobuf",
+                case: &case,
+                metric: "client CPU per event",
+                unit: "µs/event",
+                higher_is_better: false,
+            };
+            out.push(&metric, OURS, ours);
+            out.push(&metric, KUBE, per[2]);
+        }
+        eprintln!(
+            "protobuf {events} watch events run {run}: CPU/event protobuf {:.1} µs, JSON {:.1} µs, kube-runtime {:.1} µs",
+            per[0], per[1], per[2]
         );
     }
     Ok(())
@@ -251,11 +409,26 @@ pub async fn run(client: &Client, plan: &Plan, out: &mut Records) -> Result<(), 
             .await
             .map_err(BenchError::msg)?;
         let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-        measure(&cms, "ConfigMaps", objects, plan.runs, out).await?;
+        let kind = Kind {
+            api: cms.clone(),
+            client,
+            namespace: &ns,
+            name: "ConfigMaps",
+            objects,
+        };
+        measure(&kind, plan.runs, out).await?;
+        kept(&cms, objects, plan.runs, out).await?;
+        watch_events(client, &ns, objects, plan.runs, out).await?;
         let ns = format!("protobuf-pod-{objects}");
         seed_pods(client, &ns, objects).await?;
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        measure(&pods, "Pods", objects, plan.runs, out).await?;
+        let kind = Kind {
+            api: Api::<Pod>::namespaced(client.clone(), &ns),
+            client,
+            namespace: &ns,
+            name: "Pods",
+            objects,
+        };
+        measure(&kind, plan.runs, out).await?;
     }
     Ok(())
 }

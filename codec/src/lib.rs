@@ -40,6 +40,7 @@
 
 mod bridge;
 mod frames;
+mod kinds;
 mod proto;
 mod typed;
 
@@ -126,6 +127,65 @@ pub fn watch_frame(event: &Value) -> Result<Vec<u8>, CodecError> {
 /// `{"type", "object"}`. See [`watch_frame`] for an example.
 pub fn from_watch_frame(message: &[u8]) -> Result<Value, CodecError> {
     proto::decode_watch_event(message)
+}
+
+/// One object's message in the protobuf form of `api_version`'s `kind`,
+/// without an envelope: a list item, or what a watch event wraps. A server
+/// that keeps this beside each stored object answers every list page
+/// ([`encode_list`]) and watch event ([`message_watch_frame`]) by copying
+/// bytes, never converting again.
+///
+/// ```
+/// let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+///     "metadata": {"name": "a"}, "data": {"k": "v"}});
+/// let message = informer_codec::encode_message("v1", "ConfigMap", &cm)?;
+/// let meta = serde_json::json!({"resourceVersion": "9"});
+/// let list = informer_codec::encode_list("v1", "ConfigMapList", &meta, [message.as_slice()])?;
+/// let back = informer_codec::from_protobuf(&list)?;
+/// assert_eq!(back["items"][0]["data"]["k"], "v");
+/// assert_eq!(back["metadata"]["resourceVersion"], "9");
+/// # Ok::<(), informer_codec::CodecError>(())
+/// ```
+pub fn encode_message(
+    api_version: &str,
+    kind: &str,
+    object: &Value,
+) -> Result<Vec<u8>, CodecError> {
+    proto::encode_message(api_version, kind, object)
+}
+
+/// A `...List` (`list_kind`) of `api_version` in its enveloped protobuf
+/// form, from the list's JSON metadata and its items' messages (see
+/// [`encode_message`] for an example).
+pub fn encode_list<'a>(
+    api_version: &str,
+    list_kind: &str,
+    list_meta: &Value,
+    items: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<u8>, CodecError> {
+    proto::encode_list(api_version, list_kind, list_meta, items)
+}
+
+/// The length-prefixed `WatchEvent` frame of `event_type` (`ADDED`,
+/// `MODIFIED`, ...) around one object's message of `api_version`'s `kind`
+/// (see [`encode_message`]): the same bytes as [`watch_frame`] of the
+/// event's JSON form.
+///
+/// ```
+/// let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}});
+/// let message = informer_codec::encode_message("v1", "Namespace", &ns)?;
+/// let frame = informer_codec::message_watch_frame("ADDED", "v1", "Namespace", &message)?;
+/// let ev = serde_json::json!({"type": "ADDED", "object": ns});
+/// assert_eq!(frame, informer_codec::watch_frame(&ev)?);
+/// # Ok::<(), informer_codec::CodecError>(())
+/// ```
+pub fn message_watch_frame(
+    event_type: &str,
+    api_version: &str,
+    kind: &str,
+    message: &[u8],
+) -> Result<Vec<u8>, CodecError> {
+    proto::message_watch_frame(event_type, api_version, kind, message)
 }
 
 /// Whether a kind (or a list of it, `...List`) of `api_version` has a

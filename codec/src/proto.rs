@@ -47,14 +47,21 @@ where
     serde_json::to_value(O::from_pb(p)?).map_err(|e| CodecError::Json(e.to_string()))
 }
 
-macro_rules! kinds {
-    ($($av:literal $kind:literal => $($path:ident)::+;)*) => {
+macro_rules! codecs {
+    (
+        listed { $($av:literal $kind:literal => $($path:ident)::+;)* }
+        other { $($oav:literal $okind:literal => $($opath:ident)::+;)* }
+    ) => {
         /// The codec of a built-in kind (`None`: JSON only).
         fn kind_codec(api_version: &str, kind: &str) -> Option<KindCodec> {
             match (api_version, kind) {
                 $(($av, $kind) => Some(KindCodec {
                     encode: encode_as::<k8s_openapi::$($path)::+, k8s_pb::$($path)::+>,
                     decode: decode_as::<k8s_openapi::$($path)::+, k8s_pb::$($path)::+>,
+                }),)*
+                $(($oav, $okind) => Some(KindCodec {
+                    encode: encode_as::<k8s_openapi::$($opath)::+, k8s_pb::$($opath)::+>,
+                    decode: decode_as::<k8s_openapi::$($opath)::+, k8s_pb::$($opath)::+>,
                 }),)*
                 // Clients name the options' version as they like.
                 (_, "DeleteOptions") => Some(KindCodec {
@@ -67,48 +74,7 @@ macro_rules! kinds {
     };
 }
 
-kinds! {
-    "v1" "Namespace" => api::core::v1::Namespace;
-    "v1" "Pod" => api::core::v1::Pod;
-    "v1" "ConfigMap" => api::core::v1::ConfigMap;
-    "v1" "Secret" => api::core::v1::Secret;
-    "v1" "Service" => api::core::v1::Service;
-    "v1" "ServiceAccount" => api::core::v1::ServiceAccount;
-    "v1" "Event" => api::core::v1::Event;
-    "v1" "Node" => api::core::v1::Node;
-    "v1" "Endpoints" => api::core::v1::Endpoints;
-    "v1" "PersistentVolumeClaim" => api::core::v1::PersistentVolumeClaim;
-    "v1" "ResourceQuota" => api::core::v1::ResourceQuota;
-    "v1" "LimitRange" => api::core::v1::LimitRange;
-    "v1" "Status" => apimachinery::pkg::apis::meta::v1::Status;
-    "v1" "APIVersions" => apimachinery::pkg::apis::meta::v1::APIVersions;
-    "v1" "APIGroupList" => apimachinery::pkg::apis::meta::v1::APIGroupList;
-    "v1" "APIGroup" => apimachinery::pkg::apis::meta::v1::APIGroup;
-    "v1" "APIResourceList" => apimachinery::pkg::apis::meta::v1::APIResourceList;
-    "apps/v1" "Deployment" => api::apps::v1::Deployment;
-    "apps/v1" "ReplicaSet" => api::apps::v1::ReplicaSet;
-    "apps/v1" "StatefulSet" => api::apps::v1::StatefulSet;
-    "apps/v1" "DaemonSet" => api::apps::v1::DaemonSet;
-    "apps/v1" "ControllerRevision" => api::apps::v1::ControllerRevision;
-    "batch/v1" "Job" => api::batch::v1::Job;
-    "batch/v1" "CronJob" => api::batch::v1::CronJob;
-    "events.k8s.io/v1" "Event" => api::events::v1::Event;
-    "coordination.k8s.io/v1" "Lease" => api::coordination::v1::Lease;
-    "autoscaling/v1" "Scale" => api::autoscaling::v1::Scale;
-    "policy/v1" "PodDisruptionBudget" => api::policy::v1::PodDisruptionBudget;
-    "scheduling.k8s.io/v1" "PriorityClass" => api::scheduling::v1::PriorityClass;
-    "networking.k8s.io/v1" "Ingress" => api::networking::v1::Ingress;
-    "networking.k8s.io/v1" "IngressClass" => api::networking::v1::IngressClass;
-    "networking.k8s.io/v1" "NetworkPolicy" => api::networking::v1::NetworkPolicy;
-    "rbac.authorization.k8s.io/v1" "Role" => api::rbac::v1::Role;
-    "rbac.authorization.k8s.io/v1" "ClusterRole" => api::rbac::v1::ClusterRole;
-    "rbac.authorization.k8s.io/v1" "RoleBinding" => api::rbac::v1::RoleBinding;
-    "rbac.authorization.k8s.io/v1" "ClusterRoleBinding" => api::rbac::v1::ClusterRoleBinding;
-    "authorization.k8s.io/v1" "SelfSubjectAccessReview" => api::authorization::v1::SelfSubjectAccessReview;
-    "authorization.k8s.io/v1" "SelfSubjectRulesReview" => api::authorization::v1::SelfSubjectRulesReview;
-    "authentication.k8s.io/v1" "SelfSubjectReview" => api::authentication::v1::SelfSubjectReview;
-    "apiextensions.k8s.io/v1" "CustomResourceDefinition" => apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-}
+crate::kinds::builtin_kinds!(codecs);
 
 /// `PartialObjectMetadata`: an object's metadata alone (metadata-only
 /// answers), a message of one field, the `ObjectMeta`.
@@ -365,21 +331,76 @@ fn decode_list(
     Ok(serde_json::json!({"metadata": meta, "items": items}))
 }
 
-/// One watch event (`{"type", "object"}`) as a length-prefixed
-/// `WatchEvent` frame.
-pub(crate) fn encode_watch_event(event: &Value) -> Result<Vec<u8>, CodecError> {
+/// One object's message (no envelope) in the form of `api_version`'s
+/// `kind`: what a list item is, and what a watch event's envelope wraps.
+pub(crate) fn encode_message(
+    api_version: &str,
+    kind: &str,
+    object: &Value,
+) -> Result<Vec<u8>, CodecError> {
+    let c = codec_of(api_version, kind)
+        .ok_or_else(|| CodecError::NotProtobuf(format!("{api_version}, Kind={kind}")))?;
+    (c.encode)(object)
+}
+
+/// A `...List` of `api_version` from its JSON metadata and its items'
+/// messages, already encoded (see [`encode_message`]), in their order.
+pub(crate) fn encode_list<'a>(
+    api_version: &str,
+    list_kind: &str,
+    list_meta: &Value,
+    items: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<u8>, CodecError> {
+    use serde::Deserialize;
+    if !has_protobuf(api_version, list_kind) {
+        return Err(CodecError::NotProtobuf(format!(
+            "{api_version}, Kind={list_kind}"
+        )));
+    }
+    let meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta::deserialize(list_meta)
+        .map_err(|e| CodecError::Json(e.to_string()))?;
+    let (meta_tag, items_tag) = list_tags(api_version, list_kind);
+    let mut raw = Vec::new();
+    put_bytes(meta_tag, &meta.to_pb().encode_to_vec(), &mut raw);
+    for item in items {
+        put_bytes(items_tag, item, &mut raw);
+    }
+    Ok(envelope(api_version, list_kind, raw))
+}
+
+/// A length-prefixed `WatchEvent` frame of `event_type` around one
+/// object's message, already encoded (see [`encode_message`]).
+pub(crate) fn message_watch_frame(
+    event_type: &str,
+    api_version: &str,
+    kind: &str,
+    message: &[u8],
+) -> Result<Vec<u8>, CodecError> {
+    frame(
+        Some(event_type),
+        envelope(api_version, kind, message.to_vec()),
+    )
+}
+
+fn frame(event_type: Option<&str>, object: Vec<u8>) -> Result<Vec<u8>, CodecError> {
     let ev = pb_meta::WatchEvent {
-        r#type: event["type"].as_str().map(str::to_string),
-        object: Some(pb_runtime::RawExtension {
-            raw: Some(encode_object(&event["object"])?),
-        }),
+        r#type: event_type.map(str::to_string),
+        object: Some(pb_runtime::RawExtension { raw: Some(object) }),
     };
     let msg = ev.encode_to_vec();
     let len = u32::try_from(msg.len())
         .map_err(|_| CodecError::Protobuf("watch event larger than 4 GiB".into()))?;
-    let mut out = len.to_be_bytes().to_vec();
+    let mut out = Vec::with_capacity(msg.len() + 4);
+    out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(&msg);
     Ok(out)
+}
+
+/// One watch event (`{"type", "object"}`) as a length-prefixed
+/// `WatchEvent` frame.
+pub(crate) fn encode_watch_event(event: &Value) -> Result<Vec<u8>, CodecError> {
+    let object = encode_object(&event["object"])?;
+    frame(event["type"].as_str(), object)
 }
 
 /// One `WatchEvent` message (without its length prefix) back to

@@ -291,3 +291,19 @@ fn metadata_only_kinds_round_trip_in_protobuf() {
         );
     }
 }
+
+#[test]
+fn every_listed_kind_has_a_codec_and_a_typed_decoder() {
+    // One table (`kinds`) makes both; this checks what it made.
+    let listed = crate::typed::listed();
+    assert!(listed.len() >= 31, "{} kinds", listed.len());
+    for (av, kind, t) in listed {
+        assert!(crate::has_protobuf(av, kind), "{av} {kind}: no codec");
+        assert!(crate::has_protobuf(av, &format!("{kind}List")));
+        assert_eq!(crate::typed::has_typed(t), Some((av, kind)), "{av} {kind}");
+    }
+    // Kinds never listed have a codec and no typed decoder.
+    assert!(crate::has_protobuf("v1", "Status"));
+    let status = std::any::TypeId::of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>();
+    assert_eq!(crate::typed::has_typed(status), None);
+}

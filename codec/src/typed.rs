@@ -55,14 +55,17 @@ where
 }
 
 macro_rules! typed_kinds {
-    ($($av:literal $kind:literal => $($path:ident)::+;)*) => {
+    (
+        listed { $($av:literal $kind:literal => $($path:ident)::+;)* }
+        other { $($other:tt)* }
+    ) => {
         $(impl HasMeta for k8s_pb::$($path)::+ {
             fn meta_mut(&mut self) -> Option<&mut pb_meta::ObjectMeta> {
                 self.metadata.as_mut()
             }
         })*
 
-        /// The type, kind and decoder of a k8s-openapi type with a protobuf form.
+        /// The type, kind and decoder of a listed kind's k8s-openapi type.
         fn by_type(t: TypeId) -> Option<(&'static str, &'static str, TypedDecode)> {
             $(if t == TypeId::of::<k8s_openapi::$($path)::+>() {
                 return Some((
@@ -73,45 +76,23 @@ macro_rules! typed_kinds {
             })*
             None
         }
+
+        /// Every listed kind: its `apiVersion`, `kind` and type.
+        #[cfg(test)]
+        pub(crate) fn listed() -> Vec<(&'static str, &'static str, TypeId)> {
+            vec![$(($av, $kind, TypeId::of::<k8s_openapi::$($path)::+>()),)*]
+        }
+
+        /// Whether a type has a typed decoder.
+        #[cfg(test)]
+        pub(crate) fn has_typed(t: TypeId) -> Option<(&'static str, &'static str)> {
+            by_type(t).map(|(av, kind, _)| (av, kind))
+        }
     };
 }
 
-// The built-in kinds that are listed and watched (objects with an
-// `ObjectMeta`); envelopes, `Status` and discovery documents are read as
-// JSON values (`from_protobuf`).
-typed_kinds! {
-    "v1" "Namespace" => api::core::v1::Namespace;
-    "v1" "Pod" => api::core::v1::Pod;
-    "v1" "ConfigMap" => api::core::v1::ConfigMap;
-    "v1" "Secret" => api::core::v1::Secret;
-    "v1" "Service" => api::core::v1::Service;
-    "v1" "ServiceAccount" => api::core::v1::ServiceAccount;
-    "v1" "Event" => api::core::v1::Event;
-    "v1" "Node" => api::core::v1::Node;
-    "v1" "Endpoints" => api::core::v1::Endpoints;
-    "v1" "PersistentVolumeClaim" => api::core::v1::PersistentVolumeClaim;
-    "v1" "ResourceQuota" => api::core::v1::ResourceQuota;
-    "v1" "LimitRange" => api::core::v1::LimitRange;
-    "apps/v1" "Deployment" => api::apps::v1::Deployment;
-    "apps/v1" "ReplicaSet" => api::apps::v1::ReplicaSet;
-    "apps/v1" "StatefulSet" => api::apps::v1::StatefulSet;
-    "apps/v1" "DaemonSet" => api::apps::v1::DaemonSet;
-    "apps/v1" "ControllerRevision" => api::apps::v1::ControllerRevision;
-    "batch/v1" "Job" => api::batch::v1::Job;
-    "batch/v1" "CronJob" => api::batch::v1::CronJob;
-    "events.k8s.io/v1" "Event" => api::events::v1::Event;
-    "coordination.k8s.io/v1" "Lease" => api::coordination::v1::Lease;
-    "policy/v1" "PodDisruptionBudget" => api::policy::v1::PodDisruptionBudget;
-    "scheduling.k8s.io/v1" "PriorityClass" => api::scheduling::v1::PriorityClass;
-    "networking.k8s.io/v1" "Ingress" => api::networking::v1::Ingress;
-    "networking.k8s.io/v1" "IngressClass" => api::networking::v1::IngressClass;
-    "networking.k8s.io/v1" "NetworkPolicy" => api::networking::v1::NetworkPolicy;
-    "rbac.authorization.k8s.io/v1" "Role" => api::rbac::v1::Role;
-    "rbac.authorization.k8s.io/v1" "ClusterRole" => api::rbac::v1::ClusterRole;
-    "rbac.authorization.k8s.io/v1" "RoleBinding" => api::rbac::v1::RoleBinding;
-    "rbac.authorization.k8s.io/v1" "ClusterRoleBinding" => api::rbac::v1::ClusterRoleBinding;
-    "apiextensions.k8s.io/v1" "CustomResourceDefinition" => apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-}
+// The listed kinds of the one table (the others are read as JSON values).
+crate::kinds::builtin_kinds!(typed_kinds);
 
 /// Decodes one built-in kind's messages into its k8s-openapi type `K`.
 ///

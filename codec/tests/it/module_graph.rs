@@ -1,5 +1,6 @@
 //! The codec's layering, checked from its source (see the `module-graph`
-//! crate): the field-by-field bridge <- envelopes and lists <- typed
+//! crate): the field-by-field bridge and the kinds' table <- envelopes
+//! and lists <- typed
 //! decoding and watch frames <- the unit tests.
 
 use std::path::Path;
@@ -10,6 +11,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("bridge", 0),
     // Not a module: the tables `bridge` includes (`include!`), one per version.
     ("bridge_tables", 0),
+    // The table of built-in kinds, as a macro `proto` and `typed` expand.
+    ("kinds", 0),
     ("proto", 1),
     ("typed", 2),
     ("frames", 2),

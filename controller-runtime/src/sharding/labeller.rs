@@ -11,6 +11,8 @@
 //! Each look takes the objects' labels from the caches first and reads the
 //! ring state afresh afterwards, so that "not a member" always means
 //! "stopped since it was labelled" (members leave only once stopped).
+//! Looks are incremental (see [`look`]): the objects of the keys changed
+//! since the last look, and every object only when the ring changed.
 //!
 //! A new object under the key of a recently deleted one goes first to the
 //! shard the deleted one had, while that shard lives (see
@@ -22,9 +24,9 @@
 //! shard and drain labels itself, and records its shard as for a deletion,
 //! so that if it comes back it goes to that shard first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use futures::future::BoxFuture;
 use informer_core::factory::{InformerOptions, SharedInformerFactory};
@@ -38,19 +40,25 @@ use kube_client::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube_client::core::metadata::PartialObjectMeta;
 use parking_lot::Mutex;
 use tokio::sync::watch;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::config::ShardingConfig;
 use super::departed::Departed;
-use super::labels::{Decision, Labelled, decide, drain_patch, relabel_patch};
+use super::labels::Labelled;
 use super::membership::Membership;
-use super::ring::{Ring, object_key};
+use super::ring::object_key;
 use crate::object::Object;
 use left::Left;
 pub(super) use left::without_labels;
+use look::{Looks, Members};
 
 mod left;
+mod look;
+#[cfg(test)]
+mod tests;
+
+/// The index of the sharder's caches: each object under its primary key.
+const BY_PRIMARY: &str = "sharding.informer-rs.io/primary-key";
 
 /// One object as the sharder sees it.
 #[derive(Debug, Clone)]
@@ -65,7 +73,13 @@ pub(super) struct Entry {
 
 /// The metadata cache of one kind and how to patch its objects.
 pub(super) trait KindCache: Send + Sync {
+    /// Every object.
     fn entries(&self, cfg: &ShardingConfig) -> Vec<Entry>;
+    /// The objects of one primary key.
+    fn entries_of(&self, key: &str, cfg: &ShardingConfig) -> Vec<Entry>;
+    /// Takes the primary keys of the objects the cache was told about
+    /// (added, updated, deleted) since the last call.
+    fn take_dirty(&self) -> HashSet<String>;
     fn has_synced(&self) -> bool;
     /// Whether every notification distributed so far has been handled (for
     /// the primary: every deletion seen so far is recorded).
@@ -99,6 +113,22 @@ struct Typed<K: Object> {
     key_of: fn(&PartialObjectMeta<K>, &OwnerKind) -> Option<String>,
     owner: OwnerKind,
     left: Arc<Left>,
+    touched: Arc<Touched<K>>,
+}
+
+/// The primary keys of the objects a cache's handler was told about.
+struct Touched<K> {
+    key_of: fn(&PartialObjectMeta<K>, &OwnerKind) -> Option<String>,
+    owner: OwnerKind,
+    keys: Mutex<HashSet<String>>,
+}
+
+impl<K> Touched<K> {
+    fn note(&self, m: &PartialObjectMeta<K>) {
+        if let Some(key) = (self.key_of)(m, &self.owner) {
+            self.keys.lock().insert(key);
+        }
+    }
 }
 
 /// The primary kind, as owner references name it.
@@ -128,16 +158,20 @@ fn owner_key<K>(m: &PartialObjectMeta<K>, owner: &OwnerKind) -> Option<String> {
     by_primary.then(|| object_key(&m.metadata, owner.namespaced))
 }
 
-struct Changed(watch::Sender<u64>, Arc<Left>);
+struct Changed<K>(watch::Sender<u64>, Arc<Left>, Arc<Touched<K>>);
 
-impl<K: Object> ResourceEventHandler<PartialObjectMeta<K>> for Changed {
-    fn on_add(&self, _: Arc<PartialObjectMeta<K>>, _: bool) {
+impl<K: Object> ResourceEventHandler<PartialObjectMeta<K>> for Changed<K> {
+    fn on_add(&self, obj: Arc<PartialObjectMeta<K>>, _: bool) {
+        self.2.note(&obj);
         self.0.send_modify(|n| *n += 1);
     }
-    fn on_update(&self, _: Arc<PartialObjectMeta<K>>, _: Arc<PartialObjectMeta<K>>) {
+    fn on_update(&self, old: Arc<PartialObjectMeta<K>>, new: Arc<PartialObjectMeta<K>>) {
+        self.2.note(&old);
+        self.2.note(&new);
         self.0.send_modify(|n| *n += 1);
     }
     fn on_delete(&self, obj: ObjectOrTombstone<PartialObjectMeta<K>>) {
+        self.2.note(obj.object());
         self.1.note(obj.object());
         self.0.send_modify(|n| *n += 1);
     }
@@ -153,17 +187,22 @@ struct Departures<K> {
     shard_label: String,
     drain_label: String,
     left: Arc<Left>,
+    touched: Arc<Touched<K>>,
 }
 
 impl<K: Object> ResourceEventHandler<PartialObjectMeta<K>> for Departures<K> {
-    fn on_add(&self, _: Arc<PartialObjectMeta<K>>, _: bool) {
+    fn on_add(&self, obj: Arc<PartialObjectMeta<K>>, _: bool) {
+        self.touched.note(&obj);
         self.changed.send_modify(|n| *n += 1);
     }
-    fn on_update(&self, _: Arc<PartialObjectMeta<K>>, _: Arc<PartialObjectMeta<K>>) {
+    fn on_update(&self, old: Arc<PartialObjectMeta<K>>, new: Arc<PartialObjectMeta<K>>) {
+        self.touched.note(&old);
+        self.touched.note(&new);
         self.changed.send_modify(|n| *n += 1);
     }
     fn on_delete(&self, obj: ObjectOrTombstone<PartialObjectMeta<K>>) {
         let m = obj.object();
+        self.touched.note(m);
         let labelled = Labelled::of(
             m.metadata.labels.as_ref(),
             &self.shard_label,
@@ -180,22 +219,53 @@ impl<K: Object> ResourceEventHandler<PartialObjectMeta<K>> for Departures<K> {
     }
 }
 
+impl<K: Object> Typed<K> {
+    fn entry(
+        &self,
+        m: &PartialObjectMeta<K>,
+        shard_label: &str,
+        drain_label: &str,
+    ) -> Option<Entry> {
+        Some(Entry {
+            key: (self.key_of)(m, &self.owner)?,
+            namespace: m.metadata.namespace.clone(),
+            name: m.metadata.name.clone()?,
+            labelled: Labelled::of(m.metadata.labels.as_ref(), shard_label, drain_label),
+            resource_version: m.metadata.resource_version.clone().unwrap_or_default(),
+        })
+    }
+}
+
 impl<K: Object> KindCache for Typed<K> {
     fn entries(&self, cfg: &ShardingConfig) -> Vec<Entry> {
         let (shard_label, drain_label) = (cfg.shard_label(), cfg.drain_label());
         self.informers
             .iter()
             .flat_map(|i| i.indexer().list())
-            .filter_map(|m| {
-                Some(Entry {
-                    key: (self.key_of)(&m, &self.owner)?,
-                    namespace: m.metadata.namespace.clone(),
-                    name: m.metadata.name.clone()?,
-                    labelled: Labelled::of(m.metadata.labels.as_ref(), &shard_label, &drain_label),
-                    resource_version: m.metadata.resource_version.clone().unwrap_or_default(),
+            .filter_map(|m| self.entry(&m, &shard_label, &drain_label))
+            .collect()
+    }
+
+    fn entries_of(&self, key: &str, cfg: &ShardingConfig) -> Vec<Entry> {
+        let (shard_label, drain_label) = (cfg.shard_label(), cfg.drain_label());
+        self.informers
+            .iter()
+            .flat_map(|i| {
+                // The index is added before the informer starts, so it is
+                // there; without it, the whole cache is searched.
+                i.indexer().by_index(BY_PRIMARY, key).unwrap_or_else(|_| {
+                    let all = i.indexer().list();
+                    all.into_iter()
+                        .filter(|m| (self.key_of)(m, &self.owner).as_deref() == Some(key))
+                        .collect()
                 })
             })
+            .filter_map(|m| self.entry(&m, &shard_label, &drain_label))
             .collect()
+    }
+
+    fn take_dirty(&self) -> HashSet<String> {
+        std::mem::take(&mut *self.touched.keys.lock())
     }
 
     fn has_synced(&self) -> bool {
@@ -285,9 +355,20 @@ fn starter<K: Object>(
             kind: String::new(),
             namespaced: true,
         });
+        let touched = Arc::new(Touched {
+            key_of,
+            owner: owner.clone(),
+            keys: Mutex::new(HashSet::new()),
+        });
         let (mut informers, mut registrations) = (Vec::new(), Vec::new());
         for ns in scopes {
             let informer = factory.metadata_informer_in::<K>(ns, selection.clone());
+            let index_owner = owner.clone();
+            let by_primary: informer_core::store::IndexFn<PartialObjectMeta<K>> =
+                Arc::new(move |m| Ok(key_of(m, &index_owner).into_iter().collect()));
+            if let Err(error) = informer.add_indexers([(BY_PRIMARY.to_string(), by_primary)]) {
+                tracing::debug!(%error, "sharder: no index by primary key (whole-cache searches)");
+            }
             // A fresh informer of a fresh factory: registering cannot fail.
             let registration = if primary {
                 informer.add_event_handler(Departures {
@@ -298,9 +379,14 @@ fn starter<K: Object>(
                     shard_label: cfg.shard_label(),
                     drain_label: cfg.drain_label(),
                     left: Arc::clone(&left),
+                    touched: Arc::clone(&touched),
                 })
             } else {
-                informer.add_event_handler(Changed(changed.clone(), Arc::clone(&left)))
+                informer.add_event_handler(Changed(
+                    changed.clone(),
+                    Arc::clone(&left),
+                    Arc::clone(&touched),
+                ))
             };
             registrations.extend(registration.ok());
             informers.push(informer);
@@ -312,6 +398,7 @@ fn starter<K: Object>(
             key_of,
             owner,
             left,
+            touched,
         })
     })
 }
@@ -385,10 +472,18 @@ impl Labeller {
             .collect();
         factory.start();
         let mut ring = self.membership.subscribe();
-        let mut dead_since: HashMap<String, Instant> = HashMap::new();
+        let mut looks = Looks::default();
         loop {
             if caches.iter().all(|c| c.has_synced()) {
-                self.look(&cfg, &caches, &departed, &mut dead_since).await;
+                look::look(
+                    &cfg,
+                    &caches,
+                    &departed,
+                    &self.membership,
+                    &self.counters,
+                    &mut looks,
+                )
+                .await;
             }
             tokio::select! {
                 () = stop.cancelled() => break,
@@ -400,170 +495,14 @@ impl Labeller {
         }
         factory.shutdown().await;
     }
+}
 
-    /// One look over every object; see the module documentation.
-    async fn look(
-        &self,
-        cfg: &ShardingConfig,
-        caches: &[Box<dyn KindCache>],
-        departed: &Departed,
-        dead_since: &mut HashMap<String, Instant>,
-    ) {
-        // Labels first, the ring state afterwards (see the module docs).
-        let (primary, owned) = match caches.split_first() {
-            Some((p, o)) => (p, o),
-            None => return,
-        };
-        let (shard_label, drain_label) = (cfg.shard_label(), cfg.drain_label());
-        // Out of the selection: no shard caches them any more, so none
-        // would acknowledge a drain; unlabelled here (a conflict means the
-        // object changed since, and the caches show it again).
-        for cache in caches {
-            for e in cache.take_left() {
-                let patch = relabel_patch(&shard_label, &drain_label, None, &e.resource_version);
-                if cache.patch(&e, patch).await {
-                    self.counters.released.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-        let primaries = primary.entries(cfg);
-        // Every deletion the cache applied before `primaries` was read has
-        // been recorded once its handler has caught up (it only records):
-        // new objects are labelled only then.
-        let recorded = caught_up(primary.as_ref()).await;
-        let mut children: HashMap<String, Vec<(usize, Entry)>> = HashMap::new();
-        for (i, c) in owned.iter().enumerate() {
-            for e in c.entries(cfg) {
-                children.entry(e.key.clone()).or_default().push((i, e));
-            }
-        }
-        let members = match self.membership.fresh_members().await {
-            Some(m) if !m.is_empty() => m,
-            _ => return,
-        };
-        let ring = Ring::with_virtual_nodes(members.iter().cloned(), cfg.virtual_nodes);
-        departed.retain_members(&members);
-        let relabel = |e: &Entry, to: Option<&str>| {
-            relabel_patch(&shard_label, &drain_label, to, &e.resource_version)
-        };
-        let now = Instant::now();
-        for p in &primaries {
-            if let Some(s) = &p.labelled.shard
-                && !members.contains(s)
-                && !dead_since.contains_key(s)
-            {
-                let expired = self.membership.expired_for(s).unwrap_or_default();
-                dead_since.insert(s.clone(), now.checked_sub(expired).unwrap_or(now));
-            }
-        }
-        let mut per_shard: HashMap<String, u64> = HashMap::new();
-        let mut stopped_left: HashMap<String, u64> = HashMap::new();
-        for p in &primaries {
-            let Some(ring_target) = ring.owner(&p.key) else {
-                continue;
-            };
-            let kids = children.remove(&p.key).unwrap_or_default();
-            let decision = decide(&p.labelled, ring_target, &members);
-            // A new object: to the shard of a deleted one under its key, if
-            // that shard lives (it may still reconcile the deletion).
-            let fresh = decision == Decision::Assign && !p.labelled.draining;
-            if fresh && !recorded {
-                continue;
-            }
-            let previous = fresh
-                .then(|| departed.get(&p.key))
-                .flatten()
-                .filter(|s| members.contains(s));
-            let target = previous.as_deref().unwrap_or(ring_target);
-            match decision {
-                Decision::Keep | Decision::Wait | Decision::Drain | Decision::Undrain => {
-                    if let Some(shard) = &p.labelled.shard {
-                        *per_shard.entry(shard.clone()).or_default() += 1;
-                    }
-                }
-                Decision::Assign | Decision::Reassign => {}
-            }
-            match decision {
-                Decision::Keep => {
-                    // Owned objects follow their owner's shard.
-                    for (i, c) in &kids {
-                        if c.labelled.shard.as_deref() != Some(target) || c.labelled.draining {
-                            owned[*i].patch(c, relabel(c, Some(target))).await;
-                        }
-                    }
-                }
-                Decision::Wait => {}
-                Decision::Drain => {
-                    if primary
-                        .patch(p, drain_patch(&drain_label, &p.resource_version))
-                        .await
-                    {
-                        self.counters.drains.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                Decision::Undrain => {
-                    primary.patch(p, relabel(p, Some(target))).await;
-                }
-                Decision::Assign | Decision::Reassign => {
-                    // Owned objects first, so that the new shard finds them
-                    // in its cache when it gets the owner.
-                    let mut all = true;
-                    for (i, c) in &kids {
-                        if c.labelled.shard.as_deref() != Some(target) || c.labelled.draining {
-                            all &= owned[*i].patch(c, relabel(c, Some(target))).await;
-                        }
-                    }
-                    if !all {
-                        if let Some(s) = p.labelled.shard.clone() {
-                            *stopped_left.entry(s).or_default() += 1;
-                        }
-                        continue;
-                    }
-                    if primary.patch(p, relabel(p, Some(target))).await {
-                        if fresh {
-                            departed.take(&p.key);
-                        }
-                        *per_shard.entry(target.to_string()).or_default() += 1;
-                        let counter = match (&decision, &p.labelled.shard) {
-                            (Decision::Assign, None) if !p.labelled.draining => {
-                                &self.counters.assigned
-                            }
-                            _ => &self.counters.moves,
-                        };
-                        counter.fetch_add(1, Ordering::Relaxed);
-                    } else if let Some(s) = p.labelled.shard.clone() {
-                        *stopped_left.entry(s).or_default() += 1;
-                    }
-                }
-            }
-        }
-        // Owned objects whose owner the sharder has not seen (yet).
-        for (_, kids) in children {
-            for (i, c) in kids {
-                let Some(target) = ring.owner(&c.key) else {
-                    continue;
-                };
-                if matches!(
-                    decide(&c.labelled, target, &members),
-                    Decision::Assign | Decision::Reassign
-                ) {
-                    owned[i].patch(&c, relabel(&c, Some(target))).await;
-                }
-            }
-        }
-        // Time to reassign a stopped shard's objects: from when its Lease
-        // expired (by this replica's observations) to the look that moved
-        // its last object.
-        dead_since.retain(|shard, since| {
-            let done = !stopped_left.contains_key(shard) && !per_shard.contains_key(shard);
-            if done {
-                self.counters
-                    .reassign_seconds
-                    .lock()
-                    .push(now.duration_since(*since).as_secs_f64());
-            }
-            !done
-        });
-        *self.counters.per_shard.lock() = per_shard;
+impl Members for Membership {
+    fn fresh(&self) -> BoxFuture<'_, Option<Vec<String>>> {
+        Box::pin(self.fresh_members())
+    }
+
+    fn expired_for(&self, shard: &str) -> Option<std::time::Duration> {
+        Membership::expired_for(self, shard)
     }
 }

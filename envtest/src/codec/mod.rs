@@ -12,11 +12,16 @@
 //! every kind, custom ones included; `Accept` ranges are tried in the
 //! client's order and one this server cannot answer is passed over.
 //!
+//! Lists and watches of whole built-in objects in protobuf are built from
+//! each stored object's protobuf message, encoded once (see `cached`);
+//! every other protobuf answer is its JSON answer converted.
+//!
 //! The conversion between the two forms lives in the `informer-codec`
 //! crate (shared with informer-core's lister-watcher); [`to_protobuf`],
 //! [`from_protobuf`] and [`watch_frame`] are re-exported from it for tests
 //! and tools.
 
+mod cached;
 mod partial;
 
 use crate::error::ApiError;
@@ -25,6 +30,8 @@ use crate::resources::registry::ResourceInfo;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+pub(crate) use cached::{PROTOBUF_WATCH, line_as_frame, wants_protobuf};
+pub(crate) use cached::{list as protobuf_list, watch_event as protobuf_watch_event};
 use futures::StreamExt;
 use http::{HeaderValue, Method, header};
 pub use informer_codec::{
@@ -407,10 +414,7 @@ fn watch_stream(
     });
     let mut resp = Response::from_parts(parts, Body::from_stream(frames));
     if encoding == Answer::Protobuf {
-        set_type(
-            &mut resp,
-            "application/vnd.kubernetes.protobuf;stream=watch",
-        );
+        set_type(&mut resp, PROTOBUF_WATCH);
     }
     resp
 }

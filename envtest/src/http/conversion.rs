@@ -155,7 +155,7 @@ pub async fn present(
             m.insert("resourceVersion".into(), json!(rev.to_string()));
         }
         let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-        out[i] = Arc::new(StoredObject { value, json, rev });
+        out[i] = Arc::new(StoredObject::from_parts(value, json, rev));
     }
     Ok(out)
 }

@@ -38,6 +38,9 @@ struct Watcher {
     info: Arc<ResourceInfo>,
     filter: Filter,
     table: bool,
+    /// Events go out as protobuf frames built from the objects' cached
+    /// messages (see `codec::cached`), not as JSON lines.
+    protobuf: bool,
     tx: mpsc::Sender<Bytes>,
     stop: CancellationToken,
     deadline: Instant,
@@ -45,15 +48,18 @@ struct Watcher {
     srv: Arc<Server>,
 }
 
-fn streaming_response(rx: mpsc::Receiver<Bytes>) -> Response {
+fn streaming_response(rx: mpsc::Receiver<Bytes>, protobuf: bool) -> Response {
     let mut rx = rx;
     let stream =
         futures::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|o| o.map(Ok::<_, Infallible>)));
     let mut resp = Response::new(Body::from_stream(stream));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    let media_type = if protobuf {
+        crate::codec::PROTOBUF_WATCH
+    } else {
+        "application/json"
+    };
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(media_type));
     resp
 }
 
@@ -132,16 +138,18 @@ pub fn serve(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
             let e = ApiError::expired(format!("too old resource version: {requested} ({oldest})"));
             // The receiver is ours and empty, so this cannot fail.
             let _ = tx.try_send(error_line(&e));
-            return Ok(streaming_response(rx));
+            return Ok(streaming_response(rx, false));
         }
         Err(StorageError::TooLarge { requested, current }) => {
             return Err(ApiError::too_large_rv(requested, current));
         }
     };
+    let protobuf = crate::codec::wants_protobuf(&info, r.accept());
     let w = Watcher {
         info,
         filter,
         table: crate::resources::table::wants_table(r.accept()),
+        protobuf,
         tx,
         stop: srv.faults.watch_drop_token(),
         deadline: Instant::now() + timeout,
@@ -158,7 +166,7 @@ pub fn serve(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, ApiErro
         send_initial,
     };
     tokio::spawn(w.run(ctx, start.initial, start.backlog, start.rx, start.rev));
-    Ok(streaming_response(rx))
+    Ok(streaming_response(rx, protobuf))
 }
 
 struct RunCtx {
@@ -171,7 +179,16 @@ struct RunCtx {
 impl Watcher {
     /// Send one line; false when the watch must end.
     async fn send(&self, line: Bytes) -> bool {
-        let line = self.srv.faults.spoil_watch_line(line);
+        // Protobuf frames had their fault applied as JSON (see `line_of`);
+        // an empty one is an event dropped from a protobuf stream.
+        let line = if self.protobuf {
+            line
+        } else {
+            self.srv.faults.spoil_watch_line(line)
+        };
+        if line.is_empty() {
+            return true;
+        }
         tokio::select! {
             r = self.tx.send(line) => r.is_ok(),
             _ = self.stop.cancelled() => false,
@@ -195,6 +212,9 @@ impl Watcher {
     }
 
     fn line_of(&self, kind: &str, obj: &StoredObject, natural: Option<&Event>) -> Bytes {
+        if self.protobuf {
+            return self.frame_of(kind, obj);
+        }
         if self.table {
             let mut v = crate::resources::table::table_value(&self.info, &obj.value);
             if let Some(rows) = v["rows"].as_array_mut() {
@@ -217,13 +237,40 @@ impl Watcher {
         }
     }
 
+    /// The protobuf frame of an object event: from the object's cached
+    /// message, or, while a fault is queued, from the spoiled JSON line
+    /// (empty when that does not convert: the event is dropped).
+    fn frame_of(&self, kind: &str, obj: &StoredObject) -> Bytes {
+        if self.srv.faults.pending_watch_event_faults() > 0 {
+            let line = event_line(kind, &render(obj, &self.info));
+            let line = self.srv.faults.spoil_watch_line(line);
+            return crate::codec::line_as_frame(&line).unwrap_or_default();
+        }
+        crate::codec::protobuf_watch_event(kind, obj, &self.info).unwrap_or_default()
+    }
+
+    /// A JSON line (bookmark, error) in this watch's encoding.
+    fn encoded(&self, line: Bytes) -> Bytes {
+        if self.protobuf {
+            crate::codec::line_as_frame(&line).unwrap_or_default()
+        } else {
+            line
+        }
+    }
+
+    fn error(&self, e: &ApiError) -> Bytes {
+        self.encoded(error_line(e))
+    }
+
     fn bookmark(&self, rev: u64, initial_end: bool) -> Bytes {
         let mut meta = json!({"resourceVersion": rev.to_string()});
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
         let obj = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta});
-        Bytes::from(format!("{{\"type\":\"BOOKMARK\",\"object\":{obj}}}\n"))
+        self.encoded(Bytes::from(format!(
+            "{{\"type\":\"BOOKMARK\",\"object\":{obj}}}\n"
+        )))
     }
 
     /// Translate a storage event for this watcher's selection.
@@ -252,7 +299,7 @@ impl Watcher {
         match self.translate(ev).await {
             Some(Ok(line)) => self.send(line).await,
             Some(Err(e)) => {
-                self.send(error_line(&e)).await;
+                self.send(self.error(&e)).await;
                 false
             }
             None => true,
@@ -275,7 +322,7 @@ impl Watcher {
                 let line = match self.line("ADDED", obj, None).await {
                     Ok(l) => l,
                     Err(e) => {
-                        self.send(error_line(&e)).await;
+                        self.send(self.error(&e)).await;
                         return;
                     }
                 };

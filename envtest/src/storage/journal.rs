@@ -74,7 +74,7 @@ fn replay(path: &Path, st: &mut State) -> std::io::Result<()> {
         if rec["op"] == "put" {
             let value = rec["object"].clone();
             let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-            let obj = Arc::new(StoredObject { value, json, rev });
+            let obj = Arc::new(StoredObject::from_parts(value, json, rev));
             if let Some(prev) = st.table(res).objects.insert(key.clone(), obj.clone()) {
                 st.owners.remove(res, &key, &prev.value);
             }

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tokio::sync::broadcast;
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
@@ -47,7 +47,8 @@ pub enum StorageError {
     },
 }
 
-/// One stored object version: the value and its JSON bytes.
+/// One stored object version: the value, its JSON bytes and (once asked
+/// for) its protobuf message.
 #[derive(Debug)]
 pub struct StoredObject {
     /// The object, with `metadata.resourceVersion` set to `rev`.
@@ -56,6 +57,10 @@ pub struct StoredObject {
     pub json: Bytes,
     /// The revision that wrote this version.
     pub rev: u64,
+    /// `value` in its kind's protobuf message, encoded by the codec layer
+    /// the first time a reader asks for protobuf and then shared by every
+    /// list page and watch event (`None`: it has no protobuf form).
+    pub protobuf: OnceLock<Option<Bytes>>,
 }
 
 impl StoredObject {
@@ -64,7 +69,18 @@ impl StoredObject {
             meta.insert("resourceVersion".into(), Value::String(rev.to_string()));
         }
         let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-        StoredObject { value, json, rev }
+        Self::from_parts(value, json, rev)
+    }
+
+    /// A stored object from its value, the value's JSON bytes and its
+    /// revision (the protobuf form is encoded when first asked for).
+    pub fn from_parts(value: Value, json: Bytes, rev: u64) -> Self {
+        StoredObject {
+            value,
+            json,
+            rev,
+            protobuf: OnceLock::new(),
+        }
     }
 
     /// The object's `metadata`, or `Null`.

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod protobuf;
+
 /// The sides, in column order.
 pub const SIDES: [&str; 3] = ["informer-rs", "kube-runtime", "floor"];
 
@@ -341,6 +343,7 @@ fn targets(session: &Session) -> String {
     }
     scope_targets(session, &mut line);
     sharding_targets(session, &mut line);
+    protobuf::targets(session, &mut line);
     let relist = session
         .records
         .iter()
@@ -543,6 +546,9 @@ mod tests {
         assert_ne!(why("update-reconciles"), "-");
         assert_ne!(why("relist-peak"), "-");
         assert_ne!(why("metadata-heap"), "-");
+        for key in protobuf::KEYS {
+            assert_ne!(why(key), "-", "{key}");
+        }
         assert_eq!(why("no-such-target"), "-");
     }
 

@@ -183,6 +183,9 @@ pub async fn list(srv: &Arc<Server>, t: &Target, r: &Req) -> Result<Response, Ap
     if let Some(resp) = crate::codec::metadata_list(info, r.accept(), &values, &meta) {
         return Ok(resp);
     }
+    if let Some(resp) = crate::codec::protobuf_list(info, r.accept(), &matched, &meta) {
+        return Ok(resp);
+    }
     let items: Vec<Bytes> = matched.iter().map(|o| render(o, info)).collect();
     let head = format!(
         "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",

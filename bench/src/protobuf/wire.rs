@@ -1,0 +1,259 @@
+//! The protobuf scenario's other figures: the bytes a list of a kind takes
+//! on the wire in protobuf and in JSON, and the client CPU per watch
+//! event, the writes made with raw requests whose answers are not parsed
+//! (their cost, measured with no watcher running, is subtracted).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt, stream};
+use http_body_util::BodyExt;
+use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
+use informer_core::shared_informer::{ResourceEventHandler, SharedIndexInformer};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_client::{Api, Client};
+use kube_core::{Resource, ResourceExt};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::{LIMIT, PAGE, cpu_time};
+use crate::{BenchError, fixtures};
+
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// The body of one GET of `path` with `accept`.
+async fn get(client: &Client, path: &str, accept: &str) -> Result<bytes::Bytes, BenchError> {
+    let req = http::Request::get(path)
+        .header(http::header::ACCEPT, accept)
+        .body(kube_client::client::Body::empty())
+        .map_err(BenchError::msg)?;
+    let resp = client.send(req).await.map_err(BenchError::msg)?;
+    if !resp.status().is_success() {
+        return Err(BenchError(format!("GET {path}: {}", resp.status())));
+    }
+    let body = resp.into_body().collect().await.map_err(BenchError::msg)?;
+    Ok(body.to_bytes())
+}
+
+/// The continue token of a list page in either encoding.
+fn continue_token(body: &[u8], protobuf: bool) -> Result<Option<String>, BenchError> {
+    if protobuf {
+        let envelope = informer_codec::Envelope::read(body).map_err(BenchError::msg)?;
+        let parts = informer_codec::ListParts::read(&envelope).map_err(BenchError::msg)?;
+        return Ok(parts.continue_token.filter(|t| !t.is_empty()));
+    }
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(BenchError::msg)?;
+    Ok(v["metadata"]["continue"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .map(str::to_string))
+}
+
+/// Bytes of every list page of `K` in `namespace` (pages of [`PAGE`]),
+/// per object, in protobuf or in JSON.
+pub async fn bytes_per_object<K>(
+    client: &Client,
+    namespace: &str,
+    objects: usize,
+    protobuf: bool,
+) -> Result<f64, BenchError>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let base = K::url_path(&(), Some(namespace));
+    let accept = if protobuf {
+        PROTOBUF
+    } else {
+        "application/json"
+    };
+    let (mut total, mut token) = (0usize, None::<String>);
+    loop {
+        let path = match &token {
+            Some(t) => format!("{base}?limit={PAGE}&continue={t}"),
+            None => format!("{base}?limit={PAGE}"),
+        };
+        let body = get(client, &path, accept).await?;
+        total += body.len();
+        token = continue_token(&body, protobuf)?;
+        if token.is_none() {
+            break;
+        }
+    }
+    Ok(total as f64 / objects.max(1) as f64)
+}
+
+/// Changes ConfigMap `i` of `namespace` (a new value of its `round`
+/// label), reading the answer as bytes only.
+async fn touch(client: &Client, namespace: &str, i: usize, round: usize) -> Result<(), BenchError> {
+    let path = format!(
+        "{}/{}",
+        ConfigMap::url_path(&(), Some(namespace)),
+        fixtures::name(i)
+    );
+    let patch = format!(r#"{{"metadata":{{"labels":{{"round":"{round}"}}}}}}"#);
+    let req = http::Request::patch(path)
+        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+        .body(kube_client::client::Body::from(patch.into_bytes()))
+        .map_err(BenchError::msg)?;
+    let resp = client.send(req).await.map_err(BenchError::msg)?;
+    let status = resp.status();
+    resp.into_body().collect().await.map_err(BenchError::msg)?;
+    if !status.is_success() {
+        return Err(BenchError(format!("PATCH ConfigMap {i}: {status}")));
+    }
+    Ok(())
+}
+
+/// Makes `events` changes (ConfigMaps 0.. of `namespace`, round `round`)
+/// and waits until `seen` reaches `events`; returns the CPU time used.
+async fn write_and_wait(
+    client: &Client,
+    namespace: &str,
+    events: usize,
+    round: usize,
+    seen: Option<(&AtomicUsize, &Notify)>,
+) -> Result<Duration, BenchError> {
+    let cpu = cpu_time()?;
+    stream::iter(0..events)
+        .map(|i| touch(client, namespace, i, round))
+        .buffer_unordered(fixtures::IN_FLIGHT)
+        .try_for_each(|()| async { Ok(()) })
+        .await?;
+    if let Some((seen, changed)) = seen {
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        while seen.load(Ordering::SeqCst) < events {
+            let notified = changed.notified();
+            if seen.load(Ordering::SeqCst) >= events {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(BenchError("the watch did not see every change".into()));
+            }
+        }
+    }
+    Ok(cpu_time()?.saturating_sub(cpu))
+}
+
+/// Counts updates.
+#[derive(Default)]
+struct Updates {
+    seen: AtomicUsize,
+    changed: Notify,
+}
+
+impl Updates {
+    fn one(&self) {
+        self.seen.fetch_add(1, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+}
+
+struct Counting(Arc<Updates>);
+
+impl ResourceEventHandler<ConfigMap> for Counting {
+    fn on_add(&self, _: Arc<ConfigMap>, _: bool) {}
+    fn on_update(&self, _: Arc<ConfigMap>, _: Arc<ConfigMap>) {
+        self.0.one();
+    }
+    fn on_delete(&self, _: informer_core::key::ObjectOrTombstone<ConfigMap>) {}
+}
+
+/// Which client watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watcher {
+    /// informer-rs, reading protobuf (`true`) or JSON.
+    Ours(bool),
+    /// kube-runtime's watcher and reflector.
+    Kube,
+}
+
+/// The client CPU per watch event of `watcher`: a synced cache of the
+/// ConfigMaps of `namespace` sees `events` changes; the writes' own cost
+/// (`writes`, measured with no watcher) is taken off.
+pub async fn cpu_per_event(
+    client: &Client,
+    namespace: &str,
+    events: usize,
+    round: usize,
+    watcher: Watcher,
+    writes: Duration,
+) -> Result<f64, BenchError> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let updates = Arc::new(Updates::default());
+    let stop = CancellationToken::new();
+    let task = match watcher {
+        Watcher::Ours(protobuf) => {
+            let lw = ApiListerWatcher::new(api, ListWatchOptions::default()).protobuf(protobuf);
+            let informer = SharedIndexInformer::builder(lw)
+                .streaming_list(false)
+                .strip_managed_fields(true)
+                .build()
+                .map_err(BenchError::msg)?;
+            informer
+                .add_event_handler(Counting(Arc::clone(&updates)))
+                .map_err(BenchError::msg)?;
+            let task = tokio::spawn({
+                let (informer, stop) = (informer.clone(), stop.clone());
+                async move {
+                    let _ = informer.run(stop).await;
+                }
+            });
+            informer
+                .wait_for_cache_sync(LIMIT)
+                .await
+                .map_err(BenchError::msg)?;
+            task
+        }
+        Watcher::Kube => {
+            use kube_runtime::{WatchStreamExt, reflector, watcher};
+            let (store, writer) = reflector::store::<ConfigMap>();
+            let task = tokio::spawn({
+                let (stop, updates) = (stop.clone(), Arc::clone(&updates));
+                async move {
+                    let events = watcher(api, watcher::Config::default().page_size(PAGE))
+                        .modify(|o| o.managed_fields_mut().clear())
+                        .reflect(writer);
+                    let mut events = std::pin::pin!(events);
+                    loop {
+                        tokio::select! {
+                            () = stop.cancelled() => break,
+                            ev = events.next() => match ev {
+                                None => break,
+                                Some(Ok(watcher::Event::Apply(_))) => updates.one(),
+                                Some(_) => {}
+                            },
+                        }
+                    }
+                }
+            });
+            tokio::time::timeout(LIMIT, store.wait_until_ready())
+                .await
+                .map_err(BenchError::msg)?
+                .map_err(BenchError::msg)?;
+            task
+        }
+    };
+    let cpu = write_and_wait(
+        client,
+        namespace,
+        events,
+        round,
+        Some((&updates.seen, &updates.changed)),
+    )
+    .await;
+    stop.cancel();
+    let _ = task.await;
+    let cpu = cpu?.saturating_sub(writes);
+    Ok(cpu.as_secs_f64() * 1e6 / events.max(1) as f64)
+}
+
+/// The CPU time of `events` changes with no watcher running.
+pub async fn writes_alone(
+    client: &Client,
+    namespace: &str,
+    events: usize,
+    round: usize,
+) -> Result<Duration, BenchError> {
+    write_and_wait(client, namespace, events, round, None).await
+}
