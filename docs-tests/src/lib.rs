@@ -65,3 +65,13 @@ pub struct Fleets;
 #[cfg(doctest)]
 #[doc = include_str!("../../envtest/README.md")]
 pub struct EnvtestReadme;
+
+/// `docs/protobuf.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/protobuf.md")]
+pub struct Protobuf;
+
+/// `docs/sharding.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/sharding.md")]
+pub struct Sharding;

@@ -284,9 +284,8 @@ impl ManagerBuilder {
     /// Whether informers of built-in kinds (and metadata-only informers)
     /// list and watch in protobuf, JSON as the second choice, with a
     /// counted fallback to JSON (`informer_protobuf_fallbacks_total`). Off by
-    /// default (against envtest the JSON path syncs faster; no run against
-    /// a real API server has measured it yet); custom resources are read
-    /// in JSON either way.
+    /// default until a full release bench run decides (see
+    /// `docs/protobuf.md`); custom resources are read in JSON either way.
     ///
     /// ```no_run
     /// # async fn demo(client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
