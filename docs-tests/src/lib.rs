@@ -75,3 +75,50 @@ pub struct Protobuf;
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/sharding.md")]
 pub struct Sharding;
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Every piece of evidence `docs/comparison.md` cites (`path::test_fn`,
+    /// or `…::test_fn` for another test of the file named just before)
+    /// names a file of the repository that defines that function: a test
+    /// renamed or removed turns this red until the table follows.
+    #[test]
+    fn comparison_cites_only_tests_that_exist() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let page = std::fs::read_to_string(root.join("docs/comparison.md")).unwrap();
+        let mut checked = 0;
+        let mut missing = Vec::new();
+        for line in page.lines().filter(|l| l.starts_with("- **")) {
+            let mut file = String::new();
+            for cited in line.split('`').skip(1).step_by(2) {
+                let Some((path, name)) = cited.rsplit_once("::") else {
+                    continue;
+                };
+                if path != "…" {
+                    if !path.ends_with(".rs") || path.contains(' ') {
+                        continue;
+                    }
+                    file = path.to_owned();
+                }
+                if file.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let source = std::fs::read_to_string(root.join(&file)).unwrap_or_default();
+                if !source.contains(&format!("fn {name}(")) {
+                    missing.push(format!("{file}::{name}"));
+                }
+                checked += 1;
+            }
+        }
+        assert!(
+            checked > 50,
+            "only {checked} citations found: did the format change?"
+        );
+        assert!(
+            missing.is_empty(),
+            "comparison.md cites tests that do not exist: {missing:#?}"
+        );
+    }
+}
