@@ -111,7 +111,7 @@ async fn replicas_join_leave_and_die() {
     let left = Instant::now();
     c.stop.cancel();
     c.run.await.unwrap().unwrap();
-    let leases: Api<Lease> = Api::namespaced(env.client(), "default");
+    let leases: Api<Lease> = Api::namespaced(env.client(), env.namespace());
     assert!(
         leases.get_opt("c").await.unwrap().is_none(),
         "c's shard Lease is still there after it left"
@@ -184,7 +184,7 @@ async fn a_replica_that_cannot_renew_fences_itself_before_its_lease_expires() {
     assert!(fenced_after < FENCE_LEASE, "fenced after {fenced_after:?}");
     // b's last successful renewal, as written (b writes no more): nobody
     // may drop b before a lease duration after it.
-    let leases: Api<Lease> = Api::namespaced(env.client(), "default");
+    let leases: Api<Lease> = Api::namespaced(env.client(), env.namespace());
     let renewed = leases
         .get("b")
         .await
