@@ -10,6 +10,7 @@
 
 mod controller;
 mod fixtures;
+mod fleet;
 mod heap;
 mod indexer;
 mod protobuf;
@@ -35,6 +36,10 @@ struct Args {
     /// Base URL of the envtest-server to measure against.
     #[arg(long)]
     server: String,
+    /// The envtest-server program, for the scenarios that start servers of
+    /// their own (fleet: one per member cluster).
+    #[arg(long)]
+    server_bin: Option<PathBuf>,
     /// Small sizes and two runs: proves every scenario still works.
     #[arg(long)]
     quick: bool,
@@ -43,7 +48,7 @@ struct Args {
     runs: Option<usize>,
     /// Only these scenarios (comma-separated: workqueue, indexer,
     /// controller, watch, fanout, sync, protobuf, scope, sharding, relist,
-    /// webhook).
+    /// webhook, fleet).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Initial-sync sizes instead of the default ones (comma-separated).
@@ -111,6 +116,10 @@ pub struct Plan {
     pub webhook_requests: usize,
     /// ConfigMaps in the sharding scenario.
     pub sharding_objects: usize,
+    /// Member clusters in each fleet case (each its own server process).
+    pub fleet_clusters: Vec<usize>,
+    /// ConfigMaps in each fleet member.
+    pub fleet_objects: usize,
 }
 
 impl Plan {
@@ -129,6 +138,8 @@ impl Plan {
                 scope_objects: 2_000,
                 webhook_requests: 2_000,
                 sharding_objects: 300,
+                fleet_clusters: vec![1, 3],
+                fleet_objects: 50,
             }
         } else {
             Plan {
@@ -144,6 +155,8 @@ impl Plan {
                 scope_objects: 10_000,
                 webhook_requests: 20_000,
                 sharding_objects: 20_000,
+                fleet_clusters: vec![1, 10, 50],
+                fleet_objects: 1_000,
             }
         }
     }
@@ -156,6 +169,11 @@ struct Output<'a> {
     runs: usize,
     cpus: usize,
     load_average: String,
+    /// When the bench finished, in seconds since the Unix epoch (the
+    /// report's date, the same on any later render).
+    finished: u64,
+    /// Whether this program was built with the release profile.
+    release: bool,
     records: &'a [record::Record],
 }
 
@@ -204,6 +222,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if wanted("sharding") {
             sharding::run(&client, &plan, &mut out).await?;
         }
+        if wanted("fleet") {
+            let bin = args
+                .server_bin
+                .as_deref()
+                .ok_or("the fleet scenario needs --server-bin")?;
+            fleet::run(&client, bin, &plan, &mut out).await?;
+        }
         // Last: it compacts the server's watch history.
         if wanted("relist") {
             relist::run(&client, &plan, &mut out).await?;
@@ -222,6 +247,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or_default()
             .trim()
             .to_owned(),
+        finished: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        release: !cfg!(debug_assertions),
         records: &records,
     };
     std::fs::write(&args.out, serde_json::to_string_pretty(&output)?)?;

@@ -22,7 +22,7 @@
 //! its name; a request-form [`Reconciler`](crate::reconcile::Reconciler)
 //! gets the name in [`CallInfo::cluster`](crate::reconcile::CallInfo) and
 //! looks the cluster up in [`Manager::fleet`]. A request of a cluster whose
-//! caches have not synced yet waits (requeued shortly); one whose cluster
+//! caches have not synced yet waits (parked until they sync); one whose cluster
 //! left is dropped. The workers serve every cluster, but one cluster's
 //! requests hold at most
 //! [`max_concurrent_reconciles_per_cluster`](FleetControllerBuilder::max_concurrent_reconciles_per_cluster)

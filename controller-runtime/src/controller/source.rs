@@ -103,6 +103,12 @@ impl SourceRegistration {
     pub(crate) fn has_synced(&self) -> bool {
         (self.synced)()
     }
+
+    /// A future that resolves once [`has_synced`](Self::has_synced) may
+    /// have turned true (look again then).
+    pub(crate) fn sync_wait(&self) -> BoxFuture<'static, ()> {
+        (self.wait)()
+    }
 }
 
 impl Drop for SourceRegistration {
@@ -128,7 +134,7 @@ pub(crate) async fn wait_for_sync(
         if Instant::now() >= deadline {
             return Err(unsynced.iter().map(|w| w.description.clone()).collect());
         }
-        let any_synced = futures::future::select_all(unsynced.iter().map(|w| (w.wait)()));
+        let any_synced = futures::future::select_all(unsynced.iter().map(|w| w.sync_wait()));
         tokio::select! {
             _ = any_synced => {}
             () = tokio::time::sleep_until(deadline) => {}

@@ -25,7 +25,8 @@ pub struct Args {
     #[arg(long)]
     runs: Option<usize>,
     /// Only these scenarios (comma-separated: workqueue, indexer,
-    /// controller, watch, fanout, sync, protobuf, scope, relist, webhook, sharding).
+    /// controller, watch, fanout, sync, protobuf, scope, relist, webhook, sharding,
+    /// fleet).
     #[arg(long)]
     only: Option<String>,
     /// Build with the release profile even with --quick.
@@ -103,7 +104,11 @@ pub fn run(args: &Args) -> Result<(), String> {
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let json = out_dir.join("performance.json");
     let mut bench = Command::new(bin.join("informer-bench"));
-    bench.args(["--server", &url, "--out"]).arg(&json);
+    bench
+        .args(["--server", &url, "--server-bin"])
+        .arg(bin.join("envtest-server"))
+        .arg("--out")
+        .arg(&json);
     if args.quick {
         bench.arg("--quick");
     }

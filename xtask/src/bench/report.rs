@@ -8,13 +8,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod fleet;
 mod protobuf;
 
 /// The sides, in column order.
 pub const SIDES: [&str; 3] = ["informer-rs", "kube-runtime", "floor"];
 
 /// Scenario ids, titles and their prose, in report order.
-const SCENARIOS: [(&str, &str, &str); 11] = [
+const SCENARIOS: [(&str, &str, &str); 12] = [
     (
         "sync",
         "1. Initial sync",
@@ -70,6 +71,11 @@ const SCENARIOS: [(&str, &str, &str); 11] = [
         "11. Protobuf: client CPU per object",
         include_str!("../../templates/performance/protobuf.md"),
     ),
+    (
+        "fleet",
+        "12. Fleets: one manager over many clusters",
+        include_str!("../../templates/performance/fleet.md"),
+    ),
 ];
 const INTRO: &str = include_str!("../../templates/performance/intro.md");
 const OUTRO: &str = include_str!("../../templates/performance/outro.md");
@@ -81,6 +87,15 @@ pub struct Session {
     runs: usize,
     cpus: usize,
     load_average: String,
+    /// When the bench finished (seconds since the Unix epoch), so that a
+    /// render of this file gives the same date on any later day; absent
+    /// from older files (then: today).
+    #[serde(default)]
+    finished: Option<u64>,
+    /// Whether the bench program was a release build; absent from older
+    /// files (then: what the command line says).
+    #[serde(default)]
+    release: Option<bool>,
     records: Vec<Record>,
 }
 
@@ -232,9 +247,15 @@ fn cell(row: &Row<'_>, side: usize) -> String {
 
 /// Today's date (UTC) as YYYY-MM-DD.
 fn today() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    date_of(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    )
+}
+
+/// The UTC date of `secs` since the Unix epoch, as YYYY-MM-DD.
+fn date_of(secs: u64) -> String {
     // Days to civil date (Howard Hinnant's algorithm).
     let z = (secs / 86_400) as i64 + 719_468;
     let era = z.div_euclid(146_097);
@@ -344,6 +365,7 @@ fn targets(session: &Session) -> String {
     scope_targets(session, &mut line);
     sharding_targets(session, &mut line);
     protobuf::targets(session, &mut line);
+    fleet::targets(session, &mut line);
     let relist = session
         .records
         .iter()
@@ -478,13 +500,13 @@ pub fn write(
     std::fs::create_dir_all(&plots)
         .map_err(|e| format!("cannot create {}: {e}", plots.display()))?;
     let mut md = INTRO
-        .replace("{{date}}", &today())
+        .replace("{{date}}", &session.finished.map_or_else(today, date_of))
         .replace("{{runs}}", &session.runs.to_string())
         .replace("{{cpus}}", &session.cpus.to_string())
         .replace("{{load}}", &session.load_average)
         .replace(
             "{{profile}}",
-            if release {
+            if session.release.unwrap_or(release) {
                 "release"
             } else {
                 "dev (unoptimised)"
@@ -546,7 +568,7 @@ mod tests {
         assert_ne!(why("update-reconciles"), "-");
         assert_ne!(why("relist-peak"), "-");
         assert_ne!(why("metadata-heap"), "-");
-        for key in protobuf::KEYS {
+        for key in protobuf::KEYS.iter().chain(&fleet::KEYS) {
             assert_ne!(why(key), "-", "{key}");
         }
         assert_eq!(why("no-such-target"), "-");
@@ -605,5 +627,8 @@ mod tests {
         let d = today();
         assert_eq!(d.len(), 10);
         assert!(d.starts_with("20"));
+        // A session's own time renders the same date on any day.
+        assert_eq!(date_of(1_795_000_000), "2026-11-18");
+        assert_eq!(date_of(0), "1970-01-01");
     }
 }

@@ -3,7 +3,7 @@
 //! removing them as it leaves) and runs workers over one queue of
 //! [`ClusterRequest`]s, each reconciled by that cluster's reconciler.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -26,10 +26,6 @@ use crate::metrics::Metrics;
 use crate::reconcile::CallInfo;
 use crate::request::{ClusterRequest, Request};
 use crate::workqueue::{AddOptions, Priority, Queue};
-
-/// How soon a request of a cluster whose caches have not synced yet is
-/// looked at again.
-const NOT_SYNCED_RETRY: Duration = Duration::from_millis(100);
 
 /// How soon a request of a cluster that has its share of the workers is
 /// looked at again.
@@ -66,6 +62,9 @@ pub(super) struct Member {
     /// The handlers on the cluster's informers (removed when dropped).
     registrations: Mutex<Vec<SourceRegistration>>,
     synced: AtomicBool,
+    /// Requests taken from the queue before the caches synced, put back
+    /// when they do (`synced` turns true under this lock).
+    parked: Mutex<HashSet<ClusterRequest>>,
     /// Reconciles of this cluster running now.
     in_flight: AtomicUsize,
     series: ClusterSeries,
@@ -225,6 +224,7 @@ impl FleetRunnable {
             reconciler: (self.reconcilers)(cluster, &self.name),
             registrations: Mutex::new(registrations),
             synced: AtomicBool::new(false),
+            parked: Mutex::new(HashSet::new()),
             in_flight: AtomicUsize::new(0),
             series: ClusterSeries::new(&self.metrics, &self.name, cluster.name()),
             detached: CancellationToken::new(),
@@ -232,6 +232,7 @@ impl FleetRunnable {
         tokio::spawn(wait_for_sync(
             Arc::clone(&self.name),
             Arc::clone(&member),
+            self.queue.clone(),
             self.cache_sync_timeout,
         ));
         tracing::info!(controller = %self.name, cluster = %cluster.name(), "watching cluster");
@@ -261,9 +262,14 @@ impl FleetRunnable {
             return;
         };
         if !member.synced.load(Ordering::Acquire) {
-            self.queue.add_after(req.clone(), NOT_SYNCED_RETRY);
-            self.queue.done(&req);
-            return;
+            let mut parked = member.parked.lock();
+            // Looked at again under the lock the sync releases them under.
+            if !member.synced.load(Ordering::Acquire) {
+                parked.insert(req.clone());
+                drop(parked);
+                self.queue.done(&req);
+                return;
+            }
         }
         let Some(_slot) = member.take_slot(self.per_cluster) else {
             // The cluster holds its share of the workers (its API server
@@ -314,23 +320,37 @@ fn outcome_error(outcome: &super::super::outcome::ReconcileOutcome) -> Option<St
     }
 }
 
-/// Marks `member` synced once every watch synced; warns (once) when that
-/// takes longer than `timeout`, and goes on waiting: one cluster's slow
-/// informers never fail the controller or the other clusters.
-async fn wait_for_sync(controller: Arc<str>, member: Arc<Member>, timeout: Duration) {
+/// Marks `member` synced once every watch synced, and puts the requests
+/// parked meanwhile back into `queue`; warns (once) when that takes longer
+/// than `timeout`, and goes on waiting: one cluster's slow informers never
+/// fail the controller or the other clusters. Woken by the watches' own
+/// sync waits, with a look every 20 ms besides.
+async fn wait_for_sync(
+    controller: Arc<str>,
+    member: Arc<Member>,
+    queue: Queue<ClusterRequest>,
+    timeout: Duration,
+) {
     let deadline = Instant::now() + timeout;
     let mut warned = false;
     loop {
-        let unsynced: Vec<String> = member
+        let (unsynced, waits): (Vec<String>, Vec<_>) = member
             .registrations
             .lock()
             .iter()
             .filter(|r| !r.has_synced())
-            .map(|r| r.description.clone())
-            .collect();
+            .map(|r| (r.description.clone(), r.sync_wait()))
+            .unzip();
         if unsynced.is_empty() {
-            member.synced.store(true, Ordering::Release);
-            tracing::info!(controller = %controller, cluster = %member.cluster.name(), "cluster caches synced");
+            let parked = {
+                let mut parked = member.parked.lock();
+                member.synced.store(true, Ordering::Release);
+                std::mem::take(&mut *parked)
+            };
+            tracing::info!(controller = %controller, cluster = %member.cluster.name(), parked = parked.len(), "cluster caches synced");
+            for req in parked {
+                queue.add(req);
+            }
             return;
         }
         if !warned && Instant::now() >= deadline {
@@ -339,6 +359,7 @@ async fn wait_for_sync(controller: Arc<str>, member: Arc<Member>, timeout: Durat
         }
         tokio::select! {
             () = member.detached.cancelled() => return,
+            _ = futures::future::select_all(waits) => {}
             () = tokio::time::sleep(Duration::from_millis(20)) => {}
         }
     }
