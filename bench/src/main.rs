@@ -57,6 +57,10 @@ struct Args {
     /// Write the JSON records here.
     #[arg(long)]
     out: PathBuf,
+    /// The commit measured (`git describe`-like, `+dirty` when the work
+    /// tree had changes), recorded in the JSON for the report.
+    #[arg(long)]
+    commit: Option<String>,
 }
 
 /// A scenario could not run.
@@ -174,6 +178,8 @@ struct Output<'a> {
     finished: u64,
     /// Whether this program was built with the release profile.
     release: bool,
+    /// The commit measured, as `--commit` gave it.
+    commit: Option<&'a str>,
     records: &'a [record::Record],
 }
 
@@ -251,6 +257,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         release: !cfg!(debug_assertions),
+        commit: args.commit.as_deref(),
         records: &records,
     };
     std::fs::write(&args.out, serde_json::to_string_pretty(&output)?)?;

@@ -118,6 +118,9 @@ pub fn run(args: &Args) -> Result<(), String> {
     if let Some(only) = &args.only {
         bench.args(["--only", only]);
     }
+    if let Some(commit) = commit(&root) {
+        bench.args(["--commit", &commit]);
+    }
     status(bench, "the bench")?;
     drop(server);
     render(&json, &out_dir, release)
@@ -132,6 +135,24 @@ fn render(json: &Path, out_dir: &Path, release: bool) -> Result<(), String> {
     let written = report::write(&session, out_dir, release, &plot::scenario)?;
     eprintln!("xtask bench: wrote {}", written.display());
     Ok(())
+}
+
+/// The commit checked out at `root` (short hash, `+dirty` when tracked
+/// files differ from it), or `None` outside a git work tree.
+fn commit(root: &Path) -> Option<String> {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .current_dir(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let hash = git(&["rev-parse", "--short=12", "HEAD"])?;
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+        .is_some_and(|changes| !changes.is_empty());
+    Some(if dirty { format!("{hash}+dirty") } else { hash })
 }
 
 /// Runs `cmd`, failing with `what` unless it exits successfully.

@@ -96,6 +96,9 @@ pub struct Session {
     /// files (then: what the command line says).
     #[serde(default)]
     release: Option<bool>,
+    /// The commit measured; absent from older files.
+    #[serde(default)]
+    commit: Option<String>,
     records: Vec<Record>,
 }
 
@@ -504,6 +507,13 @@ pub fn write(
         .replace("{{runs}}", &session.runs.to_string())
         .replace("{{cpus}}", &session.cpus.to_string())
         .replace("{{load}}", &session.load_average)
+        .replace(
+            "{{commit}}",
+            &session.commit.as_ref().map_or_else(
+                || "an unrecorded commit".to_owned(),
+                |c| format!("commit `{c}`"),
+            ),
+        )
         .replace(
             "{{profile}}",
             if session.release.unwrap_or(release) {
