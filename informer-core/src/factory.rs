@@ -302,14 +302,17 @@ impl SharedInformerFactoryBuilder {
     /// Whether informers of built-in kinds (k8s-openapi types) and
     /// metadata-only informers list and watch in protobuf, with JSON as the
     /// second choice and a counted fallback to JSON (see
-    /// [`ApiListerWatcher::protobuf`]). Off by default; custom resources and
-    /// dynamic objects are read in JSON either way.
+    /// [`ApiListerWatcher::protobuf`]). On by default; `false` reads every
+    /// kind in JSON. Custom resources and dynamic objects are read in JSON
+    /// either way.
     ///
     /// ```
     /// # async fn demo(client: kube_client::Client) {
     /// use informer_core::factory::SharedInformerFactory;
-    /// let factory = SharedInformerFactory::builder(client).protobuf(true).build();
+    /// let factory = SharedInformerFactory::builder(client.clone()).build();
     /// assert!(factory.uses_protobuf());
+    /// let factory = SharedInformerFactory::builder(client).protobuf(false).build();
+    /// assert!(!factory.uses_protobuf());
     /// # }
     /// ```
     pub fn protobuf(mut self, enabled: bool) -> Self {
@@ -406,7 +409,7 @@ impl SharedInformerFactory {
             metrics: None,
             strip_managed_fields: false,
             streaming_list: None,
-            protobuf: false,
+            protobuf: true,
         }
     }
 

@@ -283,14 +283,14 @@ impl ManagerBuilder {
 
     /// Whether informers of built-in kinds (and metadata-only informers)
     /// list and watch in protobuf, JSON as the second choice, with a
-    /// counted fallback to JSON (`informer_protobuf_fallbacks_total`). Off by
-    /// default until a full release bench run decides (see
-    /// `docs/protobuf.md`); custom resources are read in JSON either way.
+    /// counted fallback to JSON (`informer_protobuf_fallbacks_total`). On by
+    /// default (the release bench: see `docs/protobuf.md`); `false` reads
+    /// every kind in JSON. Custom resources are read in JSON either way.
     ///
     /// ```no_run
     /// # async fn demo(client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
     /// use controller_runtime::manager::Manager;
-    /// let mgr = Manager::builder(client).protobuf(true).build().await?;
+    /// let mgr = Manager::builder(client).protobuf(false).build().await?;
     /// # let _ = mgr; Ok(()) }
     /// ```
     pub fn protobuf(mut self, enabled: bool) -> Self {

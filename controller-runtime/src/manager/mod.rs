@@ -195,7 +195,7 @@ impl Manager {
             streaming_list: true,
             providers: Vec::new(),
             fleet_backoff: EngageBackoff::default(),
-            protobuf: false,
+            protobuf: true,
         }
     }
 

@@ -13,6 +13,7 @@ mod malformed;
 mod module_graph;
 mod protobuf;
 mod protobuf_props;
+mod protobuf_sequences;
 mod reflector;
 mod reflector_faults;
 mod shared_informer;

@@ -180,7 +180,7 @@ fn pod_spec() -> impl Strategy<Value = PodSpec> {
     )
 }
 
-fn pod() -> impl Strategy<Value = Pod> {
+pub(crate) fn pod() -> impl Strategy<Value = Pod> {
     (
         meta(true),
         pod_spec(),
@@ -236,7 +236,7 @@ fn deployment() -> impl Strategy<Value = Deployment> {
         })
 }
 
-fn config_map() -> impl Strategy<Value = ConfigMap> {
+pub(crate) fn config_map() -> impl Strategy<Value = ConfigMap> {
     (
         meta(true),
         small_map(),

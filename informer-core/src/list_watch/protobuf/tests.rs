@@ -143,7 +143,6 @@ fn lister_watcher(s: &Server, m: &Arc<Fallbacks>) -> ApiListerWatcher<ConfigMap>
         Api::<ConfigMap>::namespaced(s.client.clone(), "default"),
         ListWatchOptions::default(),
     )
-    .protobuf(true)
     .metrics(Arc::clone(m) as Arc<dyn InformerMetrics>)
 }
 
@@ -250,4 +249,23 @@ fn custom_and_dynamic_types_are_json_only() {
     assert!(Target::<kube_core::DynamicObject>::of(false).is_none());
     assert!(Target::<ConfigMap>::of(false).is_some());
     assert!(Target::<kube_core::DynamicObject>::of(true).is_some());
+}
+
+#[tokio::test]
+async fn on_by_default_for_built_in_kinds_and_never_for_dynamic_objects() {
+    let s = server(Script::Serve);
+    let m = Arc::new(Fallbacks::default());
+    // No `.protobuf(..)` call: the default asks for protobuf first.
+    let lw = lister_watcher(&s, &m);
+    assert!(lw.uses_protobuf());
+    lw.list(ListRequest::default()).await.unwrap();
+    assert_eq!(*s.accepts.lock(), [PROTOBUF_ACCEPT]);
+    // A dynamic object cannot be read in protobuf: on or off, JSON.
+    let ar = kube_core::ApiResource::erase::<ConfigMap>(&());
+    let dynamic = ApiListerWatcher::new(
+        Api::<kube_core::DynamicObject>::namespaced_with(s.client.clone(), "default", &ar),
+        ListWatchOptions::default(),
+    );
+    assert!(!dynamic.uses_protobuf());
+    assert!(!dynamic.protobuf(true).uses_protobuf());
 }
