@@ -30,6 +30,8 @@ use crate::protobuf_props::{config_map, pod};
 
 /// Objects a sequence works on: `o-0` to `o-3`.
 const SLOTS: usize = 4;
+/// How long the caches may take to hold what the server lists.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
 /// The label the selector reads.
 const KEEP: &str = "keep";
 
@@ -228,10 +230,20 @@ where
     };
     let mut want_sorted = want.clone();
     want_sorted.sort();
-    eventually("both caches hold what the server lists", || {
-        keys(&pb) == want_sorted && keys(&json) == want_sorted
+    // Settles in milliseconds; the bound keeps a failing case (and each
+    // of its shrinking steps) short.
+    let settled = tokio::time::timeout(SETTLE, async {
+        while keys(&pb) != want_sorted || keys(&json) != want_sorted {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     })
     .await;
+    assert!(
+        settled.is_ok(),
+        "the caches never held what the server lists: {want_sorted:?}\nprotobuf: {:?}\nJSON: {:?}",
+        keys(&pb),
+        keys(&json)
+    );
     for o in &listed {
         let key = object_key(o);
         let (a, b) = (
@@ -263,6 +275,7 @@ fn both_paths_cache_the_same_objects_over_generated_sequences() {
     let next = AtomicUsize::new(0);
     let mut runner = TestRunner::new(Config {
         cases: 12,
+        max_shrink_iters: 16,
         failure_persistence: None,
         ..Config::default()
     });
