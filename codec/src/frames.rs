@@ -12,6 +12,10 @@ use crate::proto::Envelope;
 /// body is 3 MiB; objects stay far below this).
 const MAX_FRAME: usize = 256 << 20;
 
+/// Buffer room a [`FrameReader`] keeps once everything was read; more is
+/// freed.
+const KEEP_CAPACITY: usize = 64 * 1024;
+
 /// Splits the bytes of a watch stream, as they arrive, into whole
 /// `WatchEvent` messages.
 ///
@@ -29,6 +33,14 @@ const MAX_FRAME: usize = 256 << 20;
 /// assert_eq!(event.event_type, "ADDED");
 /// assert_eq!(event.object.kind, "Namespace");
 /// assert!(reader.is_empty());
+/// // A burst of thousands of frames (well over 64 KiB), read: its room
+/// // is given back.
+/// assert!(frame.len() > 40);
+/// for _ in 0..2_000 {
+///     reader.push(&frame);
+/// }
+/// while reader.next_frame()?.is_some() {}
+/// assert_eq!(reader.capacity(), 0);
 /// # Ok::<(), informer_codec::CodecError>(())
 /// ```
 #[derive(Debug, Default)]
@@ -66,7 +78,24 @@ impl FrameReader {
         };
         let msg = msg.to_vec();
         self.pos += 4 + len;
+        if self.pos == self.buf.len() {
+            // All read: start over, and give back the room a burst (a
+            // streaming list's initial events) grew, so that a watch idle
+            // for hours does not hold it.
+            self.pos = 0;
+            if self.buf.capacity() > KEEP_CAPACITY {
+                self.buf = Vec::new();
+            } else {
+                self.buf.clear();
+            }
+        }
         Ok(Some(msg))
+    }
+
+    /// Bytes of buffer kept between frames (what a burst grew beyond this
+    /// is freed once it has been read).
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
     }
 
     /// Whether no unread bytes are left (a stream that ends otherwise was

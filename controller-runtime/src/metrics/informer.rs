@@ -186,23 +186,32 @@ macro_rules! delegate {
     };
 }
 
-impl InformerMetrics for PrometheusInformerMetrics {
-    delegate! {
-        list_completed(informer: &str, items: usize, pages: usize, duration: Duration);
-        list_failed(informer: &str, reason: &str);
-        relist(informer: &str, cause: RelistCause);
-        streaming_list_fallback(informer: &str);
-        metadata_fallback(informer: &str);
-        protobuf_fallback(informer: &str, reason: &str);
-        watch_started(informer: &str);
-        watch_restart(informer: &str, cause: WatchRestartCause);
-        watch_event(informer: &str, kind: WatchEventType);
-        decode_failure(informer: &str);
-        backoff(informer: &str, delay: Duration);
-        last_sync(informer: &str, resource_version: &str, at: SystemTime);
-        handler_pending(informer: &str, handler: &str, pending: usize);
-    }
+// Both sinks record through `labelled()`, from the one list of the trait's
+// methods below: the trait's methods default to doing nothing, so a method
+// missing from a second list would silently record nothing for that sink.
+macro_rules! delegate_all {
+    ($($sink:ty),*) => {
+        $(impl InformerMetrics for $sink {
+            delegate! {
+            list_completed(informer: &str, items: usize, pages: usize, duration: Duration);
+            list_failed(informer: &str, reason: &str);
+            relist(informer: &str, cause: RelistCause);
+            streaming_list_fallback(informer: &str);
+            metadata_fallback(informer: &str);
+            protobuf_fallback(informer: &str, reason: &str);
+            watch_started(informer: &str);
+            watch_restart(informer: &str, cause: WatchRestartCause);
+            watch_event(informer: &str, kind: WatchEventType);
+            decode_failure(informer: &str);
+            backoff(informer: &str, delay: Duration);
+            last_sync(informer: &str, resource_version: &str, at: SystemTime);
+            handler_pending(informer: &str, handler: &str, pending: usize);
+            }
+        })*
+    };
 }
+
+delegate_all!(PrometheusInformerMetrics, ClusterInformerMetrics);
 
 /// The `informer_*` sink of one fleet cluster: the families of a
 /// [`PrometheusInformerMetrics`] with `cluster` set to its name. Its series
@@ -253,24 +262,6 @@ impl ClusterInformerMetrics {
             m: &self.families,
             cluster: &self.cluster,
         }
-    }
-}
-
-impl InformerMetrics for ClusterInformerMetrics {
-    delegate! {
-        list_completed(informer: &str, items: usize, pages: usize, duration: Duration);
-        list_failed(informer: &str, reason: &str);
-        relist(informer: &str, cause: RelistCause);
-        streaming_list_fallback(informer: &str);
-        metadata_fallback(informer: &str);
-        protobuf_fallback(informer: &str, reason: &str);
-        watch_started(informer: &str);
-        watch_restart(informer: &str, cause: WatchRestartCause);
-        watch_event(informer: &str, kind: WatchEventType);
-        decode_failure(informer: &str);
-        backoff(informer: &str, delay: Duration);
-        last_sync(informer: &str, resource_version: &str, at: SystemTime);
-        handler_pending(informer: &str, handler: &str, pending: usize);
     }
 }
 

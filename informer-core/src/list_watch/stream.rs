@@ -39,6 +39,12 @@ where
             }
             if let Some(pos) = st.buf.iter().position(|b| *b == b'\n') {
                 let line = st.buf.split_to(pos + 1);
+                if st.buf.is_empty() {
+                    // All read: a fresh buffer for the next chunk, so the
+                    // allocation a burst (a streaming list's initial
+                    // events) grew goes with its last line.
+                    st.buf = BytesMut::new();
+                }
                 let line = line.trim_ascii();
                 if line.is_empty() {
                     continue;

@@ -3,6 +3,10 @@
 //! against it (informer-rs and kube-runtime alternating), then writes the
 //! report: `docs/performance.md` and one SVG plot per scenario.
 //!
+//! `--only a,b --merge docs/performance.json` measures some scenarios
+//! again and puts their rows in place of the earlier session's, the report
+//! naming the later run.
+//!
 //! `--quick` uses small sizes and two runs, builds with the dev profile
 //! (CI has those artifacts already) and writes its report under
 //! `target/bench-quick/` instead of `docs/`: it proves the harness and every
@@ -39,6 +43,11 @@ pub struct Args {
     /// editing the prose templates); measures nothing.
     #[arg(long)]
     render: Option<PathBuf>,
+    /// With --only: merge this run's records into this earlier session's
+    /// JSON (replacing the rows of the scenarios run, the report naming the
+    /// later run) and write the report from it.
+    #[arg(long, requires = "only")]
+    merge: Option<PathBuf>,
 }
 
 /// Kills the server process when dropped, so no exit path leaves it running.
@@ -102,7 +111,10 @@ pub fn run(args: &Args) -> Result<(), String> {
 
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
-    let json = out_dir.join("performance.json");
+    let json = match &args.merge {
+        Some(_) => target.join("bench-merge.json"),
+        None => out_dir.join("performance.json"),
+    };
     let mut bench = Command::new(bin.join("informer-bench"));
     bench
         .args(["--server", &url, "--server-bin"])
@@ -123,15 +135,29 @@ pub fn run(args: &Args) -> Result<(), String> {
     }
     status(bench, "the bench")?;
     drop(server);
+    if let Some(into) = &args.merge {
+        let mut session = read(into)?;
+        session.merge(read(&json)?)?;
+        let text = serde_json::to_string_pretty(&session)
+            .map_err(|e| format!("cannot write the merged session: {e}"))?;
+        std::fs::write(into, text).map_err(|e| format!("cannot write {}: {e}", into.display()))?;
+        eprintln!("xtask bench: merged into {}", into.display());
+        return render(into, &out_dir, release);
+    }
     render(&json, &out_dir, release)
+}
+
+/// The session in `json`.
+fn read(json: &Path) -> Result<report::Session, String> {
+    let text = std::fs::read_to_string(json)
+        .map_err(|e| format!("cannot read {}: {e}", json.display()))?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a bench result: {e}", json.display()))
 }
 
 /// Writes the report of the session in `json` into `out_dir`.
 fn render(json: &Path, out_dir: &Path, release: bool) -> Result<(), String> {
-    let text = std::fs::read_to_string(json)
-        .map_err(|e| format!("cannot read {}: {e}", json.display()))?;
-    let session: report::Session = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a bench result: {e}", json.display()))?;
+    let session = read(json)?;
     let written = report::write(&session, out_dir, release, &plot::scenario)?;
     eprintln!("xtask bench: wrote {}", written.display());
     Ok(())

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 mod fleet;
 mod protobuf;
@@ -81,7 +81,7 @@ const INTRO: &str = include_str!("../../templates/performance/intro.md");
 const OUTRO: &str = include_str!("../../templates/performance/outro.md");
 
 /// The bench program's output.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub struct Session {
     quick: bool,
     runs: usize,
@@ -99,11 +99,56 @@ pub struct Session {
     /// The commit measured; absent from older files.
     #[serde(default)]
     commit: Option<String>,
+    /// Scenarios measured again later and merged in (`--merge`), oldest
+    /// first; their records replaced the session's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    reruns: Vec<Rerun>,
     records: Vec<Record>,
 }
 
+/// One later run of some scenarios, merged into a session.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct Rerun {
+    scenarios: Vec<String>,
+    runs: usize,
+    cpus: usize,
+    load_average: String,
+    finished: Option<u64>,
+    release: Option<bool>,
+    commit: Option<String>,
+}
+
+impl Session {
+    /// Puts the records of `later` (a run of some scenarios) in place of
+    /// this session's records of those scenarios, and remembers the run.
+    pub fn merge(&mut self, later: Session) -> Result<(), String> {
+        if later.quick != self.quick {
+            return Err("cannot merge a --quick run with a full-size one".into());
+        }
+        let mut scenarios: Vec<String> = later.records.iter().map(|r| r.scenario.clone()).collect();
+        scenarios.sort();
+        scenarios.dedup();
+        if scenarios.is_empty() {
+            return Err("the later run has no records to merge".into());
+        }
+        self.records.retain(|r| !scenarios.contains(&r.scenario));
+        self.records.extend(later.records);
+        self.reruns.extend(later.reruns);
+        self.reruns.push(Rerun {
+            scenarios,
+            runs: later.runs,
+            cpus: later.cpus,
+            load_average: later.load_average,
+            finished: later.finished,
+            release: later.release,
+            commit: later.commit,
+        });
+        Ok(())
+    }
+}
+
 /// One measured quantity for one side.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 struct Record {
     scenario: String,
     case: String,
@@ -487,6 +532,40 @@ fn sharding_targets(session: &Session, line: &mut impl FnMut(&str, &str, String,
     }
 }
 
+/// A paragraph naming each later run merged into `session` (none: empty).
+fn reruns(session: &Session, release: bool) -> String {
+    let mut out = String::new();
+    for r in &session.reruns {
+        let titles: Vec<&str> = SCENARIOS
+            .iter()
+            .filter(|(id, _, _)| r.scenarios.iter().any(|s| s == id))
+            .map(|(_, title, _)| *title)
+            .collect();
+        let _ = write!(
+            out,
+            "\n**Measured again later** (`cargo xtask bench --only {} --merge`), replacing this \
+             session's rows: {}; {} runs per measurement, {} build of {}, {}, {} CPUs, load \
+             average at the end `{}`.\n",
+            r.scenarios.join(","),
+            titles.join(", "),
+            r.runs,
+            if r.release.unwrap_or(release) {
+                "release"
+            } else {
+                "dev (unoptimised)"
+            },
+            r.commit.as_ref().map_or_else(
+                || "an unrecorded commit".to_owned(),
+                |c| format!("commit `{c}`")
+            ),
+            r.finished.map_or_else(today, date_of),
+            r.cpus,
+            r.load_average
+        );
+    }
+    out
+}
+
 /// The relist scenario's headline quantity (as the bench names it).
 const RELIST_RATIO: &str = "peak heap during relist / steady state";
 
@@ -530,6 +609,7 @@ pub fn write(
                 "full size"
             },
         );
+    md.push_str(&reruns(session, release));
     md.push_str("\n## Targets\n\n");
     md.push_str(&targets(session));
     for (id, title, prose) in SCENARIOS {
@@ -630,6 +710,40 @@ mod tests {
         assert_eq!(rows[1].ratio(1), "0.51 (**behind**)");
         assert_eq!(rows[2].ratio(1), "0.92 (runs overlap)");
         assert_eq!(rows[0].ratio(2), "-");
+    }
+
+    #[test]
+    fn a_merged_run_replaces_its_scenarios_rows_and_is_named() {
+        let mut first = session(serde_json::json!([rec(
+            "informer-rs",
+            "heap",
+            false,
+            &[1.0]
+        ),]));
+        let mut later = session(serde_json::json!([rec(
+            "informer-rs",
+            "heap",
+            false,
+            &[2.0]
+        ),]));
+        first.records[0].scenario = "sync".into();
+        first.records.push(Record {
+            scenario: "fleet".into(),
+            ..serde_json::from_value(rec("informer-rs", "heap", false, &[3.0])).unwrap()
+        });
+        later.records[0].scenario = "fleet".into();
+        later.commit = Some("abc".into());
+        later.finished = Some(1_795_000_000);
+        first.merge(later).unwrap();
+        assert_eq!(find(&first, "sync", "c", "heap", 0), Some(1.0));
+        assert_eq!(find(&first, "fleet", "c", "heap", 0), Some(2.0), "replaced");
+        assert_eq!(first.records.len(), 2);
+        let text = reruns(&first, true);
+        assert!(text.contains("--only fleet --merge"), "{text}");
+        assert!(text.contains("12. Fleets"), "{text}");
+        assert!(text.contains("commit `abc`, 2026-11-18"), "{text}");
+        // Merging a run with no records is refused.
+        assert!(first.merge(session(serde_json::json!([]))).is_err());
     }
 
     #[test]

@@ -33,7 +33,6 @@ use controller_runtime::cluster::{ClusterHealth, EngageBackoff};
 use controller_runtime::manager::Manager;
 use controller_runtime::prelude::*;
 use envtest::TestEnv;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
@@ -42,7 +41,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::env_u64;
+use super::seeds::Seeds;
 use crate::fixture::spawn_manager;
 
 /// The limit of every wait on a condition (a loaded 2-core machine).
@@ -269,23 +268,14 @@ async fn fleet_fault_suite() {
     if envtest::skip_on_existing_cluster("several in-process API servers that stall and die") {
         return;
     }
-    let first = env_u64("CHAOS_SEED", 1);
-    let count = std::env::var("CHAOS_FLEET_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| env_u64("CHAOS_SEEDS", 24));
-    let parallel = usize::try_from(env_u64("CHAOS_FLEET_PARALLEL", 2).max(1)).unwrap_or(2);
-    let started = Instant::now();
-    let results: Vec<(Schedule, Result<Outcome, String>)> =
-        futures::stream::iter(first..first + count)
-            .map(|seed| async move {
-                let schedule = Schedule::from_seed(seed);
-                let outcome = run_seed(&schedule).await;
-                (schedule, outcome)
-            })
-            .buffer_unordered(parallel)
-            .collect()
-            .await;
+    let seeds = Seeds::from_env(Some("CHAOS_FLEET_SEEDS"), "CHAOS_FLEET_PARALLEL", 2);
+    let results: Vec<(Schedule, Result<Outcome, String>)> = seeds
+        .run(|seed| async move {
+            let schedule = Schedule::from_seed(seed);
+            let outcome = run_seed(&schedule).await;
+            (schedule, outcome)
+        })
+        .await;
     let (mut reconciles, mut stalls, mut deaths) = (0, 0, 0);
     let (mut slowest_others, mut slowest_recovery) = (Duration::ZERO, Duration::ZERO);
     let mut failures = Vec::new();
@@ -306,19 +296,13 @@ async fn fleet_fault_suite() {
         }
     }
     eprintln!(
-        "chaos (fleet): {count} seeds from {first} in {:.1?} ({parallel} at once): {} failed; \
+        "chaos (fleet): {}; \
          {stalls} stalls, {deaths} deaths; {reconciles} reconciles; others converged during \
          the fault within {slowest_others:.1?}; stalled victims recovered within \
          {slowest_recovery:.1?}",
-        started.elapsed(),
-        failures.len(),
+        seeds.summary(failures.len()),
     );
-    assert!(
-        failures.is_empty(),
-        "{} of {count} fleet seeds failed; replay one with CHAOS_SEED=<seed> CHAOS_SEEDS=1\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    seeds.verdict("fleet ", &failures);
 }
 
 /// Looks shorter than the waits (>= 5x margins), a probe that gives up on

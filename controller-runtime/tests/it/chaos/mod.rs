@@ -28,6 +28,7 @@ pub(crate) mod gate;
 mod handlers;
 mod leader;
 mod schedule;
+mod seeds;
 mod sharded;
 mod sharded_check;
 
@@ -38,7 +39,6 @@ use std::time::Duration;
 
 use controller_runtime::manager::Manager;
 use envtest::{FailureRule, TestEnv};
-use futures::StreamExt;
 use informer_core::shared_informer::SharedIndexInformer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
@@ -52,16 +52,10 @@ use crate::widget::{
 };
 use handlers::{Mirror, Panicky, Stuck, name_of, rv_of};
 use schedule::{Fault, NAMES, Schedule, Step, Target};
+use seeds::Seeds;
 
 /// How long a run may take to converge after its last step.
 const QUIESCE: Duration = Duration::from_secs(30);
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn widget_name(i: usize) -> String {
     format!("w{i}")
@@ -79,20 +73,14 @@ struct Outcome {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn seeded_fault_suite() {
-    let first = env_u64("CHAOS_SEED", 1);
-    let count = env_u64("CHAOS_SEEDS", 24);
-    let parallel = usize::try_from(env_u64("CHAOS_PARALLEL", 4).max(1)).unwrap_or(4);
-    let started = Instant::now();
-    let results: Vec<(Schedule, Result<Outcome, String>)> =
-        futures::stream::iter(first..first + count)
-            .map(|seed| async move {
-                let schedule = Schedule::from_seed(seed);
-                let outcome = run_seed(&schedule).await;
-                (schedule, outcome)
-            })
-            .buffer_unordered(parallel)
-            .collect()
-            .await;
+    let seeds = Seeds::from_env(None, "CHAOS_PARALLEL", 4);
+    let results: Vec<(Schedule, Result<Outcome, String>)> = seeds
+        .run(|seed| async move {
+            let schedule = Schedule::from_seed(seed);
+            let outcome = run_seed(&schedule).await;
+            (schedule, outcome)
+        })
+        .await;
 
     let mut faults: BTreeMap<String, usize> = BTreeMap::new();
     let (mut reconciles, mut panics, mut stuck_max) = (0, 0, 0);
@@ -114,18 +102,11 @@ async fn seeded_fault_suite() {
     }
     // The figures docs/reliability.md quotes come from this summary.
     eprintln!(
-        "chaos: {count} seeds from {first} in {:.1?} ({parallel} at once): {} failed; \
-         faults {faults:?}; {reconciles} reconciles; {panics} handler panics; \
+        "chaos: {}; faults {faults:?}; {reconciles} reconciles; {panics} handler panics; \
          stuck handler backlog up to {stuck_max}; slowest convergence {slowest:.1?}",
-        started.elapsed(),
-        failures.len(),
+        seeds.summary(failures.len()),
     );
-    assert!(
-        failures.is_empty(),
-        "{} of {count} seeds failed; replay one with CHAOS_SEED=<seed> CHAOS_SEEDS=1\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    seeds.verdict("", &failures);
 }
 
 /// Runs one schedule and checks the invariants; `Err` names what broke.

@@ -66,7 +66,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
 use kube_client::api::{DeleteParams, PostParams};
@@ -74,7 +73,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
-use super::env_u64;
+use super::seeds::Seeds;
 use controller_runtime::sharding::config::{DRAIN_LABEL_PREFIX, SHARD_LABEL_PREFIX, ShardMode};
 
 use super::sharded_check::check;
@@ -231,23 +230,14 @@ struct Outcome {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sharded_fault_suite() {
-    let first = env_u64("CHAOS_SEED", 1);
-    let count = std::env::var("CHAOS_SHARDED_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| env_u64("CHAOS_SEEDS", 24));
-    let parallel = usize::try_from(env_u64("CHAOS_SHARDED_PARALLEL", 4).max(1)).unwrap_or(4);
-    let started = Instant::now();
-    let results: Vec<(Schedule, Result<Outcome, String>)> =
-        futures::stream::iter(first..first + count)
-            .map(|seed| async move {
-                let schedule = Schedule::from_seed(seed);
-                let outcome = run_seed(&schedule).await;
-                (schedule, outcome)
-            })
-            .buffer_unordered(parallel)
-            .collect()
-            .await;
+    let seeds = Seeds::from_env(Some("CHAOS_SHARDED_SEEDS"), "CHAOS_SHARDED_PARALLEL", 4);
+    let results: Vec<(Schedule, Result<Outcome, String>)> = seeds
+        .run(|seed| async move {
+            let schedule = Schedule::from_seed(seed);
+            let outcome = run_seed(&schedule).await;
+            (schedule, outcome)
+        })
+        .await;
     let (mut reconciles, mut kills, mut fenced, mut slowest) = (0, 0, 0, Duration::ZERO);
     let (mut deletes, mut creates) = (0, 0);
     let mut failures = Vec::new();
@@ -265,19 +255,13 @@ async fn sharded_fault_suite() {
         }
     }
     eprintln!(
-        "chaos (sharded): {count} seeds from {first} in {:.1?} ({parallel} at once): {} failed; \
+        "chaos (sharded): {}; \
          {kills} replicas killed, {fenced} fenced by frozen lease writes; {deletes} objects deleted, \
          {creates} created; {reconciles} reconciles; \
          slowest convergence {slowest:.1?}",
-        started.elapsed(),
-        failures.len(),
+        seeds.summary(failures.len()),
     );
-    assert!(
-        failures.is_empty(),
-        "{} of {count} sharded seeds failed; replay one with CHAOS_SEED=<seed> CHAOS_SEEDS=1\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    seeds.verdict("sharded ", &failures);
 }
 
 pub(super) struct Fleet<'a> {
