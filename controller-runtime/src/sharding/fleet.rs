@@ -8,7 +8,7 @@
 //! (the [`ClusterRequest`]'s display), so the same name in two clusters is
 //! two keys that may land on different replicas. The [handover
 //! rule](super#the-handover-rule) holds as for a single-cluster controller:
-//! the same [`ShardGate`] parks, drops and admits the requests, and when an
+//! the same shard gate parks, drops and admits the requests, and when an
 //! epoch settles the keys that moved in are queued again from the cache of
 //! the controller's kind in each attached cluster. The membership runs as
 //! a manager runnable, the controller adds the readiness check
