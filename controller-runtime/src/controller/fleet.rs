@@ -30,7 +30,10 @@
 //! cluster's stalled API server leave the others' going.
 //!
 //! A fleet controller is a leader-only runnable: with leader election,
-//! only the leader reconciles the fleet. The manager's own cluster is not
+//! only the leader reconciles the fleet; a sharded one
+//! ([`ShardedFleetExt::sharded`](crate::sharding::fleet::ShardedFleetExt))
+//! runs on every replica, each reconciling its share of the
+//! `(cluster, namespace, name)`s. The manager's own cluster is not
 //! part of the fleet; a [`Manager::controller`] reconciles it.
 //!
 //! ```no_run
@@ -122,6 +125,7 @@ impl Manager {
             settings: Settings::default(),
             rate_limiter: None,
             per_cluster: None,
+            leader_only: true,
             _kind: PhantomData,
         }
     }
@@ -137,10 +141,33 @@ pub struct FleetControllerBuilder<K> {
     settings: Settings,
     rate_limiter: Option<Box<dyn RateLimiter<ClusterRequest>>>,
     per_cluster: Option<usize>,
+    /// Runs only on the leader (not when sharded: every replica works).
+    leader_only: bool,
     _kind: PhantomData<fn() -> K>,
 }
 
 impl<K: Object> FleetControllerBuilder<K> {
+    /// The manager the controller is built on.
+    pub(crate) fn manager(&self) -> &Manager {
+        &self.mgr
+    }
+
+    /// The controller's name as set so far (default: the kind in lower
+    /// case).
+    pub(crate) fn current_name(&self) -> String {
+        self.settings
+            .name
+            .clone()
+            .unwrap_or_else(|| K::kind(&()).to_lowercase())
+    }
+
+    /// Runs the controller on every replica, leader or not (a sharded
+    /// fleet controller).
+    pub(crate) fn on_every_replica(mut self) -> Self {
+        self.leader_only = false;
+        self
+    }
+
     /// Names the controller (default: the kind in lower case).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.settings.name = Some(name.into());
@@ -288,6 +315,7 @@ impl<K: Object> FleetControllerBuilder<K> {
             controller_metrics: ControllerMetrics::new(self.mgr.metrics(), &name),
             next_id: AtomicU64::new(1),
             members: Mutex::new(HashMap::new()),
+            leader_only: self.leader_only,
         };
         self.mgr.add_runnable(runnable);
         Ok(FleetController { name, queue })

@@ -61,6 +61,19 @@ pub enum BuilderError {
         /// The kinds declared owned before `.sharded(..)`.
         kinds: Vec<String>,
     },
+    /// A fleet controller sharded in label mode: the sharder would have to
+    /// label objects in the member clusters. Fleet controllers shard in
+    /// filter mode ([`ShardMode::Filter`](crate::sharding::config::ShardMode)).
+    #[error(
+        "fleet controller {controller:?}: ring {ring:?} is in label mode; a fleet controller \
+         shards in filter mode only (ShardingConfig::mode(ShardMode::Filter))"
+    )]
+    FleetLabelMode {
+        /// The fleet controller.
+        controller: String,
+        /// The ring.
+        ring: String,
+    },
     /// The shard membership of a sharded controller could not be made (a
     /// `sharding::membership::MembershipError`: its settings break a rule).
     #[error("shard membership: {0}")]

@@ -31,6 +31,8 @@
 //! to that moment).
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::hash::Hash;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -42,11 +44,18 @@ use super::ring::Ring;
 use super::view::RingView;
 use crate::request::Request;
 
+/// What a gate admits: a request whose `Display` is its shard key on the
+/// ring ([`Request`]: `namespace/name`; a fleet's
+/// [`ClusterRequest`](crate::request::ClusterRequest): `cluster/namespace/name`).
+pub trait GateKey: Clone + Eq + Hash + fmt::Display + fmt::Debug + Send + Sync + 'static {}
+
+impl<Q: Clone + Eq + Hash + fmt::Display + fmt::Debug + Send + Sync + 'static> GateKey for Q {}
+
 /// What a worker may do with a request; see the [module documentation](self).
 #[derive(Debug)]
-pub enum Admission {
+pub enum Admission<Q: GateKey = Request> {
     /// Reconcile it; keep the guard until the reconcile ends.
-    Reconcile(InFlight),
+    Reconcile(InFlight<Q>),
     /// Another replica owns it: drop it.
     NotMine,
     /// Ours, after the handover: parked, queued again when the epoch settles.
@@ -74,26 +83,26 @@ pub struct GateStats {
     pub in_flight: usize,
 }
 
-type Requeue = Box<dyn Fn(Vec<Request>) + Send + Sync>;
-type Keys = Box<dyn Fn() -> Vec<Request> + Send + Sync>;
+type Requeue<Q> = Box<dyn Fn(Vec<Q>) + Send + Sync>;
+type Keys<Q> = Box<dyn Fn() -> Vec<Q> + Send + Sync>;
 type Departed = Box<dyn Fn(&[String]) + Send + Sync>;
 
-struct State {
+struct State<Q> {
     acting: RingView,
     settled: Option<(u64, Ring)>,
-    in_flight: HashMap<Request, usize>,
-    parked: HashSet<Request>,
-    foreign: HashSet<Request>,
+    in_flight: HashMap<Q, usize>,
+    parked: HashSet<Q>,
+    foreign: HashSet<Q>,
     stats: GateStats,
 }
 
-struct Inner {
+struct Inner<Q> {
     identity: String,
-    state: Mutex<State>,
+    state: Mutex<State<Q>>,
     ack: AckHandle,
     fence: CancellationToken,
-    requeue: Mutex<Option<Requeue>>,
-    keys: Mutex<Option<Keys>>,
+    requeue: Mutex<Option<Requeue<Q>>>,
+    keys: Mutex<Option<Keys<Q>>>,
     departed: Mutex<Option<Departed>>,
 }
 
@@ -101,12 +110,20 @@ struct Inner {
 /// controller asks it before each reconcile (`begin`): `Reconcile` with a
 /// guard to hold while reconciling, or `NotMine`, `Wait` or `Fenced`. Not
 /// public: `.sharded(&membership)` on the controller builder installs it.
-#[derive(Clone)]
-pub struct ShardGate {
-    inner: Arc<Inner>,
+/// `Q` is what the controller's queue holds.
+pub struct ShardGate<Q: GateKey = Request> {
+    inner: Arc<Inner<Q>>,
 }
 
-impl std::fmt::Debug for ShardGate {
+impl<Q: GateKey> Clone for ShardGate<Q> {
+    fn clone(&self) -> Self {
+        ShardGate {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<Q: GateKey> std::fmt::Debug for ShardGate<Q> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShardGate")
             .field("identity", &self.inner.identity)
@@ -118,12 +135,12 @@ impl std::fmt::Debug for ShardGate {
 /// A reconcile admitted by a [`ShardGate`]; dropping it ends the reconcile
 /// for the handover rule.
 #[derive(Debug)]
-pub struct InFlight {
-    gate: ShardGate,
-    req: Request,
+pub struct InFlight<Q: GateKey = Request> {
+    gate: ShardGate<Q>,
+    req: Q,
 }
 
-impl Drop for InFlight {
+impl<Q: GateKey> Drop for InFlight<Q> {
     fn drop(&mut self) {
         let mut state = self.gate.inner.state.lock();
         if let Some(n) = state.in_flight.get_mut(&self.req) {
@@ -136,9 +153,9 @@ impl Drop for InFlight {
     }
 }
 
-impl ShardGate {
+impl<Q: GateKey> ShardGate<Q> {
     /// A gate for this replica's membership.
-    pub fn new(membership: &Membership) -> ShardGate {
+    pub fn new(membership: &Membership) -> ShardGate<Q> {
         ShardGate::with_parts(
             membership.identity(),
             membership.ack_handle(),
@@ -152,7 +169,7 @@ impl ShardGate {
         identity: impl Into<String>,
         ack: AckHandle,
         fence: CancellationToken,
-    ) -> ShardGate {
+    ) -> ShardGate<Q> {
         ShardGate {
             inner: Arc::new(Inner {
                 identity: identity.into(),
@@ -175,13 +192,13 @@ impl ShardGate {
 
     /// Where requests go when they move in or are unparked (the
     /// controller's workqueue).
-    pub fn set_requeue(&self, requeue: impl Fn(Vec<Request>) + Send + Sync + 'static) {
+    pub fn set_requeue(&self, requeue: impl Fn(Vec<Q>) + Send + Sync + 'static) {
         *self.inner.requeue.lock() = Some(Box::new(requeue));
     }
 
     /// Where the keys of the controller's objects come from (its primary
     /// cache), to find the keys that moved in.
-    pub fn set_keys(&self, keys: impl Fn() -> Vec<Request> + Send + Sync + 'static) {
+    pub fn set_keys(&self, keys: impl Fn() -> Vec<Q> + Send + Sync + 'static) {
         *self.inner.keys.lock() = Some(Box::new(keys));
     }
 
@@ -261,8 +278,8 @@ impl ShardGate {
                     .collect()
             })
             .unwrap_or_default();
-        let mut queue: HashSet<Request> = state.parked.drain().collect();
-        let foreign: Vec<Request> = state.foreign.drain().collect();
+        let mut queue: HashSet<Q> = state.parked.drain().collect();
+        let foreign: Vec<Q> = state.foreign.drain().collect();
         let known = self
             .inner
             .keys
@@ -300,7 +317,7 @@ impl ShardGate {
     }
 
     /// Decides whether `req` may be reconciled now; see [`Admission`].
-    pub fn begin(&self, req: &Request) -> Admission {
+    pub fn begin(&self, req: &Q) -> Admission<Q> {
         if self.inner.fence.is_cancelled() {
             return Admission::Fenced;
         }
@@ -332,7 +349,7 @@ impl ShardGate {
 
     /// Acknowledges the acting epoch once no reconcile of a key it took away
     /// is in flight.
-    fn acknowledge_if_drained(&self, state: &mut State) {
+    fn acknowledge_if_drained(&self, state: &mut State<Q>) {
         let epoch = state.acting.epoch;
         if epoch == 0 || self.inner.ack.acknowledged() >= epoch {
             return;

@@ -41,7 +41,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::assignment::{Admission, ShardGate};
+use super::assignment::{Admission, GateKey, ShardGate};
 use super::config::ShardMode;
 use super::label_gate::{LabelAdmission, LabelGate};
 use super::labeller::{self, KindStarter, OwnerKind};
@@ -171,12 +171,12 @@ impl Runnable for MembershipRunnable {
 }
 
 /// Keeps a gate on the membership's view.
-struct GateFollower {
-    gate: ShardGate,
+struct GateFollower<Q: GateKey> {
+    gate: ShardGate<Q>,
     membership: Membership,
 }
 
-impl Runnable for GateFollower {
+impl<Q: GateKey> Runnable for GateFollower<Q> {
     fn name(&self) -> String {
         "shard gate".to_string()
     }
@@ -197,10 +197,37 @@ impl Runnable for GateFollower {
 }
 
 /// Adds `membership` to `mgr` as a runnable, once.
-fn install(mgr: &Manager, membership: &Membership) {
+pub(super) fn install(mgr: &Manager, membership: &Membership) {
     if !membership.mark_installed() {
         mgr.add_runnable(MembershipRunnable(membership.clone()));
     }
+}
+
+/// Filter mode's runnables and checks around `gate` (of the controller
+/// `controller`): the membership (once per replica), the gate following
+/// its view, and the readiness check `shard-<controller>`.
+pub(super) fn install_gate<Q: GateKey>(
+    mgr: &Manager,
+    controller: &str,
+    membership: &Membership,
+    gate: &ShardGate<Q>,
+) -> Result<(), ManagerError> {
+    install(mgr, membership);
+    mgr.add_runnable(GateFollower {
+        gate: gate.clone(),
+        membership: membership.clone(),
+    });
+    let ready = gate.clone();
+    mgr.add_readyz_check(
+        format!("shard-{controller}"),
+        check_fn(move || {
+            if ready.is_ready() {
+                Ok(())
+            } else {
+                Err("not a member of a settled epoch yet".to_string())
+            }
+        }),
+    )
 }
 
 /// Turns sharding on for a controller builder: `.sharded(&membership)`.
@@ -403,12 +430,7 @@ fn complete_filter<K: Object, M: 'static>(
         let (reassign, membership) = (reassign.clone(), membership.clone());
         move |gone| reassign.record(&membership, gone)
     });
-    install(mgr, membership);
-    mgr.add_runnable(GateFollower {
-        gate: gate.clone(),
-        membership: membership.clone(),
-    });
-    let ring_gate = gate.clone();
+    let stats_gate = gate.clone();
     let identity = membership.identity().to_string();
     let informer = mgr.cache().informer::<K>();
     ShardMetrics::register(
@@ -416,7 +438,7 @@ fn complete_filter<K: Object, M: 'static>(
         controller.name(),
         membership,
         super::metrics::Source::Ring {
-            gate: ring_gate,
+            stats: Box::new(move || stats_gate.stats()),
             owned: Box::new(move |ring| {
                 informer
                     .list()
@@ -428,16 +450,6 @@ fn complete_filter<K: Object, M: 'static>(
             reassign,
         },
     );
-    let ready = gate.clone();
-    mgr.add_readyz_check(
-        format!("shard-{}", controller.name()),
-        check_fn(move || {
-            if ready.is_ready() {
-                Ok(())
-            } else {
-                Err("not a member of a settled epoch yet".to_string())
-            }
-        }),
-    )?;
+    install_gate(mgr, controller.name(), membership, &gate)?;
     Ok(controller)
 }

@@ -60,7 +60,7 @@ use prometheus::proto::MetricFamily;
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Opts};
 use tokio::time::Instant;
 
-use super::assignment::ShardGate;
+use super::assignment::GateStats;
 use super::label_gate::LabelGate;
 use super::labeller::LabelCounters;
 use super::membership::Membership;
@@ -70,7 +70,8 @@ use crate::manager::Manager;
 /// Where a controller's figures come from.
 pub(super) enum Source {
     Ring {
-        gate: ShardGate,
+        /// The gate's counters (of a gate over any kind of request).
+        stats: Box<dyn Fn() -> GateStats + Send + Sync>,
         owned: Box<dyn Fn(&Ring) -> usize + Send + Sync>,
         reassign: ReassignTimes,
     },
@@ -266,11 +267,11 @@ impl ShardMetrics {
         f.epoch.set(i64::try_from(view.epoch).unwrap_or(i64::MAX));
         match &self.source {
             Source::Ring {
-                gate,
+                stats,
                 owned,
                 reassign,
             } => {
-                let stats = gate.stats();
+                let stats = stats();
                 f.owned.set(gauge(owned(&view.ring)));
                 catch_up(&f.dropped, stats.dropped);
                 catch_up(&f.parked, stats.parked);

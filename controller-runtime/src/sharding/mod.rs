@@ -30,6 +30,9 @@
 //!   which puts the reconciler behind the gate of the configured mode, runs
 //!   the membership, registers the `sharding_*` metrics and a readiness
 //!   check.
+//! - [`fleet`]: a fleet controller's `(cluster, namespace, name)`s spread
+//!   over the replicas, `fleet_builder.sharded(&membership)`
+//!   ([`fleet::ShardedFleetExt`]), filter mode only.
 //! - [`manifests`]: a Deployment of N replicas with the Leases' RBAC.
 //!
 //! # Objects in the API
@@ -144,6 +147,7 @@ pub mod config;
 pub mod controller;
 mod coordinator;
 mod departed;
+pub mod fleet;
 mod label_gate;
 mod labeller;
 pub mod labels;

@@ -197,8 +197,10 @@ fn parse_fleet(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<proc_macro2
 fn fleet_with_sharding(span: proc_macro2::Span) -> syn::Error {
     syn::Error::new(
         span,
-        "`fleet` and `sharding` exclude each other: a sharded fleet controller is not \
-         supported; run the fleet controller on the leader (`leader_election`) instead",
+        "`fleet` and `sharding` exclude each other: the derive does not generate a sharded \
+         fleet controller; build one with `mgr.fleet_controller::<K>().sharded(&membership)` \
+         (filter mode, `sharding::fleet::ShardedFleetExt`), or run the fleet controller on the \
+         leader (`leader_election`)",
     )
 }
 

@@ -53,6 +53,8 @@ pub(super) struct FleetRunnable {
     pub(super) next_id: AtomicU64,
     /// The clusters this controller watches now, by name.
     pub(super) members: Mutex<HashMap<Arc<str>, Arc<Member>>>,
+    /// Whether only the leader runs it.
+    pub(super) leader_only: bool,
 }
 
 /// One cluster as the controller watches it.
@@ -120,6 +122,10 @@ impl RequestSink for ClusterSink {
 impl Runnable for FleetRunnable {
     fn name(&self) -> String {
         format!("fleet controller {}", self.name)
+    }
+
+    fn needs_leader_election(&self) -> bool {
+        self.leader_only
     }
 
     fn start(self: Arc<Self>, stop: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {

@@ -333,3 +333,51 @@ fn the_model_exercises_handovers() {
         run_model(&ops)
     );
 }
+
+/// A fleet controller's gate keys its requests by `cluster/namespace/name`:
+/// the same name in two clusters is two keys, each admitted by its own
+/// owner, and moved-in keys come back as cluster requests.
+#[test]
+fn a_fleet_gate_keys_requests_by_cluster() {
+    use crate::request::ClusterRequest;
+    let two = Ring::new(["a", "b"]);
+    let in_cluster = |c: &str, n: &str| ClusterRequest::new(c, req(n));
+    let name = (0..100)
+        .map(|i| format!("o{i}"))
+        .find(|n| {
+            two.owner(&in_cluster("c0", n).to_string())
+                != two.owner(&in_cluster("c1", n).to_string())
+        })
+        .unwrap_or_default();
+    let (c0, c1) = (in_cluster("c0", &name), in_cluster("c1", &name));
+    let (a, b): (ShardGate<ClusterRequest>, ShardGate<ClusterRequest>) = (
+        ShardGate::with_parts("a", AckHandle::detached(), CancellationToken::new()),
+        ShardGate::with_parts("b", AckHandle::detached(), CancellationToken::new()),
+    );
+    let requeued: Arc<Mutex<Vec<ClusterRequest>>> = Arc::default();
+    b.set_requeue({
+        let requeued = Arc::clone(&requeued);
+        move |reqs| requeued.lock().extend(reqs)
+    });
+    b.set_keys({
+        let (c0, c1) = (c0.clone(), c1.clone());
+        move || vec![c0.clone(), c1.clone()]
+    });
+    let settled = view(1, &["a", "b"], &[("a", 1), ("b", 1)]);
+    a.observe(settled.clone());
+    b.observe(settled);
+    let mine_a = |r: &ClusterRequest| matches!(a.begin(r), Admission::Reconcile(_));
+    let mine_b = |r: &ClusterRequest| matches!(b.begin(r), Admission::Reconcile(_));
+    assert!(mine_a(&c0) != mine_a(&c1), "one name, two keys, two owners");
+    assert_eq!((mine_b(&c0), mine_b(&c1)), (!mine_a(&c0), !mine_a(&c1)));
+    let b_owns: Vec<ClusterRequest> = [&c0, &c1]
+        .into_iter()
+        .filter(|r| two.owns("b", &r.to_string()))
+        .cloned()
+        .collect();
+    assert_eq!(
+        *requeued.lock(),
+        b_owns,
+        "b's keys moved in from the caches"
+    );
+}

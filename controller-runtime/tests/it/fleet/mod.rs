@@ -4,12 +4,14 @@
 //! `controllers` reconciles in five clusters engaged and disengaged while
 //! their objects change, and goes on when one cluster's server dies;
 //! `derive` runs a `#[derive(Controller)]` with `fleet` under its
-//! generated RBAC; `memory` sees a disengaged cluster's cache freed.
+//! generated RBAC; `memory` sees a disengaged cluster's cache freed;
+//! `sharded` spreads a fleet controller's `(cluster, key)`s over replicas.
 
 mod controllers;
 mod derive;
 mod memory;
 mod providers;
+mod sharded;
 
 use std::time::Duration;
 
