@@ -215,3 +215,24 @@ fn workspace_root() -> Result<PathBuf, String> {
         .map(Path::to_path_buf)
         .ok_or_else(|| "xtask has no parent directory".into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_committed_report_is_what_its_json_renders() {
+        let root = workspace_root().expect("a workspace");
+        let dir = std::env::temp_dir().join(format!("informer-perf-render-{}", std::process::id()));
+        let rendered = render(&root.join("docs/performance.json"), &dir, true);
+        let got = std::fs::read_to_string(dir.join("performance.md"));
+        let _ = std::fs::remove_dir_all(&dir);
+        rendered.expect("docs/performance.json renders");
+        let want = std::fs::read_to_string(root.join("docs/performance.md")).expect("the report");
+        assert!(
+            got.expect("a rendered report") == want,
+            "docs/performance.md is not what `cargo xtask bench --render docs/performance.json` \
+             writes (a template changed without a render?): run it"
+        );
+    }
+}
