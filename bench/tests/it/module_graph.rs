@@ -12,6 +12,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("heap", 1),
     ("record", 1),
     ("controller", 2),
+    ("fleet", 2),
     ("indexer", 2),
     ("protobuf", 2),
     ("relist", 2),
