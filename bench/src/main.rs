@@ -55,8 +55,13 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     sync_sizes: Vec<usize>,
     /// Write the JSON records here.
-    #[arg(long)]
-    out: PathBuf,
+    #[arg(long, required_unless_present = "touch")]
+    out: Option<PathBuf>,
+    /// Not a bench run: make the writes of one watch-event measurement
+    /// (`NAMESPACE:EVENTS:ROUND`) and exit. The protobuf scenario starts
+    /// this program so, to keep the writes' CPU time out of its own.
+    #[arg(long, hide = true)]
+    touch: Option<String>,
     /// The commit measured (`git describe`-like, `+dirty` when the work
     /// tree had changes), recorded in the JSON for the report.
     #[arg(long)]
@@ -183,6 +188,20 @@ struct Output<'a> {
     records: &'a [record::Record],
 }
 
+/// `--touch NAMESPACE:EVENTS:ROUND`: the writes of one watch-event
+/// measurement, in this process.
+async fn touch(server: &str, spec: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let mut parts = spec.split(':');
+    let (Some(namespace), Some(events), Some(round), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(format!("--touch wants NAMESPACE:EVENTS:ROUND, got {spec:?}").into());
+    };
+    let client = Client::try_from(Config::new(server.parse()?))?;
+    protobuf::write_all(&client, namespace, events.parse()?, round.parse()?).await?;
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let mut plan = Plan::new(args.quick, args.runs);
@@ -194,9 +213,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .worker_threads(4)
         .enable_all()
         .build()?;
+    if let Some(spec) = &args.touch {
+        return runtime.block_on(touch(&args.server, spec));
+    }
+    let out_path = args.out.clone().ok_or("--out is required")?;
     let records = runtime.block_on(async {
         let config = Config::new(args.server.parse()?);
-        let client = Client::try_from(config)?;
+        let client = Client::try_from(config.clone())?;
+        let writer = protobuf::Writer {
+            server: args.server.clone(),
+        };
         let mut out = record::Records::default();
         // In-memory scenarios first, then the controller (which watches every
         // namespace, so it runs before the other scenarios seed theirs).
@@ -220,13 +246,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             sync::run(&client, &plan, &mut out).await?;
         }
         if wanted("protobuf") {
-            protobuf::run(&client, &plan, &mut out).await?;
+            protobuf::run(&client, &writer, &plan, &mut out).await?;
         }
         if wanted("scope") {
             scope::run(&client, &plan, &mut out).await?;
         }
         if wanted("sharding") {
-            sharding::run(&client, &plan, &mut out).await?;
+            sharding::run(&client, &config, &plan, &mut out).await?;
         }
         if wanted("fleet") {
             let bin = args
@@ -260,6 +286,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         commit: args.commit.as_deref(),
         records: &records,
     };
-    std::fs::write(&args.out, serde_json::to_string_pretty(&output)?)?;
+    std::fs::write(&out_path, serde_json::to_string_pretty(&output)?)?;
     Ok(())
 }

@@ -4,14 +4,16 @@
 //! for ConfigMaps, informer-rs with them kept); then watch events of
 //! ConfigMaps on a synced cache.
 //! Measured: the bench process's CPU time per object (user + system of
-//! every thread, the counters `getrusage(RUSAGE_SELF)` reports, read from
-//! `/proc/self/stat`; envtest-server is another process, so its cost is not
-//! counted), the wall-clock time to synced, the heap the synced cache
-//! retains per object, the bytes of the list pages on the wire per object
-//! (see `wire`) and the CPU per watch event. The protobuf and JSON rows
+//! every thread, read from the process CPU clock to the nanosecond;
+//! envtest-server is another process, so its cost is not counted), the
+//! wall-clock time to synced, the heap the synced cache retains per object,
+//! the bytes of the list pages on the wire per object (see `wire`) and the
+//! CPU per watch event (the writes made by another process). The protobuf and JSON rows
 //! share the kube-runtime column (one kube-runtime sync per run).
 
 mod wire;
+
+pub use wire::{Writer, write_all};
 
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
@@ -37,26 +39,14 @@ const LIMIT: Duration = Duration::from_secs(300);
 const PAGE: u32 = 500;
 /// Watch events measured per run (fewer when there are fewer objects).
 const EVENTS: usize = 5_000;
-/// Clock ticks per second of `/proc/self/stat` (`USER_HZ`, 100 on Linux).
-const TICKS: f64 = 100.0;
-
-/// CPU time used by this process so far (all threads, user + system).
-fn cpu_time() -> Result<Duration, BenchError> {
-    let stat = std::fs::read_to_string("/proc/self/stat").map_err(BenchError::msg)?;
-    // The fields after the command name (which may hold spaces) in parentheses.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .ok_or_else(|| BenchError::msg("/proc/self/stat has no command name"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| -> Result<f64, BenchError> {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .ok_or_else(|| BenchError::msg("/proc/self/stat: no utime/stime"))
-    };
-    // utime and stime are fields 14 and 15; field 3 is the first after ')'.
-    Ok(Duration::from_secs_f64((tick(11)? + tick(12)?) / TICKS))
+/// CPU time used by this process so far (all threads, user + system), to
+/// the nanosecond.
+fn cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// One sync: CPU time, wall-clock time and the heap retained once synced.
@@ -80,7 +70,7 @@ where
 {
     crate::heap::settle().await;
     let heap = Window::start();
-    let cpu = cpu_time()?;
+    let cpu = cpu_time();
     let start = Instant::now();
     let lw = ApiListerWatcher::new(api, ListWatchOptions::default()).protobuf(read.protobuf);
     let informer = SharedIndexInformer::builder(lw)
@@ -98,7 +88,7 @@ where
         .await
         .map_err(BenchError::msg)?;
     let mut sample = Sample {
-        cpu: cpu_time()?.saturating_sub(cpu),
+        cpu: cpu_time().saturating_sub(cpu),
         elapsed: start.elapsed(),
         retained: 0,
     };
@@ -118,7 +108,7 @@ where
     use kube_runtime::{WatchStreamExt, reflector, watcher};
     crate::heap::settle().await;
     let heap = Window::start();
-    let cpu = cpu_time()?;
+    let cpu = cpu_time();
     let start = Instant::now();
     let (store, writer) = reflector::store::<K>();
     let stop = CancellationToken::new();
@@ -143,7 +133,7 @@ where
         .map_err(BenchError::msg)?
         .map_err(BenchError::msg)?;
     let mut sample = Sample {
-        cpu: cpu_time()?.saturating_sub(cpu),
+        cpu: cpu_time().saturating_sub(cpu),
         elapsed: start.elapsed(),
         retained: 0,
     };
@@ -348,6 +338,7 @@ async fn kept(
 /// Watch events of ConfigMaps: CPU per event of the three clients.
 async fn watch_events(
     client: &Client,
+    writer: &Writer,
     namespace: &str,
     objects: usize,
     runs: usize,
@@ -360,9 +351,6 @@ async fn watch_events(
         round += 1;
         round
     };
-    // Warm-up, then the writes' own cost with nobody watching.
-    wire::writes_alone(client, namespace, events, next()).await?;
-    let writes = wire::writes_alone(client, namespace, events, next()).await?;
     for run in 0..runs {
         let order = if run % 2 == 0 {
             [Watcher::Ours(true), Watcher::Ours(false), Watcher::Kube]
@@ -371,7 +359,7 @@ async fn watch_events(
         };
         let mut per = [0.0; 3];
         for w in order {
-            let cpu = wire::cpu_per_event(client, namespace, events, next(), w, writes).await?;
+            let cpu = wire::cpu_per_event(client, writer, namespace, events, next(), w).await?;
             let at = match w {
                 Watcher::Ours(true) => 0,
                 Watcher::Ours(false) => 1,
@@ -401,8 +389,14 @@ async fn watch_events(
     Ok(())
 }
 
-/// Runs the scenario at every initial-sync size of `plan`.
-pub async fn run(client: &Client, plan: &Plan, out: &mut Records) -> Result<(), BenchError> {
+/// Runs the scenario at every initial-sync size of `plan`; `writer` makes
+/// the writes of the watch-event figures.
+pub async fn run(
+    client: &Client,
+    writer: &Writer,
+    plan: &Plan,
+    out: &mut Records,
+) -> Result<(), BenchError> {
     for &objects in &plan.sync_sizes {
         let ns = format!("protobuf-cm-{objects}");
         fixtures::seed(client, &ns, objects)
@@ -418,7 +412,7 @@ pub async fn run(client: &Client, plan: &Plan, out: &mut Records) -> Result<(), 
         };
         measure(&kind, plan.runs, out).await?;
         kept(&cms, objects, plan.runs, out).await?;
-        watch_events(client, &ns, objects, plan.runs, out).await?;
+        watch_events(client, writer, &ns, objects, plan.runs, out).await?;
         let ns = format!("protobuf-pod-{objects}");
         seed_pods(client, &ns, objects).await?;
         let kind = Kind {

@@ -18,6 +18,8 @@
 //! kube-runtime has no sharding: its row is one `Controller` (concurrency
 //! 4, the same reconcile) over all N objects, next to the 1-replica case.
 
+mod recovery;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -53,13 +55,20 @@ const WORKERS: usize = 4;
 struct Done {
     min_round: AtomicU32,
     names: Mutex<HashSet<String>>,
+    /// How long one reconcile waits.
+    work: Duration,
 }
 
 impl Done {
     fn new() -> Arc<Done> {
+        Done::with_work(WORK)
+    }
+
+    fn with_work(work: Duration) -> Arc<Done> {
         Arc::new(Done {
             min_round: AtomicU32::new(0),
             names: Mutex::new(HashSet::new()),
+            work,
         })
     }
 
@@ -68,7 +77,7 @@ impl Done {
         self.names.lock().clear();
     }
 
-    /// The shared reconcile: wait 20 ms for an object of the current round.
+    /// The shared reconcile: wait `work` for an object of the current round.
     async fn reconcile(&self, cm: &ConfigMap) {
         let seeded = cm
             .metadata
@@ -78,7 +87,9 @@ impl Done {
         if !seeded || round_of(cm) < self.min_round.load(Ordering::Acquire) {
             return;
         }
-        tokio::time::sleep(WORK).await;
+        if !self.work.is_zero() {
+            tokio::time::sleep(self.work).await;
+        }
         if let Some(name) = cm.metadata.name.clone() {
             self.names.lock().insert(name);
         }
@@ -121,6 +132,7 @@ impl Reconciler for Sharded {
 struct Replica {
     id: String,
     informer: ScopedInformer<ConfigMap>,
+    membership: Membership,
     stop: CancellationToken,
     task: JoinHandle<Result<(), controller_runtime::manager::ManagerError>>,
 }
@@ -134,13 +146,24 @@ fn config(ring: &str, id: &str) -> ShardingConfig {
         .mode(ShardMode::Label)
 }
 
+/// Starts a replica in label mode.
 async fn start(
     client: &Client,
     ring: &str,
     id: &str,
     done: &Arc<Done>,
 ) -> Result<Replica, BenchError> {
-    let cfg = config(ring, id);
+    start_with(client, config(ring, id), done).await
+}
+
+/// Starts a replica as `cfg` says (its cache selecting its shard label in
+/// label mode), talking through `client`.
+async fn start_with(
+    client: &Client,
+    cfg: ShardingConfig,
+    done: &Arc<Done>,
+) -> Result<Replica, BenchError> {
+    let id = cfg.identity.clone();
     let mgr = Manager::builder(client.clone())
         .namespace(NAMESPACE)
         .cache_options::<ConfigMap>(cfg.informer_options())
@@ -162,8 +185,9 @@ async fn start(
         async move { mgr.run(stop).await }
     });
     Ok(Replica {
-        id: id.to_string(),
+        id,
         informer: mgr.cache().informer(),
+        membership,
         stop,
         task,
     })
@@ -174,7 +198,7 @@ async fn start(
 async fn settled(
     client: &Client,
     ring: &str,
-    replicas: &[Replica],
+    replicas: &[&Replica],
     objects: usize,
 ) -> Result<(), BenchError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
@@ -237,7 +261,8 @@ async fn ours(
         replicas.push(start(client, &ring, &format!("{ring}-{round}-{i}"), &done).await?);
     }
     let result = async {
-        settled(client, &ring, &replicas, objects).await?;
+        let all: Vec<&Replica> = replicas.iter().collect();
+        settled(client, &ring, &all, objects).await?;
         done.wait_all(objects).await?;
         crate::heap::settle().await;
         let per_replica = heap.retained() as f64 / n as f64;
@@ -305,8 +330,14 @@ async fn kube(client: &Client, objects: usize, round: u32) -> Result<(f64, f64),
     result
 }
 
-/// Runs the scenario.
-pub async fn run(client: &Client, plan: &Plan, out: &mut Records) -> Result<(), BenchError> {
+/// Runs the scenario; the recovery case's replicas reach the server that
+/// `server` describes through clients of their own.
+pub async fn run(
+    client: &Client,
+    server: &kube_client::Config,
+    plan: &Plan,
+    out: &mut Records,
+) -> Result<(), BenchError> {
     let objects = plan.sharding_objects;
     fixtures::seed(client, NAMESPACE, objects)
         .await
@@ -357,5 +388,5 @@ pub async fn run(client: &Client, plan: &Plan, out: &mut Records) -> Result<(), 
             }
         }
     }
-    Ok(())
+    recovery::run(client, server, plan, out).await
 }

@@ -1,11 +1,9 @@
 //! The protobuf scenario's other figures: the bytes a list of a kind takes
 //! on the wire in protobuf and in JSON, and the client CPU per watch
-//! event, the writes made with raw requests whose answers are not parsed
-//! (their cost, measured with no watcher running, is subtracted).
+//! event, the writes made by another process (see [`Writer`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt, stream};
 use http_body_util::BodyExt;
@@ -105,34 +103,67 @@ async fn touch(client: &Client, namespace: &str, i: usize, round: usize) -> Resu
     Ok(())
 }
 
-/// Makes `events` changes (ConfigMaps 0.. of `namespace`, round `round`)
-/// and waits until `seen` reaches `events`; returns the CPU time used.
-async fn write_and_wait(
+/// Makes `events` changes (ConfigMaps 0.. of `namespace`, a new value
+/// `round` of their `round` label), 32 in flight. What the process started
+/// by [`Writer`] runs.
+pub async fn write_all(
     client: &Client,
     namespace: &str,
     events: usize,
     round: usize,
-    seen: Option<(&AtomicUsize, &Notify)>,
-) -> Result<Duration, BenchError> {
-    let cpu = cpu_time()?;
+) -> Result<(), BenchError> {
     stream::iter(0..events)
         .map(|i| touch(client, namespace, i, round))
         .buffer_unordered(fixtures::IN_FLIGHT)
         .try_for_each(|()| async { Ok(()) })
-        .await?;
-    if let Some((seen, changed)) = seen {
-        let deadline = tokio::time::Instant::now() + LIMIT;
-        while seen.load(Ordering::SeqCst) < events {
-            let notified = changed.notified();
-            if seen.load(Ordering::SeqCst) >= events {
-                break;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Err(BenchError("the watch did not see every change".into()));
-            }
+        .await
+}
+
+/// The writes of a watch-event measurement, made by another process (this
+/// program again, with `--touch`), so that their cost is not counted in
+/// the bench process's CPU time.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    /// The server's base URL, as this program was given it.
+    pub server: String,
+}
+
+impl Writer {
+    /// Makes the changes of [`write_all`] from a child process and waits
+    /// for it to exit.
+    async fn write(&self, namespace: &str, events: usize, round: usize) -> Result<(), BenchError> {
+        let exe = std::env::current_exe().map_err(BenchError::msg)?;
+        let mut child = std::process::Command::new(exe)
+            .args(["--server", &self.server, "--touch"])
+            .arg(format!("{namespace}:{events}:{round}"))
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| BenchError(format!("starting the writer process: {e}")))?;
+        let status = tokio::task::spawn_blocking(move || child.wait())
+            .await
+            .map_err(BenchError::msg)?
+            .map_err(BenchError::msg)?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(BenchError(format!("the writer process failed: {status}")))
         }
     }
-    Ok(cpu_time()?.saturating_sub(cpu))
+}
+
+/// Waits until `updates` saw `events` changes.
+async fn wait_seen(updates: &Updates, events: usize) -> Result<(), BenchError> {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while updates.seen.load(Ordering::SeqCst) < events {
+        let notified = updates.changed.notified();
+        if updates.seen.load(Ordering::SeqCst) >= events {
+            break;
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            return Err(BenchError("the watch did not see every change".into()));
+        }
+    }
+    Ok(())
 }
 
 /// Counts updates.
@@ -169,15 +200,16 @@ pub enum Watcher {
 }
 
 /// The client CPU per watch event of `watcher`: a synced cache of the
-/// ConfigMaps of `namespace` sees `events` changes; the writes' own cost
-/// (`writes`, measured with no watcher) is taken off.
+/// ConfigMaps of `namespace` sees `events` changes, made by `writer`'s
+/// process; the bench process's CPU time from the first write until the
+/// cache saw the last change, divided by `events`.
 pub async fn cpu_per_event(
     client: &Client,
+    writer: &Writer,
     namespace: &str,
     events: usize,
     round: usize,
     watcher: Watcher,
-    writes: Duration,
 ) -> Result<f64, BenchError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let updates = Arc::new(Updates::default());
@@ -234,26 +266,13 @@ pub async fn cpu_per_event(
             task
         }
     };
-    let cpu = write_and_wait(
-        client,
-        namespace,
-        events,
-        round,
-        Some((&updates.seen, &updates.changed)),
+    let cpu = cpu_time();
+    let measured = tokio::try_join!(
+        writer.write(namespace, events, round),
+        wait_seen(&updates, events)
     )
-    .await;
+    .map(|_| cpu_time().saturating_sub(cpu));
     stop.cancel();
     let _ = task.await;
-    let cpu = cpu?.saturating_sub(writes);
-    Ok(cpu.as_secs_f64() * 1e6 / events.max(1) as f64)
-}
-
-/// The CPU time of `events` changes with no watcher running.
-pub async fn writes_alone(
-    client: &Client,
-    namespace: &str,
-    events: usize,
-    round: usize,
-) -> Result<Duration, BenchError> {
-    write_and_wait(client, namespace, events, round, None).await
+    Ok(measured?.as_secs_f64() * 1e6 / events.max(1) as f64)
 }
