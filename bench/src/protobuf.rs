@@ -32,7 +32,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::heap::Window;
-use crate::record::{KUBE, Metric, OURS, Records};
+use crate::record::{FLOOR, KUBE, Metric, OURS, Records};
 use crate::{BenchError, Plan, fixtures};
 
 const LIMIT: Duration = Duration::from_secs(300);
@@ -353,17 +353,28 @@ async fn watch_events(
     };
     for run in 0..runs {
         let order = if run % 2 == 0 {
-            [Watcher::Ours(true), Watcher::Ours(false), Watcher::Kube]
+            [
+                Watcher::Ours(true),
+                Watcher::Ours(false),
+                Watcher::Kube,
+                Watcher::Floor,
+            ]
         } else {
-            [Watcher::Kube, Watcher::Ours(false), Watcher::Ours(true)]
+            [
+                Watcher::Floor,
+                Watcher::Kube,
+                Watcher::Ours(false),
+                Watcher::Ours(true),
+            ]
         };
-        let mut per = [0.0; 3];
+        let mut per = [0.0; 4];
         for w in order {
             let cpu = wire::cpu_per_event(client, writer, namespace, events, next(), w).await?;
             let at = match w {
                 Watcher::Ours(true) => 0,
                 Watcher::Ours(false) => 1,
                 Watcher::Kube => 2,
+                Watcher::Floor => 3,
             };
             per[at] = cpu;
         }
@@ -380,10 +391,11 @@ async fn watch_events(
             };
             out.push(&metric, OURS, ours);
             out.push(&metric, KUBE, per[2]);
+            out.push(&metric, FLOOR, per[3]);
         }
         eprintln!(
-            "protobuf {events} watch events run {run}: CPU/event protobuf {:.1} µs, JSON {:.1} µs, kube-runtime {:.1} µs",
-            per[0], per[1], per[2]
+            "protobuf {events} watch events run {run}: CPU/event protobuf {:.1} µs, JSON {:.1} µs, kube-runtime {:.1} µs, transport alone {:.1} µs",
+            per[0], per[1], per[2], per[3]
         );
     }
     Ok(())

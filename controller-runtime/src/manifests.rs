@@ -1,6 +1,7 @@
 //! Rendering manifests: any Kubernetes object the crate builds (a
 //! `ClusterRole` from [`rbac`](crate::rbac), a CRD from [`crd`](crate::crd),
-//! webhook configurations and Services, a sharded `Deployment`) as YAML or
+//! webhook configurations and Services, a manager's `Deployment` from
+//! `manager::deployment`, a sharded one from `sharding::manifests`) as YAML or
 //! JSON, with its `apiVersion` and `kind`, ready for `kubectl apply -f`.
 //!
 //! Layer 1 (building blocks): imports nothing else of this crate.

@@ -197,6 +197,62 @@ pub enum Watcher {
     Ours(bool),
     /// kube-runtime's watcher and reflector.
     Kube,
+    /// The transport alone: the same watch in JSON through the same
+    /// client, its bytes read and its events counted by line, nothing
+    /// decoded or cached.
+    Floor,
+}
+
+/// The resourceVersion of the ConfigMap list of `namespace` now.
+async fn list_version(client: &Client, namespace: &str) -> Result<String, BenchError> {
+    let path = format!("{}?limit=1", ConfigMap::url_path(&(), Some(namespace)));
+    let body = get(client, &path, "application/json").await?;
+    let v: serde_json::Value = serde_json::from_slice(&body).map_err(BenchError::msg)?;
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| BenchError::msg("the list has no resourceVersion"))
+}
+
+/// Watches the ConfigMaps of `namespace` from now on in JSON, counting one
+/// update per line of the body; returns once the watch is open.
+async fn raw_watch(
+    client: &Client,
+    namespace: &str,
+    updates: Arc<Updates>,
+    stop: CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, BenchError> {
+    let rv = list_version(client, namespace).await?;
+    let path = format!(
+        "{}?watch=1&resourceVersion={rv}",
+        ConfigMap::url_path(&(), Some(namespace))
+    );
+    let req = http::Request::get(path)
+        .header(http::header::ACCEPT, "application/json")
+        .body(kube_client::client::Body::empty())
+        .map_err(BenchError::msg)?;
+    let resp = client.send(req).await.map_err(BenchError::msg)?;
+    if !resp.status().is_success() {
+        return Err(BenchError(format!("watch: {}", resp.status())));
+    }
+    let mut body = resp.into_body();
+    Ok(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                frame = body.frame() => match frame {
+                    Some(Ok(frame)) => {
+                        if let Some(data) = frame.data_ref() {
+                            for _ in data.iter().filter(|b| **b == b'\n') {
+                                updates.one();
+                            }
+                        }
+                    }
+                    _ => break,
+                },
+            }
+        }
+    }))
 }
 
 /// The client CPU per watch event of `watcher`: a synced cache of the
@@ -265,6 +321,7 @@ pub async fn cpu_per_event(
                 .map_err(BenchError::msg)?;
             task
         }
+        Watcher::Floor => raw_watch(client, namespace, Arc::clone(&updates), stop.clone()).await?,
     };
     let cpu = cpu_time();
     let measured = tokio::try_join!(

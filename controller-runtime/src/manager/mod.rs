@@ -73,6 +73,7 @@
 //! ```
 
 mod builder;
+pub mod deployment;
 mod drain;
 pub(crate) mod error;
 mod event_writer;

@@ -39,29 +39,18 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
-    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
-    SecurityContext, ServiceAccount,
-};
-use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::api::apps::v1::Deployment;
 
-use crate::manager::{DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT, SHUTDOWN_CLEANUP_TIMEOUT};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::manager::DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT;
+use crate::manager::deployment::{ManagerDeployment, grace_seconds};
 use crate::manifests::{RenderError, to_yaml};
 use crate::rbac::{Permissions, Role};
-
-/// Seconds a pod is given to stop after a manager with
-/// `graceful_shutdown_timeout` has had its whole stop bound, rounded up,
-/// plus 5 s for the process to exit.
-fn grace_seconds(graceful_shutdown_timeout: Duration) -> i64 {
-    let bound = graceful_shutdown_timeout + SHUTDOWN_CLEANUP_TIMEOUT + Duration::from_secs(5);
-    i64::try_from(bound.as_secs() + u64::from(bound.subsec_nanos() > 0)).unwrap_or(i64::MAX)
-}
 
 /// The manifests of a sharded controller on N replicas; see the [module
 /// documentation](self).
@@ -166,96 +155,36 @@ impl ShardedDeployment {
 
     /// The Deployment: N pods, `POD_NAME` and `POD_NAMESPACE` from the
     /// downward API, readiness on `/readyz` and liveness on `/healthz` when
-    /// the health port is set, non-root and read-only.
+    /// the health port is set, non-root and read-only (the manager's
+    /// [`ManagerDeployment`] with these settings).
     pub fn deployment(&self) -> Deployment {
-        let field_env = |name: &str, path: &str| EnvVar {
-            name: name.to_string(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    field_path: path.to_string(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let probe = |path: &str| Probe {
-            http_get: Some(HTTPGetAction {
-                path: Some(path.to_string()),
-                port: IntOrString::String("health".to_string()),
-                ..Default::default()
-            }),
-            period_seconds: Some(5),
-            ..Default::default()
-        };
-        let port = |name: &str, port: i32| ContainerPort {
-            name: Some(name.to_string()),
-            container_port: port,
-            ..Default::default()
-        };
-        let mut ports = Vec::new();
-        let mut args = Vec::new();
+        self.manager_deployment().deployment()
+    }
+
+    /// The [`ManagerDeployment`] behind [`deployment`](Self::deployment),
+    /// to add what this type does not set (resources, arguments,
+    /// environment).
+    ///
+    /// ```
+    /// use controller_runtime::sharding::manifests::ShardedDeployment;
+    /// let d = ShardedDeployment::new("w", "ops", "img:1")
+    ///     .manager_deployment()
+    ///     .resources(("10m", "64Mi"), ("500m", "256Mi"))
+    ///     .deployment();
+    /// assert!(d.spec.unwrap().template.spec.unwrap().containers[0].resources.is_some());
+    /// ```
+    pub fn manager_deployment(&self) -> ManagerDeployment {
+        let mut d = ManagerDeployment::new(&self.name, &self.namespace, &self.image)
+            .replicas(self.replicas)
+            .labels(self.labels())
+            .termination_grace_seconds(self.termination_grace_seconds);
         if let Some(p) = self.health_port {
-            ports.push(port("health", p));
-            args.push(format!("--health-probe-bind-address=0.0.0.0:{p}"));
+            d = d.health_port(p);
         }
         if let Some(p) = self.metrics_port {
-            ports.push(port("metrics", p));
-            args.push(format!("--metrics-bind-address=0.0.0.0:{p}"));
+            d = d.metrics_port(p);
         }
-        Deployment {
-            metadata: self.meta(),
-            spec: Some(DeploymentSpec {
-                replicas: Some(self.replicas),
-                selector: LabelSelector {
-                    match_labels: Some(self.labels()),
-                    ..Default::default()
-                },
-                template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        labels: Some(self.labels()),
-                        ..Default::default()
-                    }),
-                    spec: Some(PodSpec {
-                        service_account_name: Some(self.name.clone()),
-                        termination_grace_period_seconds: Some(self.termination_grace_seconds),
-                        security_context: Some(PodSecurityContext {
-                            run_as_non_root: Some(true),
-                            seccomp_profile: Some(SeccompProfile {
-                                type_: "RuntimeDefault".to_string(),
-                                ..Default::default()
-                            }),
-                            ..Default::default()
-                        }),
-                        containers: vec![Container {
-                            name: "controller".to_string(),
-                            image: Some(self.image.clone()),
-                            args: (!args.is_empty()).then_some(args),
-                            env: Some(vec![
-                                field_env("POD_NAME", "metadata.name"),
-                                field_env("POD_NAMESPACE", "metadata.namespace"),
-                            ]),
-                            ports: (!ports.is_empty()).then_some(ports),
-                            readiness_probe: self.health_port.map(|_| probe("/readyz")),
-                            liveness_probe: self.health_port.map(|_| probe("/healthz")),
-                            security_context: Some(SecurityContext {
-                                allow_privilege_escalation: Some(false),
-                                read_only_root_filesystem: Some(true),
-                                capabilities: Some(Capabilities {
-                                    drop: Some(vec!["ALL".to_string()]),
-                                    ..Default::default()
-                                }),
-                                ..Default::default()
-                            }),
-                            ..Default::default()
-                        }],
-                        ..Default::default()
-                    }),
-                },
-                ..Default::default()
-            }),
-            status: None,
-        }
+        d
     }
 
     /// The ServiceAccount the pods run as.
@@ -331,15 +260,10 @@ mod tests {
         // at one.
         let default = ShardedDeployment::new("w", "ops", "img:1");
         let c = &pod(&default).containers[0];
-        assert!(c.readiness_probe.is_none() && c.liveness_probe.is_none());
-        assert!(c.ports.is_none() && c.args.is_none());
-        // Longer than the manager's stop bound.
-        let bound = DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT + SHUTDOWN_CLEANUP_TIMEOUT;
-        let grace = pod(&default).termination_grace_period_seconds.unwrap_or(0);
-        assert!(
-            grace > i64::try_from(bound.as_secs()).unwrap_or(i64::MAX),
-            "{grace}"
-        );
+        assert!(c.readiness_probe.is_none() && c.ports.is_none() && c.args.is_none());
+        // Longer than the manager's stop bound (30 s + 5 s), and following
+        // a longer graceful shutdown.
+        assert_eq!(pod(&default).termination_grace_period_seconds, Some(40));
         let slow = default
             .clone()
             .graceful_shutdown_timeout(Duration::from_millis(60_500));
@@ -347,32 +271,17 @@ mod tests {
         // A probe only with the port the program is told to serve it on.
         let served = default.health_port(9440).metrics_port(9443);
         let c = &pod(&served).containers[0];
-        let args = c.args.clone().unwrap_or_default();
         assert_eq!(
-            args,
+            c.args.clone().unwrap_or_default(),
             [
                 "--health-probe-bind-address=0.0.0.0:9440",
                 "--metrics-bind-address=0.0.0.0:9443"
             ]
         );
-        let health = c
-            .ports
-            .iter()
-            .flatten()
-            .find(|p| p.name.as_deref() == Some("health"));
-        assert_eq!(health.map(|p| p.container_port), Some(9440));
-        let probe_port = c
-            .readiness_probe
-            .as_ref()
-            .and_then(|p| p.http_get.as_ref())
-            .map(|h| h.port.clone());
-        assert_eq!(probe_port, Some(IntOrString::String("health".into())));
+        assert!(c.readiness_probe.is_some() && c.liveness_probe.is_some());
         // Non-root, read-only, nothing to escalate (as the scaffold's).
         let sc = c.security_context.clone().unwrap_or_default();
-        assert_eq!(sc.allow_privilege_escalation, Some(false));
         assert_eq!(sc.read_only_root_filesystem, Some(true));
-        let psc = pod(&served).security_context.unwrap_or_default();
-        assert_eq!(psc.run_as_non_root, Some(true));
     }
 
     #[test]
