@@ -82,19 +82,34 @@ struct Gated<R> {
     gate: Gate,
 }
 
-impl<R: Reconciler> Gated<R> {
-    async fn run_fenced(
-        &self,
-        fence: &CancellationToken,
-        req: Request,
-        ctx: CallInfo,
-    ) -> Result<Action, R::Error> {
-        tokio::select! {
-            result = self.inner.reconcile(req, ctx) => result,
-            // Fenced mid-reconcile: stop now (the reconcile future is
-            // dropped), before the lease expires.
-            () = fence.cancelled() => Ok(Action::requeue()),
+/// Runs `reconcile` unless `fence` is cancelled first: fenced
+/// mid-reconcile, the reconcile future is dropped at once, before the lease
+/// expires.
+async fn fenced<E>(
+    fence: &CancellationToken,
+    reconcile: impl Future<Output = Result<Action, E>>,
+) -> Result<Action, E> {
+    tokio::select! {
+        result = reconcile => result,
+        () = fence.cancelled() => Ok(Action::requeue()),
+    }
+}
+
+/// A reconcile of `key` behind a ring gate: run (fenced) if the gate
+/// admits it; a key of another replica's, parked until a handover ends, or
+/// fenced has nothing to do here and is forgotten.
+pub(super) async fn through_ring_gate<Q: GateKey, E>(
+    gate: &ShardGate<Q>,
+    key: &Q,
+    reconcile: impl Future<Output = Result<Action, E>>,
+) -> Result<Action, E> {
+    match gate.begin(key) {
+        Admission::Reconcile(in_flight) => {
+            let result = fenced(gate.fence(), reconcile).await;
+            drop(in_flight);
+            result
         }
+        Admission::NotMine | Admission::Wait | Admission::Fenced => Ok(Action::done()),
     }
 }
 
@@ -103,18 +118,14 @@ impl<R: Reconciler> Reconciler for Gated<R> {
 
     async fn reconcile(&self, req: Request, ctx: CallInfo) -> Result<Action, Self::Error> {
         match &self.gate {
-            Gate::Ring(gate) => match gate.begin(&req) {
-                Admission::Reconcile(in_flight) => {
-                    let result = self.run_fenced(gate.fence(), req, ctx).await;
-                    drop(in_flight);
-                    result
-                }
-                // Another replica's, parked until a handover ends, or
-                // fenced: nothing to do here; forget the request.
-                Admission::NotMine | Admission::Wait | Admission::Fenced => Ok(Action::done()),
-            },
+            Gate::Ring(gate) => {
+                let key = req.clone();
+                through_ring_gate(gate, &key, self.inner.reconcile(req, ctx)).await
+            }
             Gate::Label(gate) => match gate.begin(&req) {
-                LabelAdmission::Reconcile => self.run_fenced(gate.fence(), req, ctx).await,
+                LabelAdmission::Reconcile => {
+                    fenced(gate.fence(), self.inner.reconcile(req, ctx)).await
+                }
                 LabelAdmission::Release(resource_version) => {
                     // This worker holds the key: nothing of it is in flight.
                     gate.release(&req, resource_version).await;

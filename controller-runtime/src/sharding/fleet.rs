@@ -24,9 +24,9 @@
 
 use std::sync::Arc;
 
-use super::assignment::{Admission, ShardGate};
+use super::assignment::ShardGate;
 use super::config::ShardMode;
-use super::controller::{ByShard, install_gate};
+use super::controller::{ByShard, install_gate, through_ring_gate};
 use super::membership::Membership;
 use super::metrics::{ReassignTimes, ShardMetrics, Source};
 use crate::action::Action;
@@ -209,18 +209,7 @@ impl<R: Reconciler> Reconciler for FleetGated<R> {
 
     async fn reconcile(&self, req: Request, ctx: CallInfo) -> Result<Action, Self::Error> {
         let cluster = ctx.cluster.clone().unwrap_or_else(|| Arc::from(""));
-        match self.gate.begin(&ClusterRequest::new(cluster, req.clone())) {
-            Admission::Reconcile(in_flight) => {
-                let result = tokio::select! {
-                    result = self.inner.reconcile(req, ctx) => result,
-                    // Fenced mid-reconcile: stop now, before the lease expires.
-                    () = self.gate.fence().cancelled() => Ok(Action::requeue()),
-                };
-                drop(in_flight);
-                result
-            }
-            // Another replica's, parked until a handover ends, or fenced.
-            Admission::NotMine | Admission::Wait | Admission::Fenced => Ok(Action::done()),
-        }
+        let key = ClusterRequest::new(cluster, req.clone());
+        through_ring_gate(&self.gate, &key, self.inner.reconcile(req, ctx)).await
     }
 }

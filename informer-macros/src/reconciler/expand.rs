@@ -133,9 +133,9 @@ fn setup(wrapper: &syn::Ident, args: &ReconcilerArgs) -> TokenStream {
         quote!(self)
     };
     let sharded = args.sharding.as_ref().map(|sharding| {
-        super::sharding::setup_sharded(sharding, for_, &args.owns, &calls, &reconciler)
+        super::sharding::setup_sharded(sharding, for_, &owned, &calls, &reconciler)
     });
-    let fleet = super::fleet::items(args, &calls, &reconciler);
+    let fleet = super::fleet::items(args, &owned, &calls, &reconciler);
     quote! {
         /// Registers this reconciler's controller with `mgr`: the kinds
         /// it is for, owns and watches, its event filter and workers, as

@@ -46,6 +46,7 @@ fn member_permissions(args: &ReconcilerArgs) -> TokenStream {
 /// event filter), `reconciler` what it completes with.
 pub fn items(
     args: &ReconcilerArgs,
+    owned: &[TokenStream],
     calls: &[TokenStream],
     reconciler: &TokenStream,
 ) -> TokenStream {
@@ -54,10 +55,6 @@ pub fn items(
     if args.fleet.is_none() {
         return TokenStream::new();
     }
-    let owned = args
-        .owns
-        .iter()
-        .map(|kind| quote_spanned!(kind.span()=> .owns::<#kind>()));
     let members = member_permissions(args);
     let leases = if args.leader_election {
         quote!(.leases())

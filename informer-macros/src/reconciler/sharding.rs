@@ -81,7 +81,7 @@ pub fn permissions(sharding: &Sharding, for_: &Type, owns: &[Type]) -> Vec<Token
 pub fn setup_sharded(
     sharding: &Sharding,
     for_: &Type,
-    owns: &[Type],
+    owned: &[TokenStream],
     before: &[TokenStream],
     reconciler: &TokenStream,
 ) -> TokenStream {
@@ -91,9 +91,6 @@ pub fn setup_sharded(
     } else {
         quote!(#cr::sharding::config::ShardMode::Filter)
     };
-    let owned = owns
-        .iter()
-        .map(|kind| quote_spanned!(kind.span()=> .owns::<#kind>()));
     let mode_doc = if sharding.label { "label" } else { "filter" };
     let doc = format!(
         " Registers this reconciler's controller with `mgr`, sharded over the\n \
