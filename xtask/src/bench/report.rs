@@ -498,6 +498,47 @@ fn sharding_targets(session: &Session, line: &mut impl FnMut(&str, &str, String,
     ) else {
         return;
     };
+    if let Some(kube) = find(session, "sharding", &one, "throughput", 1) {
+        line(
+            "sharding-throughput-1",
+            &format!("one replica's throughput ≥ kube-runtime's ({one})"),
+            format!(
+                "{} vs {} reconciles/s: {:.2} ×",
+                number(rate1),
+                number(kube),
+                rate1 / kube
+            ),
+            Some(rate1 >= kube),
+        );
+    }
+    // Run 0 labels fresh objects; every later run takes them over from the
+    // replica of the run before.
+    let runs = session
+        .records
+        .iter()
+        .find(|r| {
+            r.scenario == "sharding"
+                && r.case == one
+                && r.metric == "retained heap per replica"
+                && r.side == SIDES[0]
+        })
+        .map(|r| r.values.as_slice());
+    if let Some([fresh, takeovers @ ..]) = runs
+        && !takeovers.is_empty()
+    {
+        let taken = median(takeovers);
+        line(
+            "sharding-takeover-heap",
+            &format!("heap after a takeover within 5 % of a fresh labelling ({one})"),
+            format!(
+                "{} KiB vs {} KiB: {:.2} ×",
+                number(taken),
+                number(*fresh),
+                taken / fresh
+            ),
+            Some((taken / fresh - 1.0).abs() <= 0.05),
+        );
+    }
     for n in [2usize, 4] {
         let Some(case) = case_of(n) else { continue };
         let nf = n as f64;
