@@ -172,8 +172,8 @@ impl<K: Resource + DeserializeOwned + 'static> ApiListerWatcher<K> {
     }
 
     /// Whether to ask for protobuf (default `true`: in the release bench,
-    /// the client took about 0.55 × the JSON path's CPU per ConfigMap and
-    /// synced 50,000 of them in about 0.6 × the wall-clock time; see
+    /// the client took about 0.6 × the JSON path's CPU per ConfigMap and
+    /// synced 50,000 of them in about 0.66 × the wall-clock time; see
     /// `docs/performance.md`). `false` asks for JSON only. Only built-in kinds'
     /// k8s-openapi types and metadata-only types can be read in protobuf;
     /// for any other `K` (custom resources, dynamic objects) this has no
