@@ -189,7 +189,7 @@ fn the_scope_and_the_reconciler_helpers_reach_the_files() {
     assert!(file(&rendered, "src/lib.rs").contains("pub fn watch_namespaces("));
     let manifests = file(&rendered, "src/manifests.rs");
     assert!(manifests.contains("WidgetReconciler::rbac_for_namespaces(scope)"));
-    assert!(manifests.contains(r#"envs.push(env("WATCH_NAMESPACE", watch.join(",")))"#));
+    assert!(manifests.contains(r#"manager.env("WATCH_NAMESPACE", watch.join(","))"#));
     let bin = file(&rendered, "src/bin/manifests.rs");
     assert!(bin.contains("--watch-namespace NS[,NS...]"));
     assert!(bin.contains("demo::watch_namespaces(&watch)"));
@@ -224,7 +224,7 @@ fn metrics_are_secure_in_the_deployment_and_plain_locally() {
     );
     assert!(main.contains("builder.metrics_secure(SecureMetrics::new())"));
     let manifests = file(&rendered, "src/manifests.rs");
-    assert!(manifests.contains(r#""--metrics-secure".to_string()"#));
+    assert!(manifests.contains(r#".arg("--metrics-secure")"#));
     assert!(manifests.contains("METRICS_PORT: i32 = 8443"));
     assert!(manifests.contains("Permissions::new().secure_metrics().cluster_role(METRICS_AUTH)"));
     assert!(manifests.contains("metrics_reader_cluster_role(METRICS_READER)"));
