@@ -36,6 +36,12 @@ pub struct Args {
     /// Build with the release profile even with --quick.
     #[arg(long)]
     release: bool,
+    /// With --quick: run the dev binaries already in the target directory
+    /// instead of building them (`cargo test --workspace` builds both, with
+    /// the workspace's features; a build of the two packages alone resolves
+    /// other features and builds the framework again). CI uses it.
+    #[arg(long, requires = "quick", conflicts_with = "release")]
+    prebuilt: bool,
     /// Where to write the report (default docs/, or target/bench-quick with --quick).
     #[arg(long)]
     out_dir: Option<PathBuf>,
@@ -95,8 +101,19 @@ pub fn run(args: &Args) -> Result<(), String> {
     if release {
         build.arg("--release");
     }
-    status(build, "building the bench")?;
     let bin = target.join(profile_dir);
+    if args.prebuilt {
+        for program in ["envtest-server", "informer-bench"] {
+            if !bin.join(program).is_file() {
+                return Err(format!(
+                    "--prebuilt: {} is not built (run `cargo test --workspace --all-targets` first)",
+                    bin.join(program).display()
+                ));
+            }
+        }
+    } else {
+        status(build, "building the bench")?;
+    }
 
     let mut server = Server(
         Command::new(bin.join("envtest-server"))
