@@ -175,7 +175,7 @@ where
 {
     let mut opts = ListWatchOptions::default();
     if case.selector {
-        opts = opts.labels(&format!("{KEEP}=true"));
+        opts = opts.labels(format!("{KEEP}=true"));
     }
     let lw = ApiListerWatcher::new(api.clone(), opts).protobuf(protobuf);
     assert_eq!(lw.uses_protobuf(), protobuf);
