@@ -244,7 +244,12 @@ impl Cache {
     /// Adds `options` to those of `K`'s informers (merged: both selectors
     /// apply). Informers of `K` handed out before keep their options.
     pub(crate) fn add_options<K: Resource<DynamicType = ()>>(&self, options: InformerOptions) {
-        let key = (K::group(&()).into_owned(), K::kind(&()).into_owned());
+        self.add_options_for(&K::group(&()), &K::kind(&()), options);
+    }
+
+    /// [`add_options`](Self::add_options) of the kind `kind` of API `group`.
+    pub(crate) fn add_options_for(&self, group: &str, kind: &str, options: InformerOptions) {
+        let key = (group.to_owned(), kind.to_owned());
         let mut added = self.shared.added.lock();
         let merged = added.remove(&key).unwrap_or_default().merge(options);
         added.insert(key, merged);

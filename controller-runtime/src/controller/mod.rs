@@ -78,6 +78,7 @@ use std::time::Duration;
 use informer_core::shared_informer::InformerError;
 use kube_client::core::metadata::PartialObjectMeta;
 
+use crate::cache::Cache;
 use crate::handler::{
     EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler,
 };
@@ -92,7 +93,8 @@ pub use dynamic::DynamicControllerBuilder;
 pub use fleet::{FleetController, FleetControllerBuilder};
 use metrics::ControllerMetrics;
 use outcome::DynReconciler;
-use source::{EventFilters, KindSource, Source, describe_kind};
+pub(crate) use source::OwnedKind;
+use source::{EventFilters, KindSource, PendingSource, Source, describe_kind};
 
 /// Errors of a running controller (reported by the manager).
 #[derive(Debug, thiserror::Error)]
@@ -158,10 +160,12 @@ pub struct ControllerBuilder<K> {
     mgr: Manager,
     for_predicates: Vec<Box<dyn Predicate<K>>>,
     event_filters: Vec<Box<dyn Predicate<PartialObjectMeta>>>,
-    sources: Vec<Box<dyn Source>>,
-    /// The kinds declared owned, described (sharding refuses owned kinds it
-    /// was not told of).
-    owned: Vec<String>,
+    /// The watches besides `K`'s, made when the controller is completed
+    /// (so that cache options added until then, such as a label-mode
+    /// shard's selector, apply to their informers).
+    sources: Vec<PendingSource>,
+    /// The kinds declared owned (sharding labels them in label mode).
+    owned: Vec<OwnedKind>,
     settings: Settings,
     _kind: PhantomData<fn() -> K>,
 }
@@ -269,8 +273,8 @@ impl<K: Object> ControllerBuilder<K> {
         &self.mgr
     }
 
-    /// The kinds declared owned so far (`Kind (group/version)`).
-    pub(crate) fn owned_kinds(&self) -> &[String] {
+    /// The kinds declared owned so far.
+    pub(crate) fn owned_kinds(&self) -> &[OwnedKind] {
         &self.owned
     }
 
@@ -328,7 +332,7 @@ impl<K: Object> ControllerBuilder<K> {
     where
         K::Scope: ScopeInfo,
     {
-        self.owned.push(describe_kind::<C>());
+        self.owned.push(OwnedKind::of::<C>());
         self.watches_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), predicates)
     }
 
@@ -362,12 +366,15 @@ impl<K: Object> ControllerBuilder<K> {
         handler: impl EventHandler<W>,
         predicates: Vec<Box<dyn Predicate<W>>>,
     ) -> Self {
-        self.sources.push(Box::new(KindSource {
-            informer: self.mgr.cache().informer::<W>(),
-            handler: Arc::new(handler),
-            predicates: Arc::new(predicates),
-            filters: Arc::default(),
-            description: describe_kind::<W>(),
+        let (handler, predicates) = (Arc::new(handler), Arc::new(predicates));
+        self.sources.push(Box::new(move |cache: &Cache| {
+            Box::new(KindSource {
+                informer: cache.informer::<W>(),
+                handler,
+                predicates,
+                filters: Arc::default(),
+                description: describe_kind::<W>(),
+            }) as Box<dyn Source>
         }));
         self
     }
@@ -404,7 +411,7 @@ impl<K: Object> ControllerBuilder<K> {
     where
         K::Scope: ScopeInfo,
     {
-        self.owned.push(describe_kind::<C>());
+        self.owned.push(OwnedKind::of::<C>());
         self.watches_metadata_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), predicates)
     }
 
@@ -423,12 +430,15 @@ impl<K: Object> ControllerBuilder<K> {
         handler: impl EventHandler<PartialObjectMeta<W>>,
         predicates: Vec<Box<dyn Predicate<PartialObjectMeta<W>>>>,
     ) -> Self {
-        self.sources.push(Box::new(KindSource {
-            informer: self.mgr.cache().metadata_informer::<W>(),
-            handler: Arc::new(handler),
-            predicates: Arc::new(predicates),
-            filters: Arc::default(),
-            description: format!("{} metadata", describe_kind::<W>()),
+        let (handler, predicates) = (Arc::new(handler), Arc::new(predicates));
+        self.sources.push(Box::new(move |cache: &Cache| {
+            Box::new(KindSource {
+                informer: cache.metadata_informer::<W>(),
+                handler,
+                predicates,
+                filters: Arc::default(),
+                description: format!("{} metadata", describe_kind::<W>()),
+            }) as Box<dyn Source>
         }));
         self
     }
@@ -464,7 +474,8 @@ impl<K: Object> ControllerBuilder<K> {
             description: describe_kind::<K>(),
         });
         let mut sources = vec![primary];
-        sources.append(&mut self.sources);
+        let cache = self.mgr.cache().clone();
+        sources.extend(self.sources.drain(..).map(|make| make(&cache)));
         let filters: EventFilters = Arc::new(std::mem::take(&mut self.event_filters));
         for source in &mut sources {
             source.set_event_filters(Arc::clone(&filters));

@@ -15,16 +15,18 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use informer_core::factory::is_cluster_scoped;
 use informer_core::key::ObjectOrTombstone;
 use informer_core::shared_informer::{
     InformerError, ResourceEventHandler, ResourceEventHandlerRegistration,
 };
+use kube_client::core::ApiResource;
 use kube_client::core::metadata::PartialObjectMeta;
 use kube_core::Resource;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::ScopedInformer;
+use crate::cache::{Cache, ScopedInformer};
 use crate::handler::EventHandler;
 use crate::predicate::Predicate;
 use crate::request::Request;
@@ -139,6 +141,27 @@ pub(crate) async fn wait_for_sync(
             _ = any_synced => {}
             () = tokio::time::sleep_until(deadline) => {}
             () = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    }
+}
+
+/// A watch of a controller being built: made into its [`Source`] on the
+/// manager's cache when the controller is completed.
+pub(crate) type PendingSource = Box<dyn FnOnce(&Cache) -> Box<dyn Source> + Send + Sync>;
+
+/// A kind a controller owns, as the layers above the controller see it
+/// (sharding's label mode labels the owned kinds by their resource).
+#[derive(Debug, Clone)]
+pub(crate) struct OwnedKind {
+    pub(crate) resource: ApiResource,
+    pub(crate) namespaced: bool,
+}
+
+impl OwnedKind {
+    pub(crate) fn of<C: Resource<DynamicType = ()>>() -> Self {
+        OwnedKind {
+            resource: ApiResource::erase::<C>(&()),
+            namespaced: !is_cluster_scoped::<C>(),
         }
     }
 }

@@ -146,3 +146,52 @@ async fn with_event_filter_applies_to_every_watch() {
         ));
     }
 }
+
+/// A watch's informer is made when the controller is completed, so cache
+/// options added after `owns` (as a label-mode shard adds its selector)
+/// apply to it; the owned kinds are recorded by resource and scope.
+#[tokio::test]
+async fn watches_take_the_cache_options_added_until_complete() {
+    use informer_core::factory::InformerOptions;
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+    let mgr = manager().await;
+    let builder = mgr
+        .controller::<ConfigMap>()
+        .owns::<Pod>()
+        .owns_metadata::<Secret>()
+        .owns::<Namespace>();
+    let owned: Vec<(String, bool)> = builder
+        .owned_kinds()
+        .iter()
+        .map(|o| (o.resource.plural.clone(), o.namespaced))
+        .collect();
+    assert_eq!(
+        owned,
+        [
+            ("pods".to_string(), true),
+            ("secrets".to_string(), true),
+            ("namespaces".to_string(), false)
+        ]
+    );
+    for kind in ["Pod", "Secret"] {
+        mgr.cache()
+            .add_options_for("", kind, InformerOptions::new().label_selector("shard=a"));
+    }
+    builder.complete(Noop).unwrap();
+    mgr.informer_factory().start();
+    let informers: Vec<String> = mgr.informer_factory().synced().into_keys().collect();
+    mgr.informer_factory().shutdown().await;
+    for plural in ["pods", "secrets"] {
+        let of_kind: Vec<&String> = informers
+            .iter()
+            .filter(|k| {
+                k.contains(&format!("/api/v1/{plural} "))
+                    || k.ends_with(&format!("/api/v1/{plural}"))
+            })
+            .collect();
+        assert!(
+            !of_kind.is_empty() && of_kind.iter().all(|k| k.ends_with("labels=shard=a")),
+            "{plural}: {informers:?}"
+        );
+    }
+}

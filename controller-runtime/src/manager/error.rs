@@ -50,17 +50,6 @@ pub enum BuilderError {
         /// The ring.
         ring: String,
     },
-    /// Label mode: kinds declared owned on the controller builder before
-    /// `.sharded(..)`; the sharder would never label them.
-    #[error(
-        "label mode: declare owned kinds after `.sharded(..)` so that the sharder labels them \
-         (`.sharded(&membership).owns::<C>()`); declared before: {}",
-        kinds.join(", ")
-    )]
-    OwnedBeforeSharded {
-        /// The kinds declared owned before `.sharded(..)`.
-        kinds: Vec<String>,
-    },
     /// A fleet controller sharded in label mode: the sharder would have to
     /// label objects in the member clusters. Fleet controllers shard in
     /// filter mode ([`ShardMode::Filter`](crate::sharding::config::ShardMode)).

@@ -22,16 +22,15 @@
 //! reconciler sits behind a label gate instead (reconcile what is labelled
 //! with this shard, acknowledge drains; see [`labels`](super::labels)), and
 //! a relabelling loop runs whenever this replica is the ring's sharder.
-//! `.sharded(..)` makes the manager's cache of the sharded kind, and of
-//! each kind owned through [`ShardedBuilder::owns`], select this shard's
-//! label, merged with the selector the manager was built with for that
-//! kind (`ManagerBuilder::cache_options`): both apply. The sharder labels
-//! only what that selector and the cache's namespaces select. Owned kinds
-//! are declared on the [`ShardedBuilder`], after `.sharded(..)`, so that the
-//! sharder labels them too; one declared on the controller builder before
-//! is refused (`BuilderError::OwnedBeforeSharded` inside [`ManagerError::Controller`]). Kinds the controller
-//! only watches are not labelled and stay cached whole. One label-mode
-//! controller per ring.
+//! The sharded controller's completion makes the manager's cache of the
+//! sharded kind, and of each kind it owns (`owns`, `owns_metadata`,
+//! declared before or after `.sharded(..)`: the order does not matter),
+//! select this shard's label, merged with the selector the manager was
+//! built with for that kind (`ManagerBuilder::cache_options`): both apply.
+//! The sharder labels only what that selector and the cache's namespaces
+//! select, and keeps each owned object on its controller owner's shard.
+//! Kinds the controller only watches are not labelled and stay cached
+//! whole. One label-mode controller per ring.
 //!
 //! The manager stops controllers before the other runnables, so the
 //! membership deletes the shard Lease only after the controllers drained.
@@ -39,6 +38,8 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use informer_core::factory::is_cluster_scoped;
+use kube_client::core::ApiResource;
 use tokio_util::sync::CancellationToken;
 
 use super::assignment::{Admission, GateKey, ShardGate};
@@ -268,41 +269,25 @@ pub trait ShardedExt<K: Object> {
 
 impl<K: Object> ShardedExt<K> for ControllerBuilder<K> {
     fn sharded(self, membership: &Membership) -> ShardedBuilder<K> {
-        let mgr = self.manager().clone();
-        let label = membership.config().mode == ShardMode::Label;
-        if label {
-            // This shard's objects only, whatever else the user selects.
-            mgr.cache()
-                .add_options::<K>(membership.config().informer_options());
-        }
         ShardedBuilder {
-            kinds: vec![labeller::primary::<K>(
-                mgr.client(),
-                selection::<K>(&mgr, membership),
-            )],
-            owned_before: if label {
-                self.owned_kinds().to_vec()
-            } else {
-                Vec::new()
-            },
             builder: self,
             membership: membership.clone(),
         }
     }
 }
 
-/// The user's selection of `K`: the cache options the manager was built
-/// with, without requirements on the ring's shard and drain labels (a
-/// manager built with `cache_options::<K>(config.informer_options())`
-/// selects its own shard; the sharder must see every shard's objects).
-fn selection<K: Object>(
+/// The user's selection of the kind `kind` of API `group`: the cache
+/// options the manager was built with, without requirements on the ring's
+/// shard and drain labels (a manager built with
+/// `cache_options::<K>(config.informer_options())` selects its own shard;
+/// the sharder must see every shard's objects).
+fn selection(
     mgr: &Manager,
     membership: &Membership,
+    group: &str,
+    kind: &str,
 ) -> informer_core::factory::InformerOptions {
-    let options = mgr
-        .cache()
-        .scope()
-        .options_for_kind(&K::group(&()), &K::kind(&()));
+    let options = mgr.cache().scope().options_for_kind(group, kind);
     let cfg = membership.config();
     labeller::without_labels(options, &[cfg.shard_label(), cfg.drain_label()])
 }
@@ -312,34 +297,18 @@ fn selection<K: Object>(
 pub struct ShardedBuilder<K> {
     builder: ControllerBuilder<K>,
     membership: Membership,
-    kinds: Vec<KindStarter>,
-    /// Label mode: owned kinds declared before `.sharded(..)` (refused).
-    owned_before: Vec<String>,
 }
 
 impl<K: Object> ShardedBuilder<K> {
-    /// As [`ControllerBuilder::owns`]; in label mode the sharder also keeps
-    /// `C`'s objects on their controller owner's shard, and the manager's
-    /// cache of `C` selects this shard's label (besides the user's own
-    /// selector of `C`, if any).
+    /// As [`ControllerBuilder::owns`] (the same whether it is called before
+    /// or after `.sharded(..)`): in label mode the sharder also keeps `C`'s
+    /// objects on their controller owner's shard, and the manager's cache
+    /// of `C` selects this shard's label (besides the user's own selector
+    /// of `C`, if any).
     pub fn owns<C: Object>(mut self) -> Self
     where
         K::Scope: ScopeInfo,
     {
-        let mgr = self.builder.manager().clone();
-        if self.membership.config().mode == ShardMode::Label {
-            mgr.cache()
-                .add_options::<C>(self.membership.config().informer_options());
-        }
-        self.kinds.push(labeller::owned::<C>(
-            mgr.client(),
-            selection::<C>(&mgr, &self.membership),
-            OwnerKind {
-                group: K::group(&()).into_owned(),
-                kind: K::kind(&()).into_owned(),
-                namespaced: <K::Scope as ScopeInfo>::NAMESPACED,
-            },
-        ));
         self.builder = self.builder.owns::<C>();
         self
     }
@@ -354,11 +323,6 @@ impl<K: Object> ShardedBuilder<K> {
         match self.membership.config().mode {
             ShardMode::Filter => complete_filter(&mgr, self.builder, &self.membership, reconciler),
             ShardMode::Label => {
-                if !self.owned_before.is_empty() {
-                    return Err(ManagerError::Controller(BuilderError::OwnedBeforeSharded {
-                        kinds: self.owned_before,
-                    }));
-                }
                 if !self.membership.claim_label_controller() {
                     return Err(ManagerError::Controller(
                         BuilderError::SecondLabelController {
@@ -366,6 +330,9 @@ impl<K: Object> ShardedBuilder<K> {
                         },
                     ));
                 }
+                // Before the controller's informers are made: they select
+                // this shard's objects only, whatever else the user selects.
+                let kinds = label_kinds(&mgr, &self.builder, &self.membership);
                 let gate = Arc::new(wiring::label_gate::<K>(&mgr, &self.membership));
                 wiring::feed_label_gate::<K>(&mgr, &gate);
                 let controller = self.builder.complete(Sharded {
@@ -373,7 +340,7 @@ impl<K: Object> ShardedBuilder<K> {
                     gate: Gate::Label(Arc::clone(&gate)),
                 })?;
                 install(&mgr, &self.membership);
-                let counters = wiring::add_labeller(&mgr, &self.membership, self.kinds);
+                let counters = wiring::add_labeller(&mgr, &self.membership, kinds);
                 let informer = mgr.cache().informer::<K>();
                 ShardMetrics::register(
                     &mgr,
@@ -390,6 +357,43 @@ impl<K: Object> ShardedBuilder<K> {
             }
         }
     }
+}
+
+/// Label mode: makes the manager's cache of `K` and of each kind the
+/// controller owns select this shard's label (merged with the user's
+/// selector), and returns the sharder's caches of those kinds, each of
+/// what the user's selection selects.
+fn label_kinds<K: Object>(
+    mgr: &Manager,
+    builder: &ControllerBuilder<K>,
+    membership: &Membership,
+) -> Vec<KindStarter> {
+    let namespaced = !is_cluster_scoped::<K>();
+    let shard = membership.config().informer_options();
+    let (group, kind) = (K::group(&()), K::kind(&()));
+    mgr.cache().add_options::<K>(shard.clone());
+    let mut kinds = vec![labeller::primary(
+        mgr.client(),
+        selection(mgr, membership, &group, &kind),
+        ApiResource::erase::<K>(&()),
+        namespaced,
+    )];
+    let owner = OwnerKind {
+        group: group.into_owned(),
+        kind: kind.into_owned(),
+        namespaced,
+    };
+    for owned in builder.owned_kinds() {
+        let (group, kind) = (&owned.resource.group, &owned.resource.kind);
+        mgr.cache().add_options_for(group, kind, shard.clone());
+        kinds.push(labeller::owned(
+            mgr.client(),
+            selection(mgr, membership, group, kind),
+            owner.clone(),
+            owned,
+        ));
+    }
+    kinds
 }
 
 fn add_readiness(

@@ -47,7 +47,7 @@ use super::departed::Departed;
 use super::labels::Labelled;
 use super::membership::Membership;
 use super::ring::object_key;
-use crate::object::Object;
+use crate::controller::OwnedKind;
 use left::Left;
 pub(super) use left::without_labels;
 use look::{Looks, Members};
@@ -103,28 +103,35 @@ pub(super) type KindStarter = Arc<
         + Sync,
 >;
 
-struct Typed<K: Object> {
+/// The metadata of one object of any kind.
+type Meta = PartialObjectMeta<DynamicObject>;
+
+/// How an object's primary key is found: its own key (the primary kind),
+/// or its controller owner's of the primary kind.
+type KeyOf = fn(&Meta, &OwnerKind) -> Option<String>;
+
+/// The sharder's metadata cache of one kind.
+struct KindMeta {
     /// One per cached namespace (or one over all).
-    informers: Vec<SharedIndexInformer<PartialObjectMeta<K>>>,
+    informers: Vec<SharedIndexInformer<Meta>>,
     registrations: Vec<ResourceEventHandlerRegistration>,
     client: kube_client::Client,
-    /// How an object's primary key is found: its own key (the primary
-    /// kind), or its controller owner's of the primary kind.
-    key_of: fn(&PartialObjectMeta<K>, &OwnerKind) -> Option<String>,
+    resource: ApiResource,
+    key_of: KeyOf,
     owner: OwnerKind,
     left: Arc<Left>,
-    touched: Arc<Touched<K>>,
+    touched: Arc<Touched>,
 }
 
 /// The primary keys of the objects a cache's handler was told about.
-struct Touched<K> {
-    key_of: fn(&PartialObjectMeta<K>, &OwnerKind) -> Option<String>,
+struct Touched {
+    key_of: KeyOf,
     owner: OwnerKind,
     keys: Mutex<HashSet<String>>,
 }
 
-impl<K> Touched<K> {
-    fn note(&self, m: &PartialObjectMeta<K>) {
+impl Touched {
+    fn note(&self, m: &Meta) {
         if let Some(key) = (self.key_of)(m, &self.owner) {
             self.keys.lock().insert(key);
         }
@@ -139,7 +146,7 @@ pub(super) struct OwnerKind {
     pub(super) namespaced: bool,
 }
 
-fn own_key<K>(m: &PartialObjectMeta<K>, _: &OwnerKind) -> Option<String> {
+fn own_key(m: &Meta, _: &OwnerKind) -> Option<String> {
     let name = m.metadata.name.as_deref()?;
     Some(
         match m.metadata.namespace.as_deref().filter(|n| !n.is_empty()) {
@@ -149,7 +156,7 @@ fn own_key<K>(m: &PartialObjectMeta<K>, _: &OwnerKind) -> Option<String> {
     )
 }
 
-fn owner_key<K>(m: &PartialObjectMeta<K>, owner: &OwnerKind) -> Option<String> {
+fn owner_key(m: &Meta, owner: &OwnerKind) -> Option<String> {
     let by_primary = m.metadata.owner_references.iter().flatten().any(|r| {
         r.controller == Some(true)
             && r.kind == owner.kind
@@ -158,19 +165,19 @@ fn owner_key<K>(m: &PartialObjectMeta<K>, owner: &OwnerKind) -> Option<String> {
     by_primary.then(|| object_key(&m.metadata, owner.namespaced))
 }
 
-struct Changed<K>(watch::Sender<u64>, Arc<Left>, Arc<Touched<K>>);
+struct Changed(watch::Sender<u64>, Arc<Left>, Arc<Touched>);
 
-impl<K: Object> ResourceEventHandler<PartialObjectMeta<K>> for Changed<K> {
-    fn on_add(&self, obj: Arc<PartialObjectMeta<K>>, _: bool) {
+impl ResourceEventHandler<Meta> for Changed {
+    fn on_add(&self, obj: Arc<Meta>, _: bool) {
         self.2.note(&obj);
         self.0.send_modify(|n| *n += 1);
     }
-    fn on_update(&self, old: Arc<PartialObjectMeta<K>>, new: Arc<PartialObjectMeta<K>>) {
+    fn on_update(&self, old: Arc<Meta>, new: Arc<Meta>) {
         self.2.note(&old);
         self.2.note(&new);
         self.0.send_modify(|n| *n += 1);
     }
-    fn on_delete(&self, obj: ObjectOrTombstone<PartialObjectMeta<K>>) {
+    fn on_delete(&self, obj: ObjectOrTombstone<Meta>) {
         self.2.note(obj.object());
         self.1.note(obj.object());
         self.0.send_modify(|n| *n += 1);
@@ -179,28 +186,28 @@ impl<K: Object> ResourceEventHandler<PartialObjectMeta<K>> for Changed<K> {
 
 /// The primary kind's handler: wakes the loop, and records the shard of
 /// each deleted object.
-struct Departures<K> {
+struct Departures {
     changed: watch::Sender<u64>,
     departed: Arc<Departed>,
-    key_of: fn(&PartialObjectMeta<K>, &OwnerKind) -> Option<String>,
+    key_of: KeyOf,
     owner: OwnerKind,
     shard_label: String,
     drain_label: String,
     left: Arc<Left>,
-    touched: Arc<Touched<K>>,
+    touched: Arc<Touched>,
 }
 
-impl<K: Object> ResourceEventHandler<PartialObjectMeta<K>> for Departures<K> {
-    fn on_add(&self, obj: Arc<PartialObjectMeta<K>>, _: bool) {
+impl ResourceEventHandler<Meta> for Departures {
+    fn on_add(&self, obj: Arc<Meta>, _: bool) {
         self.touched.note(&obj);
         self.changed.send_modify(|n| *n += 1);
     }
-    fn on_update(&self, old: Arc<PartialObjectMeta<K>>, new: Arc<PartialObjectMeta<K>>) {
+    fn on_update(&self, old: Arc<Meta>, new: Arc<Meta>) {
         self.touched.note(&old);
         self.touched.note(&new);
         self.changed.send_modify(|n| *n += 1);
     }
-    fn on_delete(&self, obj: ObjectOrTombstone<PartialObjectMeta<K>>) {
+    fn on_delete(&self, obj: ObjectOrTombstone<Meta>) {
         let m = obj.object();
         self.touched.note(m);
         let labelled = Labelled::of(
@@ -219,13 +226,8 @@ impl<K: Object> ResourceEventHandler<PartialObjectMeta<K>> for Departures<K> {
     }
 }
 
-impl<K: Object> Typed<K> {
-    fn entry(
-        &self,
-        m: &PartialObjectMeta<K>,
-        shard_label: &str,
-        drain_label: &str,
-    ) -> Option<Entry> {
+impl KindMeta {
+    fn entry(&self, m: &Meta, shard_label: &str, drain_label: &str) -> Option<Entry> {
         Some(Entry {
             key: (self.key_of)(m, &self.owner)?,
             namespace: m.metadata.namespace.clone(),
@@ -236,7 +238,7 @@ impl<K: Object> Typed<K> {
     }
 }
 
-impl<K: Object> KindCache for Typed<K> {
+impl KindCache for KindMeta {
     fn entries(&self, cfg: &ShardingConfig) -> Vec<Entry> {
         let (shard_label, drain_label) = (cfg.shard_label(), cfg.drain_label());
         self.informers
@@ -281,10 +283,9 @@ impl<K: Object> KindCache for Typed<K> {
     }
 
     fn patch(&self, entry: &Entry, patch: serde_json::Value) -> BoxFuture<'static, bool> {
-        let resource = ApiResource::erase::<K>(&());
         let api: Api<DynamicObject> = match &entry.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
-            None => Api::all_with(self.client.clone(), &resource),
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &self.resource),
+            None => Api::all_with(self.client.clone(), &self.resource),
         };
         let name = entry.name.clone();
         Box::pin(async move {
@@ -302,30 +303,42 @@ impl<K: Object> KindCache for Typed<K> {
     }
 }
 
-/// Starts the metadata cache of the primary kind `K`, of the objects
-/// `selection` selects (the controller's cache options of `K`).
-pub(super) fn primary<K: Object>(
+/// Starts the metadata cache of the primary kind (`resource`), of the
+/// objects `selection` selects (the controller's cache options of it).
+pub(super) fn primary(
     client: kube_client::Client,
     selection: InformerOptions,
+    resource: ApiResource,
+    namespaced: bool,
 ) -> KindStarter {
-    starter::<K>(client, selection, own_key::<K>, None)
+    starter(client, selection, own_key, None, resource, namespaced)
 }
 
-/// Starts the metadata cache of an owned kind `C` of the primary `owner`,
-/// of the objects `selection` selects.
-pub(super) fn owned<C: Object>(
+/// Starts the metadata cache of a kind `owned` by the primary `owner`, of
+/// the objects `selection` selects.
+pub(super) fn owned(
     client: kube_client::Client,
     selection: InformerOptions,
     owner: OwnerKind,
+    owned: &OwnedKind,
 ) -> KindStarter {
-    starter::<C>(client, selection, owner_key::<C>, Some(owner))
+    starter(
+        client,
+        selection,
+        owner_key,
+        Some(owner),
+        owned.resource.clone(),
+        owned.namespaced,
+    )
 }
 
-fn starter<K: Object>(
+fn starter(
     client: kube_client::Client,
     selection: InformerOptions,
-    key_of: fn(&PartialObjectMeta<K>, &OwnerKind) -> Option<String>,
+    key_of: KeyOf,
     owner: Option<OwnerKind>,
+    resource: ApiResource,
+    namespaced: bool,
 ) -> KindStarter {
     let primary = owner.is_none();
     // The sharder's own resync, not the controller's.
@@ -345,7 +358,7 @@ fn starter<K: Object>(
             drain_label: cfg.drain_label(),
             entries: Mutex::new(Vec::new()),
         });
-        let scopes: Vec<Option<&str>> = if namespaces.is_empty() {
+        let scopes: Vec<Option<&str>> = if namespaces.is_empty() || !namespaced {
             vec![None]
         } else {
             namespaces.iter().map(|n| Some(n.as_str())).collect()
@@ -362,9 +375,13 @@ fn starter<K: Object>(
         });
         let (mut informers, mut registrations) = (Vec::new(), Vec::new());
         for ns in scopes {
-            let informer = factory.metadata_informer_in::<K>(ns, selection.clone());
+            let api: Api<Meta> = match ns {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+                None => Api::all_with(client.clone(), &resource),
+            };
+            let informer = factory.informer_for_api(api, selection.clone());
             let index_owner = owner.clone();
-            let by_primary: informer_core::store::IndexFn<PartialObjectMeta<K>> =
+            let by_primary: informer_core::store::IndexFn<Meta> =
                 Arc::new(move |m| Ok(key_of(m, &index_owner).into_iter().collect()));
             if let Err(error) = informer.add_indexers([(BY_PRIMARY.to_string(), by_primary)]) {
                 tracing::debug!(%error, "sharder: no index by primary key (whole-cache searches)");
@@ -391,10 +408,11 @@ fn starter<K: Object>(
             registrations.extend(registration.ok());
             informers.push(informer);
         }
-        Box::new(Typed {
+        Box::new(KindMeta {
             informers,
             registrations,
             client: client.clone(),
+            resource: resource.clone(),
             key_of,
             owner,
             left,

@@ -352,18 +352,22 @@ async fn widget_replica(
         .with_layer(&GateLayer(Arc::clone(&gate)))
         .build();
     let config = crate::sharding::ring_config("it-widgets", id).mode(ShardMode::Label);
+    // The sharded controller makes the caches select the shard's label.
     let mgr = Manager::builder(client.clone())
         .graceful_shutdown_timeout(Duration::from_secs(5))
-        .cache_options::<Widget>(config.informer_options())
-        .cache_options::<ConfigMap>(config.informer_options())
         .build()
         .await
         .unwrap();
     let membership = Membership::new(client, config).unwrap();
-    mgr.controller::<Widget>()
-        .max_concurrent_reconciles(2)
-        .sharded(&membership)
-        .owns::<ConfigMap>()
+    let builder = mgr.controller::<Widget>().max_concurrent_reconciles(2);
+    // The owned kind is declared before `.sharded(..)` on one replica and
+    // after it on the others: both are labelled and selected.
+    let sharded = if id == "b" {
+        builder.owns::<ConfigMap>().sharded(&membership)
+    } else {
+        builder.sharded(&membership).owns::<ConfigMap>()
+    };
+    sharded
         .complete(WidgetReconciler::new(&mgr, Arc::clone(journal)))
         .unwrap();
     let (stop, run) = crate::widget::spawn_manager(&mgr);

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use controller_runtime::controller::BuilderError;
 use controller_runtime::prelude::*;
 use controller_runtime::sharding::config::ShardMode;
 use controller_runtime::sharding::controller::ShardedExt;
@@ -361,45 +360,60 @@ async fn label_mode_labels_only_what_the_controller_selects_and_leaves_no_drain(
     stop_manager(b.stop, b.run).await;
 }
 
-/// Label mode refuses an owned kind declared before `.sharded(..)` (the
-/// sharder would never label it); after `.sharded(..)` it is accepted.
+/// Label mode labels and selects the owned kinds whether they are declared
+/// on the controller builder before `.sharded(..)` or after it.
 #[tokio::test]
-async fn label_mode_refuses_owned_kinds_declared_before_sharded() {
+async fn label_mode_takes_owned_kinds_declared_before_or_after_sharded() {
+    use k8s_openapi::api::core::v1::Service;
     let env = envtest::TestEnv::start().await.unwrap();
-    let mgr = Manager::builder(env.client()).build().await.unwrap();
-    let config = ring_config("it-order", "a").mode(ShardMode::Label);
-    let membership = Membership::new(env.client(), config).unwrap();
-    let copier = || ShardedCopier {
-        identity: "a".into(),
-        journal: Arc::default(),
-    };
-    let err = mgr
-        .controller::<ConfigMap>()
-        .named("before")
-        .owns::<Secret>()
-        .sharded(&membership)
-        .complete(copier())
-        .unwrap_err();
-    assert!(
-        matches!(&err, ManagerError::Controller(BuilderError::OwnedBeforeSharded { kinds }) if kinds == &["Secret (v1)"]),
-        "{err}"
-    );
-    mgr.controller::<ConfigMap>()
-        .named("after")
-        .sharded(&membership)
-        .owns::<Secret>()
-        .complete(copier())
-        .unwrap();
-    // The shard's selector was merged into the cache options of both kinds.
-    for kind in ["ConfigMap", "Secret"] {
-        let options = mgr.cache().options_for_kind("", kind);
-        assert_eq!(
-            options.label_selector,
-            ring_config("it-order", "a")
-                .mode(ShardMode::Label)
-                .informer_options()
-                .label_selector,
-            "{kind}"
-        );
+    for (ring, before) in [("it-order-before", true), ("it-order-after", false)] {
+        let mgr = Manager::builder(env.client()).build().await.unwrap();
+        let config = ring_config(ring, "a").mode(ShardMode::Label);
+        let membership = Membership::new(env.client(), config.clone()).unwrap();
+        let copier = ShardedCopier {
+            identity: "a".into(),
+            journal: Arc::default(),
+        };
+        let builder = mgr.controller::<ConfigMap>().named(ring);
+        let sharded = if before {
+            builder
+                .owns::<Secret>()
+                .owns_metadata::<Service>()
+                .sharded(&membership)
+        } else {
+            builder.sharded(&membership).owns::<Secret>()
+        };
+        sharded.complete(copier).unwrap();
+        // The shard's selector was merged into the cache options of each kind.
+        let kinds: &[&str] = if before {
+            &["ConfigMap", "Secret", "Service"]
+        } else {
+            &["ConfigMap", "Secret"]
+        };
+        for kind in kinds {
+            let options = mgr.cache().options_for_kind("", kind);
+            assert_eq!(
+                options.label_selector,
+                config.informer_options().label_selector,
+                "{ring}: {kind}"
+            );
+        }
+        // And into the informers the controller watches through.
+        mgr.informer_factory().start();
+        let informers: Vec<String> = mgr.informer_factory().synced().into_keys().collect();
+        mgr.informer_factory().shutdown().await;
+        let selector = config.informer_options().label_selector.unwrap();
+        for plural in kinds
+            .iter()
+            .map(|k| format!("/api/v1/{}s", k.to_lowercase()))
+        {
+            assert!(
+                informers
+                    .iter()
+                    .filter(|k| k.contains(&plural))
+                    .all(|k| k.ends_with(&format!("labels={selector}"))),
+                "{ring}: {plural}: {informers:?}"
+            );
+        }
     }
 }

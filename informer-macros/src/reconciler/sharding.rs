@@ -76,8 +76,8 @@ pub fn permissions(sharding: &Sharding, for_: &Type, owns: &[Type]) -> Vec<Token
     calls
 }
 
-/// `setup_sharded`: `setup`'s wiring behind `.sharded(..)`, with the owned
-/// kinds declared after it (so that label mode labels them).
+/// `setup_sharded`: `setup`'s wiring behind `.sharded(..)` (label mode
+/// labels the owned kinds wherever they are declared).
 pub fn setup_sharded(
     sharding: &Sharding,
     for_: &Type,
