@@ -58,7 +58,7 @@ use tokio_util::sync::CancellationToken;
 pub use config::{LeaderElectionConfig, default_identity};
 pub use lock::{ApiLeaseLock, LeaseLock};
 use lock::{Decision, Observed};
-pub(crate) use timing::RenewClock;
+pub(crate) use timing::{Attempted, renew_until_lost};
 pub use timing::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaseTiming, TimingError,
 };
@@ -305,41 +305,33 @@ impl LeaderElector {
         last_renew: Instant,
     ) -> Result<(), LeaderElectionError> {
         let timing = self.inner.config.timing;
-        let mut clock = RenewClock::new(timing, last_renew);
-        loop {
-            let deadline = clock.deadline();
-            tokio::select! {
-                _ = cancel.cancelled() => return Ok(()),
-                _ = tokio::time::sleep_until(clock.wake_at()) => {}
-            }
-            let started = Instant::now();
-            let attempt = tokio::select! {
-                _ = cancel.cancelled() => return Ok(()),
-                r = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()) => r,
-            };
-            match attempt {
-                Ok(Ok(Attempt::Held)) => {
-                    clock.renewed(started);
-                    continue;
-                }
-                Ok(Ok(Attempt::Raced)) => {
+        let attempt = || async {
+            match self.try_acquire_or_renew().await {
+                Ok(Attempt::Held) => Attempted::Renewed,
+                Ok(Attempt::Raced) => {
                     tracing::debug!("leader election: renewal lost a write race; retrying");
+                    Attempted::Failed
                 }
-                Ok(Ok(Attempt::HeldByOther)) => {
-                    return Err(self.lost(format!(
-                        "another candidate ({}) holds it",
-                        self.observed_leader().unwrap_or_default()
-                    )));
-                }
-                Ok(Err(error)) => {
+                Ok(Attempt::HeldByOther) => Attempted::Lost(format!(
+                    "another candidate ({}) holds it",
+                    self.observed_leader().unwrap_or_default()
+                )),
+                Err(error) => {
                     tracing::warn!(%error, "leader election: renew attempt failed");
+                    Attempted::Failed
                 }
-                Err(_elapsed) => {}
             }
-            clock
-                .failed(started, timing.retry_period)
-                .map_err(|reason| self.lost(reason))?;
-        }
+        };
+        renew_until_lost(
+            timing,
+            last_renew,
+            timing.retry_period,
+            cancel,
+            futures::future::pending,
+            attempt,
+        )
+        .await
+        .map_err(|reason| self.lost(reason))
     }
 
     fn lost(&self, reason: String) -> LeaderElectionError {

@@ -182,6 +182,62 @@ impl RenewClock {
     }
 }
 
+/// What one renewal attempt found.
+#[derive(Debug)]
+pub(crate) enum Attempted {
+    /// The Lease was written: renewed.
+    Renewed,
+    /// Not written (an error or a lost write race): retried, until the
+    /// renew deadline runs out.
+    Failed,
+    /// The Lease is someone else's: lost now, for this reason.
+    Lost(String),
+}
+
+/// The renewal loop of a Lease holder (leader election and shard
+/// membership both run it): an attempt when the next one is due or `early`
+/// resolves first, each bounded by the renew deadline; a failed attempt is
+/// retried `retry` later. Returns `Ok` when `cancel` fires and `Err` with
+/// the reason when the Lease is lost: found held by another, or no attempt
+/// succeeded within the renew deadline of the last success (`renewed`, the
+/// start of the attempt that acquired it).
+pub(crate) async fn renew_until_lost<A, W>(
+    timing: LeaseTiming,
+    renewed: Instant,
+    retry: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+    mut early: impl FnMut() -> W,
+    mut attempt: impl FnMut() -> A,
+) -> Result<(), String>
+where
+    A: Future<Output = Attempted>,
+    W: Future<Output = ()>,
+{
+    let mut clock = RenewClock::new(timing, renewed);
+    loop {
+        let deadline = clock.deadline();
+        tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            () = tokio::time::sleep_until(clock.wake_at()) => {}
+            () = early() => {}
+        }
+        let started = Instant::now();
+        let attempted = tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            r = tokio::time::timeout_at(deadline, attempt()) => r,
+        };
+        match attempted {
+            Ok(Attempted::Renewed) => {
+                clock.renewed(started);
+                continue;
+            }
+            Ok(Attempted::Lost(reason)) => return Err(reason),
+            Ok(Attempted::Failed) | Err(_) => {}
+        }
+        clock.failed(started, retry)?;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +259,79 @@ mod tests {
         tokio::time::advance(timing.renew_deadline).await;
         let reason = clock.failed(Instant::now(), timing.retry_period);
         assert!(reason.is_err_and(|r| r.contains("within the renew deadline (10s)")));
+    }
+
+    /// The shared renewal loop: attempts every retry period, at once on an
+    /// early wake, retries failures sooner, and reports the loss at the
+    /// renew deadline of the last success, or at once when told.
+    #[tokio::test(start_paused = true)]
+    async fn the_renewal_loop_keeps_its_deadline_and_wakes_early() {
+        use std::sync::Mutex;
+        use tokio_util::sync::CancellationToken;
+        let timing = LeaseTiming::default();
+        let t0 = Instant::now();
+        let attempts: Mutex<Vec<Duration>> = Mutex::new(Vec::new());
+        let early = tokio::sync::Notify::new();
+        // Two successes, then failures only.
+        let attempt = || {
+            let mut seen = attempts.lock().unwrap();
+            seen.push(t0.elapsed());
+            let ok = seen.len() <= 2;
+            async move {
+                if ok {
+                    Attempted::Renewed
+                } else {
+                    Attempted::Failed
+                }
+            }
+        };
+        let poke = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            early.notify_one();
+        };
+        let never = CancellationToken::new();
+        let (lost, ()) = tokio::join!(
+            renew_until_lost(
+                timing,
+                t0,
+                Duration::from_secs(1),
+                &never,
+                || early.notified(),
+                attempt
+            ),
+            poke
+        );
+        let reason = lost.unwrap_err();
+        assert!(reason.contains("within the renew deadline"), "{reason}");
+        let seen = attempts.lock().unwrap().clone();
+        // The early wake at 0.5 s, then a retry period later; failures
+        // every second until the deadline, 10 s after the last success.
+        assert_eq!(seen[0], Duration::from_millis(500));
+        assert_eq!(seen[1], Duration::from_millis(2500));
+        assert_eq!(seen[2], Duration::from_millis(4500));
+        assert_eq!(t0.elapsed(), Duration::from_millis(12_500));
+        // Lost when an attempt says so, and `Ok` once cancelled.
+        let lost = renew_until_lost(
+            timing,
+            Instant::now(),
+            timing.retry_period,
+            &never,
+            std::future::pending,
+            || async { Attempted::Lost("taken".to_string()) },
+        )
+        .await;
+        assert_eq!(lost, Err("taken".to_string()));
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let ended = renew_until_lost(
+            timing,
+            Instant::now(),
+            timing.retry_period,
+            &cancel,
+            std::future::pending,
+            || async { Attempted::Failed },
+        )
+        .await;
+        assert_eq!(ended, Ok(()));
     }
 }

@@ -42,7 +42,7 @@ use super::config::{ConfigError, ShardingConfig};
 use super::coordinator;
 use super::replica::Replica;
 use super::view::{ACK_ANNOTATION, RING_LABEL, ROLE_LABEL, ROLE_SHARD, RingView, ring_state};
-use crate::leaderelection::RenewClock;
+use crate::leaderelection::{Attempted, renew_until_lost};
 
 /// Errors of shard membership.
 #[derive(Debug, thiserror::Error)]
@@ -485,35 +485,46 @@ impl Membership {
             }
         }
         self.inner.renewals.fetch_add(1, Ordering::Relaxed);
-        let timing = cfg.timing;
-        let mut clock = RenewClock::new(timing, Instant::now());
-        let mut published = self.acknowledged();
-        loop {
-            let deadline = clock.deadline();
-            if self.acknowledged() == published {
-                tokio::select! {
-                    () = tokio::time::sleep_until(clock.wake_at()) => {}
-                    () = self.inner.ack_changed.notified() => {}
-                }
+        let current = tokio::sync::Mutex::new(current);
+        // The acknowledged epoch the last attempt wrote.
+        let published = AtomicU64::new(self.acknowledged());
+        let acknowledgement = || async {
+            if self.acknowledged() == published.load(Ordering::Acquire) {
+                self.inner.ack_changed.notified().await;
             }
-            let started = Instant::now();
-            published = self.acknowledged();
-            match tokio::time::timeout_at(deadline, self.write_lease(&mut current)).await {
-                Ok(Ok(())) => {
+        };
+        let attempt = || async {
+            published.store(self.acknowledged(), Ordering::Release);
+            match self.write_lease(&mut *current.lock().await).await {
+                Ok(()) => {
                     self.inner.renewals.fetch_add(1, Ordering::Relaxed);
-                    clock.renewed(started);
-                    continue;
+                    Attempted::Renewed
                 }
-                Ok(Err(error)) => tracing::warn!(%error, "renewing the shard lease"),
-                Err(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "renewing the shard lease");
+                    Attempted::Failed
+                }
             }
-            // A failed write is retried sooner than a renewal is due.
-            if let Err(reason) = clock.failed(started, timing.retry_period / 4) {
+        };
+        // A failed write is retried sooner than a renewal is due. Only a
+        // loss returns: `stop` ends the run around this loop.
+        let lost = renew_until_lost(
+            cfg.timing,
+            Instant::now(),
+            cfg.timing.retry_period / 4,
+            &CancellationToken::new(),
+            acknowledgement,
+            attempt,
+        )
+        .await;
+        match lost {
+            Ok(()) => Ok(()),
+            Err(reason) => {
                 self.inner.fence.cancel();
-                return Err(MembershipError::LostLease {
+                Err(MembershipError::LostLease {
                     identity: cfg.identity.clone(),
                     reason,
-                });
+                })
             }
         }
     }
