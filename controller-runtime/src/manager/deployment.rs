@@ -25,7 +25,7 @@ use super::{DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT, SHUTDOWN_CLEANUP_TIMEOUT};
 /// Seconds a pod is given to stop after a manager with
 /// `graceful_shutdown_timeout` has had its whole stop bound, rounded up,
 /// plus 5 s for the process to exit.
-pub(crate) fn grace_seconds(graceful_shutdown_timeout: Duration) -> i64 {
+fn grace_seconds(graceful_shutdown_timeout: Duration) -> i64 {
     let bound = graceful_shutdown_timeout + SHUTDOWN_CLEANUP_TIMEOUT + Duration::from_secs(5);
     i64::try_from(bound.as_secs() + u64::from(bound.subsec_nanos() > 0)).unwrap_or(i64::MAX)
 }
@@ -174,15 +174,6 @@ impl ManagerDeployment {
     /// bound (this plus its 5 s cleanup, plus 5 s).
     pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.termination_grace_seconds = grace_seconds(timeout);
-        self
-    }
-
-    /// Sets the termination grace period itself (for [`ShardedDeployment`],
-    /// whose public field holds it).
-    ///
-    /// [`ShardedDeployment`]: crate::sharding::manifests::ShardedDeployment
-    pub(crate) fn termination_grace_seconds(mut self, seconds: i64) -> Self {
-        self.termination_grace_seconds = seconds;
         self
     }
 

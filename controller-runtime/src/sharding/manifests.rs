@@ -47,32 +47,21 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::manager::DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT;
-use crate::manager::deployment::{ManagerDeployment, grace_seconds};
+use crate::manager::deployment::ManagerDeployment;
 use crate::manifests::{RenderError, to_yaml};
 use crate::rbac::{Permissions, Role};
 
 /// The manifests of a sharded controller on N replicas; see the [module
 /// documentation](self).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[must_use]
 pub struct ShardedDeployment {
     /// Name of the Deployment, ServiceAccount, Role and RoleBinding.
-    pub name: String,
+    name: String,
     /// Namespace of all of them (and of the ring's Leases).
-    pub namespace: String,
-    /// The controller's image.
-    pub image: String,
-    /// How many replicas (shards).
-    pub replicas: i32,
-    /// The port the manager serves `/readyz` and `/healthz` on, if it
-    /// serves them (then the pods have probes on it).
-    pub health_port: Option<i32>,
-    /// The port the manager serves `/metrics` on, if it does.
-    pub metrics_port: Option<i32>,
-    /// Seconds a stopping pod is given: longer than the manager's stop
-    /// bound (see [`graceful_shutdown_timeout`](Self::graceful_shutdown_timeout)).
-    pub termination_grace_seconds: i64,
+    namespace: String,
+    /// The Deployment's settings, kept where every manager's are.
+    deployment: ManagerDeployment,
 }
 
 impl ShardedDeployment {
@@ -84,20 +73,20 @@ impl ShardedDeployment {
         namespace: impl Into<String>,
         image: impl Into<String>,
     ) -> Self {
+        let (name, namespace) = (name.into(), namespace.into());
+        let deployment = ManagerDeployment::new(&name, &namespace, image)
+            .replicas(2)
+            .labels(labels(&name));
         ShardedDeployment {
-            name: name.into(),
-            namespace: namespace.into(),
-            image: image.into(),
-            replicas: 2,
-            health_port: None,
-            metrics_port: None,
-            termination_grace_seconds: grace_seconds(DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT),
+            name,
+            namespace,
+            deployment,
         }
     }
 
     /// Sets the number of replicas.
     pub fn replicas(mut self, n: i32) -> Self {
-        self.replicas = n;
+        self.deployment = self.deployment.replicas(n);
         self
     }
 
@@ -114,7 +103,7 @@ impl ShardedDeployment {
     /// assert!(c.args.iter().flatten().any(|a| a == "--health-probe-bind-address=0.0.0.0:8081"));
     /// ```
     pub fn health_port(mut self, port: i32) -> Self {
-        self.health_port = Some(port);
+        self.deployment = self.deployment.health_port(port);
         self
     }
 
@@ -122,7 +111,7 @@ impl ShardedDeployment {
     /// get `--metrics-bind-address=0.0.0.0:<port>` (give it to
     /// `ManagerBuilder::metrics_addr`).
     pub fn metrics_port(mut self, port: i32) -> Self {
-        self.metrics_port = Some(port);
+        self.deployment = self.deployment.metrics_port(port);
         self
     }
 
@@ -130,7 +119,7 @@ impl ShardedDeployment {
     /// termination grace period becomes longer than the manager's stop
     /// bound (this plus its 5 s cleanup, plus 5 s).
     pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
-        self.termination_grace_seconds = grace_seconds(timeout);
+        self.deployment = self.deployment.graceful_shutdown_timeout(timeout);
         self
     }
 
@@ -138,19 +127,9 @@ impl ShardedDeployment {
         ObjectMeta {
             name: Some(self.name.clone()),
             namespace: Some(self.namespace.clone()),
-            labels: Some(self.labels()),
+            labels: Some(labels(&self.name)),
             ..Default::default()
         }
-    }
-
-    fn labels(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([
-            ("app.kubernetes.io/name".to_string(), self.name.clone()),
-            (
-                "app.kubernetes.io/component".to_string(),
-                "sharded-controller".to_string(),
-            ),
-        ])
     }
 
     /// The Deployment: N pods, `POD_NAME` and `POD_NAMESPACE` from the
@@ -158,7 +137,7 @@ impl ShardedDeployment {
     /// the health port is set, non-root and read-only (the manager's
     /// [`ManagerDeployment`] with these settings).
     pub fn deployment(&self) -> Deployment {
-        self.manager_deployment().deployment()
+        self.deployment.deployment()
     }
 
     /// The [`ManagerDeployment`] behind [`deployment`](Self::deployment),
@@ -174,17 +153,7 @@ impl ShardedDeployment {
     /// assert!(d.spec.unwrap().template.spec.unwrap().containers[0].resources.is_some());
     /// ```
     pub fn manager_deployment(&self) -> ManagerDeployment {
-        let mut d = ManagerDeployment::new(&self.name, &self.namespace, &self.image)
-            .replicas(self.replicas)
-            .labels(self.labels())
-            .termination_grace_seconds(self.termination_grace_seconds);
-        if let Some(p) = self.health_port {
-            d = d.health_port(p);
-        }
-        if let Some(p) = self.metrics_port {
-            d = d.metrics_port(p);
-        }
-        d
+        self.deployment.clone()
     }
 
     /// The ServiceAccount the pods run as.
@@ -201,7 +170,7 @@ impl ShardedDeployment {
         let mut role = Permissions::new()
             .sharded_leases()
             .role(&format!("{}-sharding", self.name), &self.namespace);
-        role.metadata.labels = Some(self.labels());
+        role.metadata.labels = Some(labels(&self.name));
         role
     }
 
@@ -212,7 +181,7 @@ impl ShardedDeployment {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
                 namespace: Some(self.namespace.clone()),
-                labels: Some(self.labels()),
+                labels: Some(labels(&self.name)),
                 ..Default::default()
             },
             role_ref: RoleRef {
@@ -240,6 +209,17 @@ impl ShardedDeployment {
         ]
         .join("---\n"))
     }
+}
+
+/// The labels of every manifest of the sharded controller `name`.
+fn labels(name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), name.to_string()),
+        (
+            "app.kubernetes.io/component".to_string(),
+            "sharded-controller".to_string(),
+        ),
+    ])
 }
 
 #[cfg(test)]
