@@ -193,14 +193,12 @@ fn parse_fleet(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<proc_macro2
     Ok(span)
 }
 
-/// The error for `fleet` beside `sharding`.
-fn fleet_with_sharding(span: proc_macro2::Span) -> syn::Error {
+/// The error for `fleet` beside `sharding(mode = "label")`.
+fn fleet_with_label_mode(span: proc_macro2::Span) -> syn::Error {
     syn::Error::new(
         span,
-        "`fleet` and `sharding` exclude each other: the derive does not generate a sharded \
-         fleet controller; build one with `mgr.fleet_controller::<K>().sharded(&membership)` \
-         (filter mode, `sharding::fleet::ShardedFleetExt`), or run the fleet controller on the \
-         leader (`leader_election`)",
+        "`fleet` shards in filter mode only (the sharder would have to label objects in every \
+         member cluster): write `sharding` or `sharding(mode = \"filter\")` beside `fleet`",
     )
 }
 
@@ -378,8 +376,10 @@ impl ReconcilerArgs {
                  sharded controller works (its ring elects its own sharder)",
             ));
         }
-        if let (Some(span), Some(_)) = (fleet, &sharding) {
-            return Err(fleet_with_sharding(span));
+        if let (Some(_), Some(sh)) = (fleet, &sharding)
+            && sh.label
+        {
+            return Err(fleet_with_label_mode(sh.span));
         }
         Ok(ReconcilerArgs {
             for_,

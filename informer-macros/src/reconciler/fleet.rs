@@ -1,5 +1,6 @@
 //! `fleet` in `#[controller(...)]`: the derived controller can also run
-//! over the manager's fleet of clusters (`setup_fleet`), with the RBAC of
+//! over the manager's fleet of clusters (`setup_fleet`; with `sharding`,
+//! also over a ring's replicas, `setup_fleet_sharded`), with the RBAC of
 //! each member cluster (`fleet_member_permissions`, `fleet_member_rbac`)
 //! apart from the manager's own cluster's (`fleet_hub_permissions`,
 //! `fleet_hub_rbac`). Parsing the flag is in [`attrs`](super::attrs).
@@ -58,9 +59,15 @@ pub fn items(
     let members = member_permissions(args);
     let leases = if args.leader_election {
         quote!(.leases())
+    } else if args.sharding.is_some() {
+        quote!(.sharded_leases())
     } else {
         TokenStream::new()
     };
+    let sharded = args
+        .sharding
+        .as_ref()
+        .map(|_| setup_fleet_sharded(args, owned, calls, reconciler));
     quote! {
         /// Registers this reconciler as a fleet controller of `mgr`: the
         /// wiring of [`Self::setup`] (finalizer included), applied in
@@ -94,11 +101,13 @@ pub fn items(
             Self::fleet_member_permissions().cluster_role(Self::CONTROLLER_NAME)
         }
 
+        #sharded
+
         /// What running the fleet needs in the manager's own (hub)
         /// cluster: reading the kubeconfig Secrets of a
         /// `cluster::SecretProvider`, and the leader-election Lease when
-        /// `leader_election` is declared. A `StaticProvider` needs none of
-        /// the Secret rules.
+        /// `leader_election` is declared (the shard Leases when `sharding`
+        /// is). A `StaticProvider` needs none of the Secret rules.
         pub fn fleet_hub_permissions() -> #cr::rbac::Permissions {
             #cr::cluster::SecretProvider::permissions() #leases
         }
@@ -108,6 +117,44 @@ pub fn items(
         /// namespace too), named after the controller.
         pub fn fleet_hub_rbac(namespace: &str) -> #cr::rbac::Role {
             Self::fleet_hub_permissions().role(Self::CONTROLLER_NAME, namespace)
+        }
+    }
+}
+
+/// `setup_fleet_sharded`: `setup_fleet`'s wiring spread over the replicas
+/// of a ring (filter mode, the only one a fleet controller shards in).
+fn setup_fleet_sharded(
+    args: &ReconcilerArgs,
+    owned: &[TokenStream],
+    calls: &[TokenStream],
+    reconciler: &TokenStream,
+) -> TokenStream {
+    let cr = quote!(::controller_runtime);
+    let for_ = &args.for_;
+    quote! {
+        /// Registers this reconciler as a fleet controller of `mgr`, as
+        /// [`Self::setup_fleet`] does, with its `(cluster, namespace,
+        /// name)`s spread over the replicas of `config`'s ring in filter
+        /// mode (`config`'s own mode is replaced by it). Each replica calls
+        /// it with its own identity; the shard Leases live in the manager's
+        /// own cluster ([`Self::fleet_hub_rbac`] has their rules).
+        pub fn setup_fleet_sharded(
+            self,
+            mgr: &#cr::manager::Manager,
+            config: #cr::sharding::config::ShardingConfig,
+        ) -> ::core::result::Result<#cr::controller::FleetController, #cr::manager::ManagerError> {
+            let membership = #cr::sharding::membership::Membership::new(
+                mgr.client(),
+                config.mode(#cr::sharding::config::ShardMode::Filter),
+            )?;
+            #cr::sharding::fleet::ShardedFleetExt::sharded(
+                mgr.fleet_controller::<#for_>()
+                    .named(Self::CONTROLLER_NAME)
+                    #(#owned)*
+                    #(#calls)*,
+                &membership,
+            )
+            .complete(#reconciler)
         }
     }
 }

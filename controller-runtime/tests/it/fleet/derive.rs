@@ -180,3 +180,156 @@ async fn a_derived_controller_reconciles_in_two_clusters_under_the_generated_rba
     }
     stop_manager(stop, task).await;
 }
+
+const SHARDED_ACCOUNT: &str = "fleet-spread";
+
+/// `fleet` with `sharding`: the same copy, naming the replica that made
+/// it, from replicas of a ring spreading `cluster/namespace/name`.
+#[derive(Controller)]
+#[controller(
+    for = ConfigMap,
+    owns(Secret),
+    predicate = labelled(),
+    name = "fleet-spread",
+    sharding,
+    fleet
+)]
+struct SpreadCopier {
+    replica: String,
+}
+
+impl ObjectReconciler<ConfigMap> for SpreadCopier {
+    type Error = kube_client::Error;
+
+    async fn reconcile(
+        &self,
+        cm: Arc<ConfigMap>,
+        ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
+        let mut s = Secret::default();
+        s.metadata.name = Some(format!("{}-copy", cm.name_any()));
+        s.metadata.owner_references = cm.controller_owner_ref(&()).map(|o| vec![o]);
+        let cluster = ctx.cluster().unwrap_or("own").as_bytes().to_vec();
+        s.data = Some(BTreeMap::from([
+            ("cluster".to_owned(), ByteString(cluster)),
+            (
+                "replica".to_owned(),
+                ByteString(self.replica.as_bytes().to_vec()),
+            ),
+        ]));
+        let secrets = ctx.api_for::<Secret>();
+        let name = s.name_any();
+        if secrets.get_opt(&name).await?.is_none() {
+            secrets.create(&PostParams::default(), &s).await?;
+        }
+        Ok(Action::done())
+    }
+}
+
+/// Two replicas of a derived `fleet, sharding` controller over two member
+/// clusters, under the generated roles (the hub's now with the shard
+/// Leases): each copy is made by the replica the ring gives its
+/// `cluster/namespace/name`, and nothing is forbidden anywhere.
+#[tokio::test]
+async fn a_derived_fleet_controller_runs_sharded_under_the_generated_rbac() {
+    use controller_runtime::sharding::ring::Ring;
+    if envtest::skip_on_existing_cluster("several in-process API servers") {
+        return;
+    }
+    let hub = TestEnv::start().await.unwrap();
+    let members = [
+        TestEnv::start().await.unwrap(),
+        TestEnv::start().await.unwrap(),
+    ];
+    let ns = hub.namespace().to_string();
+    let hub_client = hub
+        .client_with_role(&ns, SHARDED_ACCOUNT, &SpreadCopier::fleet_hub_rbac(&ns))
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(hub.client(), &ns);
+    for (i, member) in members.iter().enumerate() {
+        member
+            .client_with_cluster_role(
+                "default",
+                SHARDED_ACCOUNT,
+                &SpreadCopier::fleet_member_rbac(),
+            )
+            .await
+            .unwrap();
+        let token = member.service_account_token("default", SHARDED_ACCOUNT);
+        let kubeconfig =
+            envtest::kubeconfig_yaml_with_ca(member.base_url(), Some(&token), member.ca_pem());
+        let mut secret = Secret::default();
+        secret.metadata.name = Some(format!("m{i}"));
+        secret.metadata.labels = Some(BTreeMap::from([("fleet".into(), "member".into())]));
+        secret.data = Some(BTreeMap::from([(
+            "kubeconfig".into(),
+            ByteString(kubeconfig.into_bytes()),
+        )]));
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+    let mut replicas = Vec::new();
+    for id in ["a", "b"] {
+        let mgr = Manager::builder(hub_client.clone())
+            .fleet_backoff(fast_backoff())
+            .provider(SecretProvider::new(hub_client.clone(), &ns, "fleet=member"))
+            .build()
+            .await
+            .unwrap();
+        let mut config = crate::sharding::ring_config("it-fleet-spread", id);
+        config.namespace = ns.clone();
+        SpreadCopier {
+            replica: id.to_string(),
+        }
+        .setup_fleet_sharded(&mgr, config)
+        .unwrap();
+        let (stop, task) = spawn_manager(&mgr);
+        replicas.push((mgr, stop, task));
+    }
+    let check = "shard-fleet-spread";
+    eventually(LONG, "both replicas in a settled ring", || async {
+        replicas
+            .iter()
+            .all(|(mgr, _, _)| mgr.readyz_checks().run_one(check) == Some(Ok(())))
+            .then_some(())
+    })
+    .await;
+    let names: Vec<String> = (0..6).map(|i| format!("app{i}")).collect();
+    for member in &members {
+        let api: Api<ConfigMap> = Api::namespaced(member.client(), member.namespace());
+        for name in &names {
+            let mut cm = crate::config_map(member.namespace(), name);
+            cm.metadata.labels = Some(BTreeMap::from([(LABEL.into(), "yes".into())]));
+            api.create(&PostParams::default(), &cm).await.unwrap();
+        }
+    }
+    let ring = Ring::new(["a", "b"]);
+    let mut made_by = BTreeMap::new();
+    for (i, member) in members.iter().enumerate() {
+        for name in &names {
+            let key = format!("m{i}/{}/{name}", member.namespace());
+            let replica = eventually(LONG, &format!("the copy of {key}"), || async {
+                let secret = Api::<Secret>::namespaced(member.client(), member.namespace())
+                    .get_opt(&format!("{name}-copy"))
+                    .await
+                    .ok()??;
+                let data = secret.data.unwrap_or_default();
+                Some(String::from_utf8_lossy(&data.get("replica")?.0).into_owned())
+            })
+            .await;
+            assert_eq!(Some(replica.as_str()), ring.owner(&key), "{key}");
+            *made_by.entry(replica).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(made_by.len(), 2, "both replicas worked: {made_by:?}");
+    for env in [&hub, &members[0], &members[1]] {
+        let denied = forbidden(env);
+        assert!(denied.is_empty(), "outside the generated RBAC: {denied:?}");
+    }
+    for (_, stop, task) in replicas {
+        stop_manager(stop, task).await;
+    }
+}

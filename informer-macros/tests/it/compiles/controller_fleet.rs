@@ -76,3 +76,55 @@ fn compiles_and_holds() {
         Some("fleet-system")
     );
 }
+
+/// `fleet` with `sharding`: `setup_fleet_sharded` beside `setup_sharded`,
+/// and the shard Leases in the hub's role.
+#[derive(controller_runtime::Controller)]
+#[controller(
+    for = ConfigMap,
+    owns(Deployment),
+    finalizer = "example.com/cleanup",
+    sharding,
+    fleet
+)]
+struct Spread;
+
+impl ObjectReconciler<ConfigMap> for Spread {
+    type Error = controller_runtime::kube_client::Error;
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
+        Ok(Action::done())
+    }
+}
+
+impl Cleanup<ConfigMap> for Spread {
+    async fn cleanup(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
+        Ok(Action::done())
+    }
+}
+
+#[allow(dead_code)]
+fn wire_sharded(
+    mgr: &Manager,
+    config: controller_runtime::sharding::config::ShardingConfig,
+) -> Result<(), ManagerError> {
+    let fleet = Spread.setup_fleet_sharded(mgr, config.clone())?;
+    assert_eq!(fleet.name(), Spread::CONTROLLER_NAME);
+    Spread.setup_sharded(mgr, config)?;
+    Ok(())
+}
+
+#[test]
+fn a_sharded_fleet_controller_gets_the_shard_leases_in_the_hub() {
+    let hub = Spread::fleet_hub_permissions();
+    assert!(hub.allows("coordination.k8s.io", "leases", "delete"));
+    assert!(hub.allows("", "secrets", "watch"));
+    assert!(!Spread::fleet_member_permissions().allows("coordination.k8s.io", "leases", "get"));
+}

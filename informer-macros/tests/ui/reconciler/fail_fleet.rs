@@ -6,7 +6,7 @@ struct WithArguments;
 
 #[derive(controller_runtime::Controller)]
 #[controller(for = ConfigMap, fleet, sharding(mode = "label"))]
-struct Sharded;
+struct ShardedByLabel;
 
 #[derive(controller_runtime::Controller)]
 #[controller(for = ConfigMap, fleet, fleet)]
