@@ -1,9 +1,9 @@
 //! Sharding composed with the rest: a `#[derive(Controller)]` reconciler
 //! with a finalizer runs sharded through its generated `setup_sharded`,
 //! under its derived role (RBAC enforced by envtest); label mode labels
-//! only what the controller's cache selects, and merges the shard's
-//! selector with the user's; an owned kind declared before `.sharded(..)`
-//! is refused in label mode.
+//! only what the controller's cache selects (its selector and its
+//! namespaces), and merges the shard's selector with the user's; owned
+//! kinds are labelled whether declared before or after `.sharded(..)`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -278,6 +278,20 @@ async fn label_mode_labels_only_what_the_controller_selects_and_leaves_no_drain(
             .await
             .unwrap();
     }
+    // Selected by the label, but in a namespace the cache does not watch.
+    let unwatched = "it-unwatched";
+    let mut namespace = k8s_openapi::api::core::v1::Namespace::default();
+    namespace.metadata.name = Some(unwatched.to_string());
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    let elsewhere: Api<ConfigMap> = Api::namespaced(client.clone(), unwatched);
+    for n in &probed[..3] {
+        let mut cm = labelled(n, &[("probe", "1")]);
+        cm.metadata.namespace = Some(unwatched.to_string());
+        elsewhere.create(&PostParams::default(), &cm).await.unwrap();
+    }
     let a = replica(&client, "a", &journal, Some("probe=1")).await;
     let all_labelled = |owners: Ring, names: Vec<String>| {
         let cms = cms.clone();
@@ -310,6 +324,9 @@ async fn label_mode_labels_only_what_the_controller_selects_and_leaves_no_drain(
     )
     .await;
     unlabelled(&items, &others);
+    let outside_namespace = elsewhere.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(outside_namespace.len(), 3);
+    unlabelled(&outside_namespace, &probed);
 
     // p0 leaves the selection: it leaves a's cache, and its labels go.
     let patch = serde_json::json!({"metadata": {"labels": {"probe": "0"}}});
@@ -334,6 +351,8 @@ async fn label_mode_labels_only_what_the_controller_selects_and_leaves_no_drain(
     let mut outside = others.clone();
     outside.push("p0".to_string());
     unlabelled(&items, &outside);
+    let outside_namespace = elsewhere.list(&ListParams::default()).await.unwrap().items;
+    unlabelled(&outside_namespace, &probed);
     // Each replica caches what both selectors select: probe=1 and its shard.
     let ring = Ring::new(["a", "b"]);
     for (id, r) in [("a", &a), ("b", &b)] {
