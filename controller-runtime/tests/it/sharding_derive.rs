@@ -1,6 +1,6 @@
 //! Sharding composed with the rest: a `#[derive(Controller)]` reconciler
 //! with a finalizer runs sharded through its generated `setup_sharded`,
-//! under its derived role (RBAC enforced by envtest); label mode labels
+//! in label mode and in filter mode, under its derived role (RBAC enforced by envtest); label mode labels
 //! only what the controller's cache selects (its selector and its
 //! namespaces), and merges the shard's selector with the user's; owned
 //! kinds are labelled whether declared before or after `.sharded(..)`.
@@ -45,36 +45,59 @@ struct ShardedCopier {
     journal: Arc<Journal>,
 }
 
-impl ObjectReconciler<ConfigMap> for ShardedCopier {
-    type Error = kube_client::Error;
-
-    async fn reconcile(
-        &self,
-        cm: Arc<ConfigMap>,
-        ctx: &ObjectContext<ConfigMap>,
-    ) -> Result<Action, Self::Error> {
-        let action = copy_into_secret(&cm, ctx).await?;
-        self.journal
-            .reconciled
-            .lock()
-            .push((self.identity.clone(), cm.name_any()));
-        Ok(action)
-    }
+/// The same sharded copier in filter mode (the derive's default mode).
+#[derive(Controller)]
+#[controller(
+    for = ConfigMap,
+    owns(Secret),
+    finalizer = "test.example.com/sharded",
+    sharding,
+    name = "filter-copier"
+)]
+struct FilterCopier {
+    identity: String,
+    journal: Arc<Journal>,
 }
 
-impl Cleanup<ConfigMap> for ShardedCopier {
-    async fn cleanup(
-        &self,
-        cm: Arc<ConfigMap>,
-        _ctx: &ObjectContext<ConfigMap>,
-    ) -> Result<Action, Self::Error> {
-        self.journal
-            .cleaned
-            .lock()
-            .push((self.identity.clone(), cm.name_any()));
-        Ok(Action::done())
-    }
+/// Both copiers: copy into a Secret and journal who reconciled and who
+/// cleaned up what.
+macro_rules! journalled_copier {
+    ($copier:ty) => {
+        impl ObjectReconciler<ConfigMap> for $copier {
+            type Error = kube_client::Error;
+
+            async fn reconcile(
+                &self,
+                cm: Arc<ConfigMap>,
+                ctx: &ObjectContext<ConfigMap>,
+            ) -> Result<Action, Self::Error> {
+                let action = copy_into_secret(&cm, ctx).await?;
+                self.journal
+                    .reconciled
+                    .lock()
+                    .push((self.identity.clone(), cm.name_any()));
+                Ok(action)
+            }
+        }
+
+        impl Cleanup<ConfigMap> for $copier {
+            async fn cleanup(
+                &self,
+                cm: Arc<ConfigMap>,
+                _ctx: &ObjectContext<ConfigMap>,
+            ) -> Result<Action, Self::Error> {
+                self.journal
+                    .cleaned
+                    .lock()
+                    .push((self.identity.clone(), cm.name_any()));
+                Ok(Action::done())
+            }
+        }
+    };
 }
+
+journalled_copier!(ShardedCopier);
+journalled_copier!(FilterCopier);
 
 const RING: &str = "it-derived";
 
@@ -82,7 +105,12 @@ const RING: &str = "it-derived";
 /// does not fence a replica (handovers wait for acknowledgments, not for
 /// lease expiry, so they take no longer).
 fn config(id: &str) -> controller_runtime::sharding::config::ShardingConfig {
-    ring_config(RING, id)
+    roomy(RING, id)
+}
+
+/// [`config`]'s timings on the ring `ring`.
+fn roomy(ring: &str, id: &str) -> controller_runtime::sharding::config::ShardingConfig {
+    ring_config(ring, id)
         .lease_duration(Duration::from_secs(6))
         .renew_deadline(Duration::from_secs(4))
         .retry_period(Duration::from_millis(500))
@@ -254,6 +282,99 @@ async fn a_derived_controller_runs_sharded_with_its_finalizer_under_its_derived_
     assert_nothing_forbidden(&env, "the derived role");
     stop_manager(a.stop, a.run).await;
     stop_manager(b.stop, b.run).await;
+}
+
+/// Filter mode through the derive: two replicas under the derived role
+/// (the shard Leases, no label rules needed) each reconcile and clean up
+/// the ConfigMaps the ring gives them; nothing is labelled, nothing is
+/// forbidden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_derived_controller_runs_sharded_in_filter_mode_under_its_derived_role() {
+    let perms = FilterCopier::permissions();
+    assert!(perms.allows("coordination.k8s.io", "leases", "create"));
+    assert!(perms.allows("coordination.k8s.io", "leases", "delete"));
+    let env = envtest::TestEnv::start().await.unwrap();
+    let client = env
+        .client_with_cluster_role(NS, "filter-copier", &FilterCopier::rbac())
+        .await
+        .unwrap();
+    let journal = Arc::new(Journal::default());
+    let names: Vec<String> = (0..8).map(|i| format!("f{i}")).collect();
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    for n in &names {
+        cms.create(&PostParams::default(), &labelled(n, &[]))
+            .await
+            .unwrap();
+    }
+    let mut replicas = Vec::new();
+    for id in ["a", "b"] {
+        let mgr = Manager::builder(client.clone())
+            .namespace(NS)
+            .graceful_shutdown_timeout(Duration::from_secs(5))
+            .build()
+            .await
+            .unwrap();
+        FilterCopier {
+            identity: id.to_string(),
+            journal: Arc::clone(&journal),
+        }
+        .setup_sharded(&mgr, roomy("it-derived-filter", id))
+        .unwrap();
+        replicas.push(spawn_manager(&mgr));
+    }
+    let ring = Ring::new(["a", "b"]);
+    let owner = |n: &str| {
+        ring.owner(&format!("{NS}/{n}"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    // Both replicas are in the ring once each has reconciled a ConfigMap
+    // the two-replica ring gives it.
+    eventually(
+        Duration::from_secs(30),
+        "every ConfigMap reconciled by its owner in the ring of a and b",
+        || async {
+            let reconciled = journal.reconciled.lock().clone();
+            names
+                .iter()
+                .all(|n| reconciled.contains(&(owner(n), n.clone())))
+                .then_some(())
+        },
+    )
+    .await;
+    let labelled_any = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .any(|c| {
+            c.labels()
+                .keys()
+                .any(|k| k.contains("sharding.informer-rs.io"))
+        });
+    assert!(!labelled_any, "filter mode labels nothing");
+    for n in &names {
+        cms.delete(n, &DeleteParams::default()).await.unwrap();
+    }
+    eventually(
+        Duration::from_secs(30),
+        "every ConfigMap cleaned up and gone",
+        || async {
+            let left = cms.list(&ListParams::default()).await.ok()?.items;
+            left.iter()
+                .all(|c| !names.contains(&c.name_any()))
+                .then_some(())
+        },
+    )
+    .await;
+    for (id, n) in journal.cleaned.lock().iter() {
+        assert_eq!(id, &owner(n), "{n} cleaned up by {id}");
+    }
+    assert_nothing_forbidden(&env, "the derived role");
+    for (stop, run) in replicas {
+        stop_manager(stop, run).await;
+    }
 }
 
 /// Label mode with a user selector (`probe=1`): objects outside it are
