@@ -129,6 +129,8 @@ pub mod sharding;
 pub mod prelude;
 
 mod macro_support;
+#[cfg(doctest)]
+mod visibility;
 #[doc(hidden)]
 pub use macro_support::__private;
 

@@ -587,3 +587,6 @@ impl SecretCerts {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

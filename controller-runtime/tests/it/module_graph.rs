@@ -55,6 +55,8 @@ const LAYERS: &[(&str, u8)] = &[
     // 7. What the derives and `use prelude::*` reach.
     ("macro_support", 7),
     ("prelude", 7),
+    // Doc-test-only compile checks of the public API; they import nothing.
+    ("visibility", 7),
 ];
 
 /// Edges inside one module (parent, from, to) that close a circle there and

@@ -190,6 +190,10 @@ fn the_scope_and_the_reconciler_helpers_reach_the_files() {
     let manifests = file(&rendered, "src/manifests.rs");
     assert!(manifests.contains("WidgetReconciler::rbac_for_namespaces(scope)"));
     assert!(manifests.contains(r#"manager.env("WATCH_NAMESPACE", watch.join(","))"#));
+    // The Deployment comes from the framework's one renderer (its grace
+    // period, probes and security context), not from a copy of it.
+    assert!(manifests.contains("ManagerDeployment::new(MANAGER, NAMESPACE, IMAGE)"));
+    assert!(!manifests.contains("termination_grace_period_seconds"));
     let bin = file(&rendered, "src/bin/manifests.rs");
     assert!(bin.contains("--watch-namespace NS[,NS...]"));
     assert!(bin.contains("demo::watch_namespaces(&watch)"));

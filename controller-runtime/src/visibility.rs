@@ -1,0 +1,85 @@
+//! Compile checks (doc tests only) that the machinery a user does not call
+//! stays out of the public API, and that each re-exported item has one
+//! path besides the prelude (issue "Composition", finding 11). Each block
+//! compiled before the items were made private or re-exported once.
+//!
+//! Sharding's gate, its in-flight marks and its installation:
+//!
+//! ```compile_fail
+//! use controller_runtime::sharding::assignment::ShardGate;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::sharding::assignment::InFlight;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::sharding::controller::install;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::sharding::controller::ByShard;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::sharding::membership::AckHandle;
+//! ```
+//!
+//! The webhook server's parts:
+//!
+//! ```compile_fail
+//! use controller_runtime::webhook::CertKeeper;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::webhook::InFlight;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::webhook::ListeningServer;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::webhook::SystemClock;
+//! ```
+//!
+//! The reconcile vocabulary is at the crate root (and in the prelude), not
+//! also in the modules that define it or in `reconcile`:
+//!
+//! ```compile_fail
+//! use controller_runtime::action::Action;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::request::Request;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::terminal::Terminal;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::error::BoxError;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::reconcile::Action;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::reconcile::TerminalError;
+//! ```
+//!
+//! YAML rendering is `manifests`, not `rbac`:
+//!
+//! ```compile_fail
+//! use controller_runtime::rbac::to_yaml;
+//! ```
+//!
+//! The paths that stay:
+//!
+//! ```
+//! use controller_runtime::manifests::{RenderError, to_yaml};
+//! use controller_runtime::{Action, BoxError, Request, Terminal, TerminalError};
+//! use controller_runtime::webhook::{Clock, WebhookOptions};
+//! ```
