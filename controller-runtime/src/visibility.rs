@@ -76,6 +76,17 @@
 //! use controller_runtime::rbac::to_yaml;
 //! ```
 //!
+//! ```compile_fail
+//! use controller_runtime::rbac::RbacError;
+//! ```
+//!
+//! `.sharded(&membership).complete(r)` is the one way to build a sharded
+//! controller:
+//!
+//! ```compile_fail
+//! use controller_runtime::sharding::controller::complete_sharded;
+//! ```
+//!
 //! The paths that stay:
 //!
 //! ```
