@@ -78,7 +78,7 @@ use crate::handler::{
 use crate::manager::{Manager, ManagerError};
 use crate::object::{Object, ScopeInfo};
 use crate::predicate::Predicate;
-use crate::reconcile::IntoReconciler;
+use crate::reconcile::{IntoReconciler, Reconciler};
 use crate::request::{ClusterRequest, Request};
 use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
 use runner::{FleetRunnable, ReconcilerFactory};
@@ -270,6 +270,22 @@ impl<K: Object> FleetControllerBuilder<K> {
         Arc<R>: IntoReconciler<K, M>,
         M: 'static,
     {
+        self.complete_wrapped(reconciler, |inner| inner)
+    }
+
+    /// [`complete`](Self::complete), with each cluster's reconciler put
+    /// behind `wrap` (sharding's gate).
+    pub(crate) fn complete_wrapped<R, M, W>(
+        self,
+        reconciler: R,
+        wrap: impl Fn(<Arc<R> as IntoReconciler<K, M>>::Reconciler) -> W + Send + Sync + 'static,
+    ) -> Result<FleetController, ManagerError>
+    where
+        R: Send + Sync + 'static,
+        Arc<R>: IntoReconciler<K, M>,
+        M: 'static,
+        W: Reconciler,
+    {
         let name = self.settings.validate(&K::kind(&()))?;
         if !self.mgr.claim_controller_name(&name) {
             return Err(BuilderError::DuplicateName(name).into());
@@ -282,11 +298,11 @@ impl<K: Object> FleetControllerBuilder<K> {
         sources.extend(self.sources);
         let shared = Arc::new(reconciler);
         let reconcilers: ReconcilerFactory = Box::new(move |cluster: &Cluster, name: &str| {
-            Arc::new(Arc::clone(&shared).into_reconciler(
+            Arc::new(wrap(Arc::clone(&shared).into_reconciler(
                 cluster.cache(),
                 &cluster.client(),
                 cluster.event_recorder(name),
-            ))
+            )))
         });
         let limiter = self
             .rate_limiter

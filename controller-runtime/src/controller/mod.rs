@@ -86,7 +86,7 @@ pub use crate::manager::error::BuilderError;
 use crate::manager::{Manager, ManagerError};
 use crate::object::{Object, ScopeInfo};
 use crate::predicate::Predicate;
-use crate::reconcile::IntoReconciler;
+use crate::reconcile::{IntoReconciler, Reconciler};
 use crate::request::Request;
 use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
 pub use dynamic::DynamicControllerBuilder;
@@ -488,20 +488,34 @@ impl<K: Object> ControllerBuilder<K> {
     /// [`ObjectReconciler<K>`](crate::reconcile::ObjectReconciler) or a
     /// [`Reconciler`](crate::reconcile::Reconciler); both run the same way.
     pub fn complete<M>(
-        mut self,
+        self,
         reconciler: impl IntoReconciler<K, M>,
     ) -> Result<Controller, ManagerError> {
+        self.complete_wrapped(reconciler, |inner| inner)
+    }
+
+    /// [`complete`](Self::complete), with the reconciler put behind `wrap`
+    /// (sharding's gate).
+    pub(crate) fn complete_wrapped<M, I, W>(
+        mut self,
+        reconciler: I,
+        wrap: impl FnOnce(I::Reconciler) -> W,
+    ) -> Result<Controller, ManagerError>
+    where
+        I: IntoReconciler<K, M>,
+        W: Reconciler,
+    {
         let sources = self.sources();
         let mgr = self.mgr;
         self.settings.register(
             &mgr,
             &K::kind(&()),
             |name| {
-                Arc::new(reconciler.into_reconciler(
+                Arc::new(wrap(reconciler.into_reconciler(
                     mgr.cache(),
                     &mgr.client(),
                     mgr.event_recorder(name),
-                ))
+                )))
             },
             sources,
         )

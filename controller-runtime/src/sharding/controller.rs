@@ -50,10 +50,8 @@ use super::membership::{Membership, MembershipError};
 use super::metrics::{ReassignTimes, ShardMetrics};
 use super::wiring;
 use crate::action::Action;
-use crate::cache::Cache;
 use crate::controller::{Controller, ControllerBuilder};
 use crate::error::BoxError;
-use crate::events::EventRecorder;
 use crate::healthz::check_fn;
 use crate::manager::error::BuilderError;
 use crate::manager::{Manager, ManagerError, Runnable};
@@ -134,33 +132,6 @@ impl<R: Reconciler> Reconciler for Gated<R> {
                 }
                 LabelAdmission::NotMine | LabelAdmission::Fenced => Ok(Action::done()),
             },
-        }
-    }
-}
-
-/// Marks a reconciler put behind a gate by [`ShardedBuilder::complete`].
-#[derive(Debug)]
-pub(crate) enum ByShard<M> {
-    _Never(std::convert::Infallible, std::marker::PhantomData<M>),
-}
-
-struct Sharded<R> {
-    reconciler: R,
-    gate: Gate,
-}
-
-impl<K, M: 'static, R: IntoReconciler<K, M>> IntoReconciler<K, ByShard<M>> for Sharded<R> {
-    type Reconciler = Gated<R::Reconciler>;
-
-    fn into_reconciler(
-        self,
-        cache: &Cache,
-        client: &kube_client::Client,
-        recorder: EventRecorder,
-    ) -> Self::Reconciler {
-        Gated {
-            inner: self.reconciler.into_reconciler(cache, client, recorder),
-            gate: self.gate,
         }
     }
 }
@@ -335,8 +306,8 @@ impl<K: Object> ShardedBuilder<K> {
                 let kinds = label_kinds(&mgr, &self.builder, &self.membership);
                 let gate = Arc::new(wiring::label_gate::<K>(&mgr, &self.membership));
                 wiring::feed_label_gate::<K>(&mgr, &gate);
-                let controller = self.builder.complete(Sharded {
-                    reconciler,
+                let controller = self.builder.complete_wrapped(reconciler, |inner| Gated {
+                    inner,
                     gate: Gate::Label(Arc::clone(&gate)),
                 })?;
                 install(&mgr, &self.membership);
@@ -422,8 +393,8 @@ fn complete_filter<K: Object, M: 'static>(
     reconciler: impl IntoReconciler<K, M>,
 ) -> Result<Controller, ManagerError> {
     let gate = ShardGate::new(membership);
-    let controller = builder.complete(Sharded {
-        reconciler,
+    let controller = builder.complete_wrapped(reconciler, |inner| Gated {
+        inner,
         gate: Gate::Ring(gate.clone()),
     })?;
     let queue = controller.queue().clone();

@@ -26,14 +26,12 @@ use std::sync::Arc;
 
 use super::assignment::ShardGate;
 use super::config::ShardMode;
-use super::controller::{ByShard, install_gate, through_ring_gate};
+use super::controller::{install_gate, through_ring_gate};
 use super::membership::Membership;
 use super::metrics::{ReassignTimes, ShardMetrics, Source};
 use crate::action::Action;
-use crate::cache::Cache;
 use crate::cluster::Fleet;
 use crate::controller::{FleetController, FleetControllerBuilder};
-use crate::events::EventRecorder;
 use crate::manager::ManagerError;
 use crate::manager::error::BuilderError;
 use crate::object::Object;
@@ -107,15 +105,14 @@ impl<K: Object> ShardedFleetBuilder<K> {
         }
         let mgr = self.builder.manager().clone();
         let gate: ShardGate<ClusterRequest> = ShardGate::new(&membership);
-        // Named: the bound on `R` above would otherwise be taken for the
-        // wrapper's.
-        let controller = self
-            .builder
-            .on_every_replica()
-            .complete::<FleetSharded<R>, ByShard<M>>(FleetSharded {
-                reconciler: Arc::new(reconciler),
-                gate: gate.clone(),
-            })?;
+        let wrap_gate = gate.clone();
+        let controller =
+            self.builder
+                .on_every_replica()
+                .complete_wrapped(reconciler, move |inner| FleetGated {
+                    inner,
+                    gate: wrap_gate.clone(),
+                })?;
         let queue = controller.queue().clone();
         gate.set_requeue(move |reqs| {
             for req in reqs {
@@ -168,34 +165,6 @@ fn cached_keys<K: Object>(fleet: &Fleet) -> Vec<ClusterRequest> {
                 .collect::<Vec<_>>()
         })
         .collect()
-}
-
-/// The user's reconciler with the gate, made per cluster by the fleet
-/// controller.
-struct FleetSharded<R> {
-    reconciler: Arc<R>,
-    gate: ShardGate<ClusterRequest>,
-}
-
-impl<K, M, R> IntoReconciler<K, ByShard<M>> for Arc<FleetSharded<R>>
-where
-    M: 'static,
-    R: Send + Sync + 'static,
-    Arc<R>: IntoReconciler<K, M>,
-{
-    type Reconciler = FleetGated<<Arc<R> as IntoReconciler<K, M>>::Reconciler>;
-
-    fn into_reconciler(
-        self,
-        cache: &Cache,
-        client: &kube_client::Client,
-        recorder: EventRecorder,
-    ) -> Self::Reconciler {
-        FleetGated {
-            inner: Arc::clone(&self.reconciler).into_reconciler(cache, client, recorder),
-            gate: self.gate.clone(),
-        }
-    }
 }
 
 /// One cluster's reconciler behind the fleet controller's gate.
