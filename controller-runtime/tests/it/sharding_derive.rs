@@ -501,14 +501,31 @@ async fn label_mode_labels_only_what_the_controller_selects_and_leaves_no_drain(
 }
 
 /// Label mode labels and selects the owned kinds whether they are declared
-/// on the controller builder before `.sharded(..)` or after it.
+/// on the controller builder before `.sharded(..)` or after it; the
+/// shard's selector is merged with the user's own selector of a kind.
 #[tokio::test]
 async fn label_mode_takes_owned_kinds_declared_before_or_after_sharded() {
     use k8s_openapi::api::core::v1::Service;
     let env = envtest::TestEnv::start().await.unwrap();
     for (ring, before) in [("it-order-before", true), ("it-order-after", false)] {
-        let mgr = Manager::builder(env.client()).build().await.unwrap();
+        let mgr = Manager::builder(env.client())
+            .cache_options::<Secret>(
+                controller_runtime::informer_core::factory::InformerOptions::new()
+                    .label_selector("team=a"),
+            )
+            .build()
+            .await
+            .unwrap();
         let config = ring_config(ring, "a").mode(ShardMode::Label);
+        let shard = config.informer_options().label_selector.unwrap();
+        // The user's selector and the shard's: both apply.
+        let expected = |kind: &str| {
+            if kind == "Secret" {
+                format!("team=a,{shard}")
+            } else {
+                shard.clone()
+            }
+        };
         let membership = Membership::new(env.client(), config.clone()).unwrap();
         let copier = ShardedCopier {
             identity: "a".into(),
@@ -534,7 +551,7 @@ async fn label_mode_takes_owned_kinds_declared_before_or_after_sharded() {
             let options = mgr.cache().options_for_kind("", kind);
             assert_eq!(
                 options.label_selector,
-                config.informer_options().label_selector,
+                Some(expected(kind)),
                 "{ring}: {kind}"
             );
         }
@@ -542,16 +559,14 @@ async fn label_mode_takes_owned_kinds_declared_before_or_after_sharded() {
         mgr.informer_factory().start();
         let informers: Vec<String> = mgr.informer_factory().synced().into_keys().collect();
         mgr.informer_factory().shutdown().await;
-        let selector = config.informer_options().label_selector.unwrap();
-        for plural in kinds
-            .iter()
-            .map(|k| format!("/api/v1/{}s", k.to_lowercase()))
-        {
+        for kind in kinds {
+            let plural = format!("/api/v1/{}s", kind.to_lowercase());
+            let of_kind: Vec<&String> = informers.iter().filter(|k| k.contains(&plural)).collect();
             assert!(
-                informers
-                    .iter()
-                    .filter(|k| k.contains(&plural))
-                    .all(|k| k.ends_with(&format!("labels={selector}"))),
+                !of_kind.is_empty()
+                    && of_kind
+                        .iter()
+                        .all(|k| k.ends_with(&format!("labels={}", expected(kind)))),
                 "{ring}: {plural}: {informers:?}"
             );
         }
