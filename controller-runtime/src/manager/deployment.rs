@@ -98,6 +98,16 @@ impl ManagerDeployment {
         }
     }
 
+    /// The name of the Deployment and its ServiceAccount.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The namespace of the Deployment.
+    pub(crate) fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
     /// Sets the number of replicas.
     pub fn replicas(mut self, n: i32) -> Self {
         self.replicas = n;

@@ -56,11 +56,9 @@ use crate::rbac::{Permissions, Role};
 #[derive(Debug, Clone, PartialEq)]
 #[must_use]
 pub struct ShardedDeployment {
-    /// Name of the Deployment, ServiceAccount, Role and RoleBinding.
-    name: String,
-    /// Namespace of all of them (and of the ring's Leases).
-    namespace: String,
-    /// The Deployment's settings, kept where every manager's are.
+    /// The Deployment's settings, kept where every manager's are; its name
+    /// and namespace are those of the ServiceAccount, Role and RoleBinding
+    /// too (and the namespace the ring's Leases').
     deployment: ManagerDeployment,
 }
 
@@ -73,15 +71,11 @@ impl ShardedDeployment {
         namespace: impl Into<String>,
         image: impl Into<String>,
     ) -> Self {
-        let (name, namespace) = (name.into(), namespace.into());
-        let deployment = ManagerDeployment::new(&name, &namespace, image)
+        let name = name.into();
+        let deployment = ManagerDeployment::new(&name, namespace, image)
             .replicas(2)
             .labels(labels(&name));
-        ShardedDeployment {
-            name,
-            namespace,
-            deployment,
-        }
+        ShardedDeployment { deployment }
     }
 
     /// Sets the number of replicas.
@@ -125,9 +119,9 @@ impl ShardedDeployment {
 
     fn meta(&self) -> ObjectMeta {
         ObjectMeta {
-            name: Some(self.name.clone()),
-            namespace: Some(self.namespace.clone()),
-            labels: Some(labels(&self.name)),
+            name: Some(self.deployment.name().to_string()),
+            namespace: Some(self.deployment.namespace().to_string()),
+            labels: Some(labels(self.deployment.name())),
             ..Default::default()
         }
     }
@@ -167,21 +161,22 @@ impl ShardedDeployment {
     /// The Role on Leases in the namespace: shard Leases, the ring state
     /// and the sharder's election.
     pub fn lease_role(&self) -> Role {
-        let mut role = Permissions::new()
-            .sharded_leases()
-            .role(&format!("{}-sharding", self.name), &self.namespace);
-        role.metadata.labels = Some(labels(&self.name));
+        let mut role = Permissions::new().sharded_leases().role(
+            &format!("{}-sharding", self.deployment.name()),
+            self.deployment.namespace(),
+        );
+        role.metadata.labels = Some(labels(self.deployment.name()));
         role
     }
 
     /// Binds [`lease_role`](Self::lease_role) to the ServiceAccount.
     pub fn lease_role_binding(&self) -> RoleBinding {
-        let name = format!("{}-sharding", self.name);
+        let name = format!("{}-sharding", self.deployment.name());
         RoleBinding {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
-                namespace: Some(self.namespace.clone()),
-                labels: Some(labels(&self.name)),
+                namespace: Some(self.deployment.namespace().to_string()),
+                labels: Some(labels(self.deployment.name())),
                 ..Default::default()
             },
             role_ref: RoleRef {
@@ -191,8 +186,8 @@ impl ShardedDeployment {
             },
             subjects: Some(vec![Subject {
                 kind: "ServiceAccount".to_string(),
-                name: self.name.clone(),
-                namespace: Some(self.namespace.clone()),
+                name: self.deployment.name().to_string(),
+                namespace: Some(self.deployment.namespace().to_string()),
                 ..Default::default()
             }]),
         }

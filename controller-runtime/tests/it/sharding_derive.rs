@@ -173,6 +173,44 @@ fn labelled(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     cm
 }
 
+/// Deletes the ConfigMaps `names`, waits until they are gone (their
+/// finalizer's cleanup done), and checks each was cleaned up, by its
+/// `owner` alone.
+async fn delete_and_check_cleanup(
+    cms: &Api<ConfigMap>,
+    names: &[String],
+    journal: &Journal,
+    owner: impl Fn(&str) -> String,
+) {
+    for n in names {
+        cms.delete(n, &DeleteParams::default()).await.unwrap();
+    }
+    eventually(
+        Duration::from_secs(30),
+        "every ConfigMap cleaned up by its shard and gone",
+        || async {
+            let left = cms.list(&ListParams::default()).await.ok()?.items;
+            left.iter()
+                .all(|c| !names.contains(&c.name_any()))
+                .then_some(())
+        },
+    )
+    .await;
+    let cleaned = journal.cleaned.lock().clone();
+    for n in names {
+        let by: Vec<&String> = cleaned
+            .iter()
+            .filter(|(_, c)| c == n)
+            .map(|(id, _)| id)
+            .collect();
+        let expected = owner(n);
+        assert!(
+            !by.is_empty() && by.iter().all(|id| **id == expected),
+            "{n} cleaned up by {by:?}, expected {expected}"
+        );
+    }
+}
+
 /// The derived RBAC has the shard rules; two replicas under it split the
 /// ConfigMaps, each reconciling (and cleaning up, through the finalizer)
 /// exactly those labelled with its identity; nothing is forbidden.
@@ -252,33 +290,12 @@ async fn a_derived_controller_runs_sharded_with_its_finalizer_under_its_derived_
     println!("derived sharded copier: ConfigMaps cached per replica {shares:?}");
     assert_eq!(shares.iter().sum::<usize>(), names.len(), "{shares:?}");
 
-    for n in &names {
-        cms.delete(n, &DeleteParams::default()).await.unwrap();
-    }
-    eventually(
-        Duration::from_secs(30),
-        "every ConfigMap cleaned up by its shard and gone",
-        || async {
-            let left = cms.list(&ListParams::default()).await.ok()?.items;
-            left.iter()
-                .all(|c| !names.contains(&c.name_any()))
-                .then_some(())
-        },
-    )
+    delete_and_check_cleanup(&cms, &names, &journal, |n| {
+        ring.owner(&format!("{NS}/{n}"))
+            .unwrap_or_default()
+            .to_string()
+    })
     .await;
-    let cleaned = journal.cleaned.lock().clone();
-    for n in &names {
-        let by: Vec<&String> = cleaned
-            .iter()
-            .filter(|(_, c)| c == n)
-            .map(|(id, _)| id)
-            .collect();
-        let expected = ring.owner(&format!("{NS}/{n}")).unwrap();
-        assert!(
-            !by.is_empty() && by.iter().all(|id| id.as_str() == expected),
-            "{n} cleaned up by {by:?}, expected {expected}"
-        );
-    }
     assert_nothing_forbidden(&env, "the derived role");
     stop_manager(a.stop, a.run).await;
     stop_manager(b.stop, b.run).await;
@@ -354,23 +371,7 @@ async fn a_derived_controller_runs_sharded_in_filter_mode_under_its_derived_role
                 .any(|k| k.contains("sharding.informer-rs.io"))
         });
     assert!(!labelled_any, "filter mode labels nothing");
-    for n in &names {
-        cms.delete(n, &DeleteParams::default()).await.unwrap();
-    }
-    eventually(
-        Duration::from_secs(30),
-        "every ConfigMap cleaned up and gone",
-        || async {
-            let left = cms.list(&ListParams::default()).await.ok()?.items;
-            left.iter()
-                .all(|c| !names.contains(&c.name_any()))
-                .then_some(())
-        },
-    )
-    .await;
-    for (id, n) in journal.cleaned.lock().iter() {
-        assert_eq!(id, &owner(n), "{n} cleaned up by {id}");
-    }
+    delete_and_check_cleanup(&cms, &names, &journal, owner).await;
     assert_nothing_forbidden(&env, "the derived role");
     for (stop, run) in replicas {
         stop_manager(stop, run).await;

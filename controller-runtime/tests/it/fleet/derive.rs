@@ -39,20 +39,82 @@ impl ObjectReconciler<ConfigMap> for FleetCopier {
         cm: Arc<ConfigMap>,
         ctx: &ObjectContext<ConfigMap>,
     ) -> Result<Action, Self::Error> {
-        let mut s = Secret::default();
-        s.metadata.name = Some(format!("{}-copy", cm.name_any()));
-        s.metadata.owner_references = cm.controller_owner_ref(&()).map(|o| vec![o]);
-        let cluster = ctx.cluster().unwrap_or("own").as_bytes().to_vec();
-        s.data = Some(BTreeMap::from([(
-            "cluster".to_owned(),
-            ByteString(cluster),
+        copy(&cm, ctx, []).await
+    }
+}
+
+/// Makes the Secret `<name>-copy` of `cm` in its own cluster, once, naming
+/// that cluster (and whatever `extra` adds).
+async fn copy<const N: usize>(
+    cm: &ConfigMap,
+    ctx: &ObjectContext<ConfigMap>,
+    extra: [(&str, &str); N],
+) -> Result<Action, kube_client::Error> {
+    let mut s = Secret::default();
+    s.metadata.name = Some(format!("{}-copy", cm.name_any()));
+    s.metadata.owner_references = cm.controller_owner_ref(&()).map(|o| vec![o]);
+    let cluster = ctx.cluster().unwrap_or("own");
+    let data = [("cluster", cluster)].into_iter().chain(extra);
+    s.data = Some(
+        data.map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+            .collect(),
+    );
+    let secrets = ctx.api_for::<Secret>();
+    let name = s.name_any();
+    if secrets.get_opt(&name).await?.is_none() {
+        secrets.create(&PostParams::default(), &s).await?;
+    }
+    Ok(Action::done())
+}
+
+/// A hub and two member servers, and a client of the hub acting as
+/// `account` with the hub role `role(namespace)` alone.
+async fn hub_and_members(
+    account: &str,
+    role: fn(&str) -> k8s_openapi::api::rbac::v1::Role,
+) -> (TestEnv, [TestEnv; 2], kube_client::Client) {
+    let hub = TestEnv::start().await.unwrap();
+    let members = [
+        TestEnv::start().await.unwrap(),
+        TestEnv::start().await.unwrap(),
+    ];
+    let ns = hub.namespace().to_string();
+    let hub_client = hub
+        .client_with_role(&ns, account, &role(&ns))
+        .await
+        .unwrap();
+    (hub, members, hub_client)
+}
+
+/// Binds `role` in each member to the service account `account`, and
+/// adds each member to the hub as a kubeconfig Secret `m<i>` labelled for
+/// the `SecretProvider`.
+async fn add_members(
+    hub: &TestEnv,
+    members: &[TestEnv],
+    account: &str,
+    role: &k8s_openapi::api::rbac::v1::ClusterRole,
+) {
+    let secrets: Api<Secret> = Api::namespaced(hub.client(), hub.namespace());
+    for (i, member) in members.iter().enumerate() {
+        member
+            .client_with_cluster_role("default", account, role)
+            .await
+            .unwrap();
+        let token = member.service_account_token("default", account);
+        let kubeconfig =
+            envtest::kubeconfig_yaml_with_ca(member.base_url(), Some(&token), member.ca_pem());
+        let mut secret = Secret::default();
+        secret.metadata.name = Some(format!("m{i}"));
+        secret.metadata.labels = Some(BTreeMap::from([("fleet".into(), "member".into())]));
+        secret.data = Some(BTreeMap::from([(
+            "kubeconfig".into(),
+            ByteString(kubeconfig.into_bytes()),
         )]));
-        let secrets = ctx.api_for::<Secret>();
-        let name = s.name_any();
-        if secrets.get_opt(&name).await?.is_none() {
-            secrets.create(&PostParams::default(), &s).await?;
-        }
-        Ok(Action::done())
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
     }
 }
 
@@ -107,16 +169,8 @@ async fn a_derived_controller_reconciles_in_two_clusters_under_the_generated_rba
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }
-    let hub = TestEnv::start().await.unwrap();
-    let members = [
-        TestEnv::start().await.unwrap(),
-        TestEnv::start().await.unwrap(),
-    ];
+    let (hub, members, hub_client) = hub_and_members(ACCOUNT, FleetCopier::fleet_hub_rbac).await;
     let ns = hub.namespace().to_string();
-    let hub_client = hub
-        .client_with_role(&ns, ACCOUNT, &FleetCopier::fleet_hub_rbac(&ns))
-        .await
-        .unwrap();
     let mgr = Manager::builder(hub_client.clone())
         .fleet_backoff(fast_backoff())
         .provider(SecretProvider::new(hub_client, &ns, "fleet=member"))
@@ -126,27 +180,7 @@ async fn a_derived_controller_reconciles_in_two_clusters_under_the_generated_rba
     FleetCopier.setup_fleet(&mgr).unwrap();
     let (stop, task) = spawn_manager(&mgr);
 
-    let secrets: Api<Secret> = Api::namespaced(hub.client(), &ns);
-    for (i, member) in members.iter().enumerate() {
-        member
-            .client_with_cluster_role("default", ACCOUNT, &FleetCopier::fleet_member_rbac())
-            .await
-            .unwrap();
-        let token = member.service_account_token("default", ACCOUNT);
-        let kubeconfig =
-            envtest::kubeconfig_yaml_with_ca(member.base_url(), Some(&token), member.ca_pem());
-        let mut secret = Secret::default();
-        secret.metadata.name = Some(format!("m{i}"));
-        secret.metadata.labels = Some(BTreeMap::from([("fleet".into(), "member".into())]));
-        secret.data = Some(BTreeMap::from([(
-            "kubeconfig".into(),
-            ByteString(kubeconfig.into_bytes()),
-        )]));
-        secrets
-            .create(&PostParams::default(), &secret)
-            .await
-            .unwrap();
-    }
+    add_members(&hub, &members, ACCOUNT, &FleetCopier::fleet_member_rbac()).await;
     for (i, member) in members.iter().enumerate() {
         let api: Api<ConfigMap> = Api::namespaced(member.client(), member.namespace());
         let mut cm = crate::config_map(member.namespace(), "app");
@@ -206,23 +240,7 @@ impl ObjectReconciler<ConfigMap> for SpreadCopier {
         cm: Arc<ConfigMap>,
         ctx: &ObjectContext<ConfigMap>,
     ) -> Result<Action, Self::Error> {
-        let mut s = Secret::default();
-        s.metadata.name = Some(format!("{}-copy", cm.name_any()));
-        s.metadata.owner_references = cm.controller_owner_ref(&()).map(|o| vec![o]);
-        let cluster = ctx.cluster().unwrap_or("own").as_bytes().to_vec();
-        s.data = Some(BTreeMap::from([
-            ("cluster".to_owned(), ByteString(cluster)),
-            (
-                "replica".to_owned(),
-                ByteString(self.replica.as_bytes().to_vec()),
-            ),
-        ]));
-        let secrets = ctx.api_for::<Secret>();
-        let name = s.name_any();
-        if secrets.get_opt(&name).await?.is_none() {
-            secrets.create(&PostParams::default(), &s).await?;
-        }
-        Ok(Action::done())
+        copy(&cm, ctx, [("replica", self.replica.as_str())]).await
     }
 }
 
@@ -236,41 +254,16 @@ async fn a_derived_fleet_controller_runs_sharded_under_the_generated_rbac() {
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }
-    let hub = TestEnv::start().await.unwrap();
-    let members = [
-        TestEnv::start().await.unwrap(),
-        TestEnv::start().await.unwrap(),
-    ];
+    let (hub, members, hub_client) =
+        hub_and_members(SHARDED_ACCOUNT, SpreadCopier::fleet_hub_rbac).await;
     let ns = hub.namespace().to_string();
-    let hub_client = hub
-        .client_with_role(&ns, SHARDED_ACCOUNT, &SpreadCopier::fleet_hub_rbac(&ns))
-        .await
-        .unwrap();
-    let secrets: Api<Secret> = Api::namespaced(hub.client(), &ns);
-    for (i, member) in members.iter().enumerate() {
-        member
-            .client_with_cluster_role(
-                "default",
-                SHARDED_ACCOUNT,
-                &SpreadCopier::fleet_member_rbac(),
-            )
-            .await
-            .unwrap();
-        let token = member.service_account_token("default", SHARDED_ACCOUNT);
-        let kubeconfig =
-            envtest::kubeconfig_yaml_with_ca(member.base_url(), Some(&token), member.ca_pem());
-        let mut secret = Secret::default();
-        secret.metadata.name = Some(format!("m{i}"));
-        secret.metadata.labels = Some(BTreeMap::from([("fleet".into(), "member".into())]));
-        secret.data = Some(BTreeMap::from([(
-            "kubeconfig".into(),
-            ByteString(kubeconfig.into_bytes()),
-        )]));
-        secrets
-            .create(&PostParams::default(), &secret)
-            .await
-            .unwrap();
-    }
+    add_members(
+        &hub,
+        &members,
+        SHARDED_ACCOUNT,
+        &SpreadCopier::fleet_member_rbac(),
+    )
+    .await;
     let mut replicas = Vec::new();
     for id in ["a", "b"] {
         let mgr = Manager::builder(hub_client.clone())
