@@ -2,7 +2,7 @@
 //! many writes to many watchers (events/s and latency percentiles), and
 //! write rates, all through kube-client over real HTTP. Prints a table.
 //!
-//! `cargo bench -p envtest --bench throughput` runs the full sizes; when run
+//! `cargo bench -p informer-envtest --bench throughput` runs the full sizes; when run
 //! by `cargo test` (no `--bench` argument) it runs tiny sizes as a smoke test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

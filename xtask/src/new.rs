@@ -131,22 +131,38 @@ impl Framework {
     /// The dependency specification of the framework's crate `krate`.
     fn dependency(&self, krate: &str) -> String {
         match self {
-            Framework::Version(v) => toml_string(v),
+            Framework::Version(v) if package_name(krate) == krate => toml_string(v),
             _ => format!("{{ {} }}", self.dependency_fields(krate)),
         }
     }
 
     /// The same as the fields of an inline table (`path = "..."`), for a
-    /// table that adds more (`optional = true`).
+    /// table that adds more (`optional = true`). `krate` is the name the
+    /// project's code uses (and the framework's directory); a package
+    /// published under another name gets `package = "..."` first.
     fn dependency_fields(&self, krate: &str) -> String {
-        match self {
+        let source = match self {
             Framework::Path(root) => {
                 let path = root.join(krate);
                 format!("path = {}", toml_string(&path.display().to_string()))
             }
             Framework::Git(url) => format!("git = {}", toml_string(url)),
             Framework::Version(v) => format!("version = {}", toml_string(v)),
+        };
+        match package_name(krate) {
+            package if package == krate => source,
+            package => format!("package = {}, {source}", toml_string(package)),
         }
+    }
+}
+
+/// The package name of the framework's crate whose library is `krate`:
+/// the same, except for the in-process API server, whose short name is
+/// another project's on crates.io.
+fn package_name(krate: &str) -> &str {
+    match krate {
+        "envtest" => "informer-envtest",
+        other => other,
     }
 }
 

@@ -24,7 +24,7 @@ use crate::new::workspace_root;
 
 /// The crates with an integration-test binary (`tests/it`).
 const CRATES: &[&str] = &[
-    "envtest",
+    "informer-envtest",
     "informer-codec",
     "informer-core",
     "informer-macros",

@@ -90,7 +90,7 @@ pub fn run(args: &Args) -> Result<(), String> {
     build.current_dir(&root).args([
         "build",
         "-p",
-        "envtest",
+        "informer-envtest",
         "--bin",
         "envtest-server",
         "-p",
