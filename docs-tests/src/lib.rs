@@ -77,6 +77,9 @@ pub struct Protobuf;
 pub struct Sharding;
 
 #[cfg(test)]
+mod links;
+
+#[cfg(test)]
 mod tests {
     use std::path::Path;
 
