@@ -76,6 +76,54 @@ pub struct Protobuf;
 #[doc = include_str!("../../docs/sharding.md")]
 pub struct Sharding;
 
+/// `docs/introduction.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/introduction.md")]
+pub struct Introduction;
+
+/// `docs/metrics.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/metrics.md")]
+pub struct Metrics;
+
+/// `docs/rbac.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/rbac.md")]
+pub struct Rbac;
+
+/// `docs/cache.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/cache.md")]
+pub struct Cache;
+
+/// `docs/reference.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/reference.md")]
+pub struct Reference;
+
+/// `docs/container-image.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/container-image.md")]
+pub struct ContainerImage;
+
+/// `docs/troubleshooting.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/troubleshooting.md")]
+pub struct Troubleshooting;
+
+/// `docs/upgrading.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/upgrading.md")]
+pub struct Upgrading;
+
+/// `docs/glossary.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/glossary.md")]
+pub struct Glossary;
+
+#[cfg(test)]
+mod links;
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
