@@ -116,7 +116,9 @@ impl SecureMetrics {
     /// Serve a pair the manager makes for the Service `service` in
     /// `namespace` and keeps in the Secret `<service>-cert`, renewed and
     /// its CA rotated as the webhook server's self-managed certificates
-    /// (the manager then needs `get`, `create`, `update` on that Secret).
+    /// (the manager then needs `get`, `update` and `watch` on that Secret,
+    /// `create` on Secrets in `namespace`: the same rules as the webhook
+    /// server's certificates, `WebhookManifests::permissions`).
     pub fn self_managed(
         mut self,
         namespace: impl Into<String>,
