@@ -6,15 +6,16 @@
 //! (retrying with [`EngageBackoff`]), then starts the cluster's informers
 //! and *attaches* it, which is when fleet controllers start watching it;
 //! it keeps looking every `probe_interval` and reports the cluster's
-//! [`ClusterHealth`] (metrics, `/readyz`) without ever stopping the
-//! manager or the other clusters. Disengaging detaches the cluster first
+//! [`ClusterHealth`] (metrics, and `/readyz` if asked, see
+//! [`Fleet::readyz_threshold`]) without ever stopping the manager or the
+//! other clusters. Disengaging detaches the cluster first
 //! (controllers remove their handlers and forget its requests), then stops
 //! its informers and its event writer and removes its metric series (the
 //! fleet's and its informers' `informer_*{cluster}`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kube_client::Client;
@@ -75,7 +76,9 @@ struct Inner {
     metrics: FleetMetrics,
     informer_families: Arc<PrometheusInformerMetrics>,
     readyz: Checks,
-    readyz_added: AtomicBool,
+    /// How many engaged clusters may be not ready before `/readyz` fails;
+    /// `usize::MAX` until [`Fleet::readyz_threshold`] is called (no check).
+    readyz_threshold: AtomicUsize,
     state: Mutex<State>,
     attached: watch::Sender<Attached>,
 }
@@ -106,7 +109,8 @@ impl std::fmt::Debug for Fleet {
 
 impl Fleet {
     /// The fleet of a manager: its clusters built with `options`, reported
-    /// in `metrics` and, once one is engaged, in `readyz`.
+    /// in `metrics` and, if [`readyz_threshold`](Self::readyz_threshold)
+    /// is called, in `readyz`.
     pub(crate) fn new(
         options: ClusterOptions,
         backoff: EngageBackoff,
@@ -120,7 +124,7 @@ impl Fleet {
                 metrics: FleetMetrics::new(metrics)?,
                 informer_families: metrics.informer_families(),
                 readyz,
-                readyz_added: AtomicBool::new(false),
+                readyz_threshold: AtomicUsize::new(usize::MAX),
                 state: Mutex::new(State::default()),
                 attached: watch::Sender::new(Attached::new()),
             }),
@@ -159,7 +163,6 @@ impl Fleet {
         }
         state.engaged.insert(cluster.inner.name.clone(), engagement);
         drop(state);
-        self.add_readyz_check();
         tracing::info!(cluster = name, "cluster engaged");
         Ok(cluster)
     }
@@ -261,9 +264,30 @@ impl Fleet {
         tokio::spawn(run.run())
     }
 
-    /// `/readyz` fails while an engaged cluster does not answer, naming it.
-    fn add_readyz_check(&self) {
-        if self.inner.readyz_added.swap(true, Ordering::AcqRel) {
+    /// Makes the manager's `/readyz` fail (check `fleet clusters`, naming
+    /// them with their last error) while more than `max_not_ready` engaged
+    /// clusters are not ready ([`ClusterHealth::Pending`] or `Failing`);
+    /// `0` fails it while any one is not. Called again, the new threshold
+    /// replaces the old.
+    ///
+    /// Without it (the default) the members' health is reported in
+    /// [`health`](Self::health) and the `controller_runtime_fleet_*`
+    /// metrics only: the manager's readiness is about the manager, so one
+    /// unreachable member does not take every replica (and the hub's
+    /// webhooks they serve) out of its Service.
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: controller_runtime::manager::Manager) {
+    /// // Unready once more than a third of 30 members are unreachable.
+    /// mgr.fleet().readyz_threshold(10);
+    /// # }
+    /// ```
+    pub fn readyz_threshold(&self, max_not_ready: usize) {
+        let before = self
+            .inner
+            .readyz_threshold
+            .swap(max_not_ready.min(usize::MAX - 1), Ordering::AcqRel);
+        if before != usize::MAX {
             return;
         }
         let fleet = Arc::downgrade(&self.inner);
@@ -271,20 +295,25 @@ impl Fleet {
             let Some(inner) = fleet.upgrade() else {
                 return Ok(());
             };
+            let threshold = inner.readyz_threshold.load(Ordering::Acquire);
             let state = inner.state.lock();
             let down: Vec<String> = state
                 .engaged
                 .iter()
-                .filter(|(_, e)| !e.health.lock().is_ready())
-                .map(|(n, e)| match &*e.health.lock() {
-                    ClusterHealth::Failing { error, .. } => format!("{n} ({error})"),
-                    _ => format!("{n} (not reached yet)"),
+                .filter_map(|(n, e)| match &*e.health.lock() {
+                    ClusterHealth::Ready => None,
+                    ClusterHealth::Failing { error, .. } => Some(format!("{n} ({error})")),
+                    ClusterHealth::Pending => Some(format!("{n} (not reached yet)")),
                 })
                 .collect();
-            if down.is_empty() {
+            if down.len() <= threshold {
                 Ok(())
             } else {
-                Err(format!("clusters not answering: {}", down.join(", ")))
+                Err(format!(
+                    "{} clusters not ready (at most {threshold} may be): {}",
+                    down.len(),
+                    down.join(", ")
+                ))
             }
         });
         if let Err(error) = self.inner.readyz.add("fleet clusters", check) {

@@ -5,13 +5,18 @@
 //! their objects change, and goes on when one cluster's server dies;
 //! `derive` runs a `#[derive(Controller)]` with `fleet` under its
 //! generated RBAC; `memory` sees a disengaged cluster's cache freed;
-//! `sharded` spreads a fleet controller's `(cluster, key)`s over replicas.
+//! `sharded` spreads a fleet controller's `(cluster, key)`s over replicas;
+//! `trust` refuses kubeconfig Secrets with credentials from outside them
+//! and logs none of a Secret's data; `disengage` sees a leaving member's
+//! running reconcile cancelled.
 
 mod controllers;
 mod derive;
+mod disengage;
 mod memory;
 mod providers;
 mod sharded;
+mod trust;
 
 use std::time::Duration;
 

@@ -57,6 +57,18 @@ async fn static_clusters_are_engaged_and_failing_ones_retried_and_reported() {
     })
     .await;
     assert_eq!(mgr.fleet().names(), ["dead", "member", "unauthorized"]);
+    assert_eq!(
+        mgr.readyz_checks().run_one("fleet clusters"),
+        None,
+        "members' health stays out of /readyz unless asked"
+    );
+    mgr.fleet().readyz_threshold(2);
+    assert_eq!(
+        mgr.readyz_checks().run_one("fleet clusters"),
+        Some(Ok(())),
+        "two members down, two allowed"
+    );
+    mgr.fleet().readyz_threshold(1);
     let readiness = mgr.readyz_checks().run_one("fleet clusters").unwrap();
     let message = readiness.unwrap_err();
     assert!(
