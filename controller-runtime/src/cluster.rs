@@ -39,6 +39,7 @@ mod fleet;
 mod health;
 mod kubeconfig;
 mod metrics;
+mod permissions;
 mod provider;
 mod secrets;
 

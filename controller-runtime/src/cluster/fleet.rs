@@ -5,7 +5,8 @@
 //! it asks the cluster's API server for its version until it answers
 //! (retrying with [`EngageBackoff`]), then starts the cluster's informers
 //! and *attaches* it, which is when fleet controllers start watching it;
-//! it keeps looking every `probe_interval` and reports the cluster's
+//! it keeps looking every `probe_interval` (a look fails too while one of
+//! the cluster's informers is forbidden to list) and reports the cluster's
 //! [`ClusterHealth`] (metrics, and `/readyz` if asked, see
 //! [`Fleet::readyz_threshold`]) without ever stopping the manager or the
 //! other clusters. Disengaging detaches the cluster first
@@ -27,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::health::{ClusterHealth, EngageBackoff};
 use super::metrics::FleetMetrics;
+use super::permissions::ListAccess;
 use super::{Cluster, ClusterOptions};
 use crate::healthz::{Checks, check_fn};
 use crate::metrics::{ClusterInformerMetrics, Metrics, MetricsError, PrometheusInformerMetrics};
@@ -94,6 +96,8 @@ struct Engagement {
     cluster: Cluster,
     /// The `informer_*` series of the cluster's informers.
     informer_metrics: ClusterInformerMetrics,
+    /// Whose informers' lists the cluster forbids.
+    access: Arc<ListAccess>,
     health: Arc<Mutex<ClusterHealth>>,
     stop: CancellationToken,
     task: Option<JoinHandle<()>>,
@@ -143,15 +147,17 @@ impl Fleet {
         }
         let informer_metrics =
             ClusterInformerMetrics::new(Arc::clone(&self.inner.informer_families), name);
+        let access = Arc::new(ListAccess::new(Arc::new(informer_metrics.clone())));
         let cluster = Cluster::new(
             name,
             client,
             &self.inner.options,
-            Some(Arc::new(informer_metrics.clone())),
+            Some(Arc::clone(&access) as _),
         );
         let mut engagement = Engagement {
             cluster: cluster.clone(),
             informer_metrics,
+            access,
             health: Arc::new(Mutex::new(ClusterHealth::Pending)),
             stop: CancellationToken::new(),
             task: None,
@@ -257,6 +263,7 @@ impl Fleet {
     fn spawn(&self, engagement: &Engagement) -> JoinHandle<()> {
         let run = Engaged {
             cluster: engagement.cluster.clone(),
+            access: Arc::clone(&engagement.access),
             health: Arc::clone(&engagement.health),
             stop: engagement.stop.clone(),
             fleet: self.clone(),
@@ -325,6 +332,7 @@ impl Fleet {
 /// One running engagement.
 struct Engaged {
     cluster: Cluster,
+    access: Arc<ListAccess>,
     health: Arc<Mutex<ClusterHealth>>,
     stop: CancellationToken,
     fleet: Fleet,
@@ -347,8 +355,18 @@ impl Engaged {
                 () = self.stop.cancelled() => break,
                 look = tokio::time::timeout(backoff.probe_timeout, client.apiserver_version()) => look,
             };
+            // Answering is not enough: its informers must be let list.
+            let forbidden = self.access.forbidden();
+            let look = match look {
+                Ok(Ok(_)) if !forbidden.is_empty() => {
+                    Err(format!("forbidden (403) to list: {}", forbidden.join(", ")))
+                }
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(error)) => Err(error.to_string()),
+                Err(_) => Err(format!("no answer within {:?}", backoff.probe_timeout)),
+            };
             let wait = match look {
-                Ok(Ok(_)) => {
+                Ok(()) => {
                     if !attached {
                         self.attach();
                         attached = true;
@@ -359,11 +377,7 @@ impl Engaged {
                     delay = backoff.initial;
                     backoff.probe_interval
                 }
-                failed => {
-                    let error = match failed {
-                        Ok(Err(error)) => error.to_string(),
-                        _ => format!("no answer within {:?}", backoff.probe_timeout),
-                    };
+                Err(error) => {
                     let failures = {
                         let mut health = self.health.lock();
                         let failures = match &*health {
@@ -377,7 +391,7 @@ impl Engaged {
                         failures
                     };
                     metrics.failed(&name);
-                    tracing::warn!(cluster = %name, %error, failures, retry_in = ?delay, "cluster does not answer");
+                    tracing::warn!(cluster = %name, %error, failures, retry_in = ?delay, "cluster not ready");
                     let wait = delay;
                     delay = backoff.next(delay);
                     wait
