@@ -55,8 +55,8 @@ use tokio::time::Instant;
 pub(crate) use fleet::Attached;
 pub use fleet::{Fleet, FleetError};
 pub use health::{ClusterHealth, EngageBackoff};
-pub use kubeconfig::MemberClientOptions;
-pub use provider::{Provider, ProviderError, StaticProvider};
+pub use kubeconfig::{MemberClientOptions, ProviderError};
+pub use provider::{Provider, StaticProvider};
 pub use secrets::{KUBECONFIG_KEY, SecretProvider};
 
 use crate::cache::{Cache, CacheScope};

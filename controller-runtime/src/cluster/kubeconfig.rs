@@ -10,7 +10,7 @@ use std::time::Duration;
 use kube_client::Client;
 use kube_client::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
-use super::provider::ProviderError;
+use super::fleet::FleetError;
 
 /// How a member cluster's client is made from a kubeconfig (its current
 /// context), by the [`SecretProvider`](super::SecretProvider), the
@@ -54,6 +54,43 @@ pub struct MemberClientOptions {
     connect_timeout: Option<Duration>,
     read_timeout: Option<Duration>,
     allow_external_credentials: bool,
+}
+
+/// Why a provider could not turn a kubeconfig into a client. Its
+/// messages quote none of the kubeconfig (they name the cluster and the
+/// kind of problem), so it may be logged.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The kubeconfig does not parse or names no usable context.
+    #[error("cluster {cluster:?}: the kubeconfig {reason}")]
+    Kubeconfig {
+        /// The cluster it was for.
+        cluster: String,
+        /// What is wrong with it, quoting none of it.
+        reason: String,
+    },
+    /// The kubeconfig uses credentials from outside it (a program, a
+    /// file), which the provider does not allow; see
+    /// [`MemberClientOptions`].
+    #[error("cluster {cluster:?}: kubeconfig refused: {reason}")]
+    Refused {
+        /// The cluster it was for.
+        cluster: String,
+        /// The field refused and why (never its value).
+        reason: String,
+    },
+    /// No client can be made from the kubeconfig (TLS settings, proxy).
+    #[error("cluster {cluster:?}: client: {source}")]
+    Client {
+        /// The cluster it was for.
+        cluster: String,
+        /// kube-client's error.
+        #[source]
+        source: kube_client::Error,
+    },
+    /// The fleet refused the cluster.
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
 }
 
 /// client-go's dial timeout.

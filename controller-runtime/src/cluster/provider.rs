@@ -9,8 +9,8 @@ use kube_client::config::Kubeconfig;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::fleet::{Fleet, FleetError};
-use super::kubeconfig::MemberClientOptions;
+use super::fleet::Fleet;
+use super::kubeconfig::{MemberClientOptions, ProviderError};
 use crate::error::BoxError;
 
 /// Discovers clusters and engages them in (and disengages them from) a
@@ -54,43 +54,6 @@ pub trait Provider: Send + Sync + 'static {
         fleet: Fleet,
         stop: CancellationToken,
     ) -> BoxFuture<'static, Result<(), BoxError>>;
-}
-
-/// Why a provider could not turn a kubeconfig into a client. Its
-/// messages quote none of the kubeconfig (they name the cluster and the
-/// kind of problem), so it may be logged.
-#[derive(Debug, thiserror::Error)]
-pub enum ProviderError {
-    /// The kubeconfig does not parse or names no usable context.
-    #[error("cluster {cluster:?}: the kubeconfig {reason}")]
-    Kubeconfig {
-        /// The cluster it was for.
-        cluster: String,
-        /// What is wrong with it, quoting none of it.
-        reason: String,
-    },
-    /// The kubeconfig uses credentials from outside it (a program, a
-    /// file), which the provider does not allow; see
-    /// [`MemberClientOptions`](super::MemberClientOptions).
-    #[error("cluster {cluster:?}: kubeconfig refused: {reason}")]
-    Refused {
-        /// The cluster it was for.
-        cluster: String,
-        /// The field refused and why (never its value).
-        reason: String,
-    },
-    /// No client can be made from the kubeconfig (TLS settings, proxy).
-    #[error("cluster {cluster:?}: client: {source}")]
-    Client {
-        /// The cluster it was for.
-        cluster: String,
-        /// kube-client's error.
-        #[source]
-        source: kube_client::Error,
-    },
-    /// The fleet refused the cluster.
-    #[error(transparent)]
-    Fleet(#[from] FleetError),
 }
 
 enum Reach {

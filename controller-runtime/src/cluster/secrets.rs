@@ -16,8 +16,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::fleet::Fleet;
-use super::kubeconfig::MemberClientOptions;
-use super::provider::{Provider, ProviderError};
+use super::kubeconfig::{MemberClientOptions, ProviderError};
+use super::provider::Provider;
 use crate::error::BoxError;
 use crate::rbac::Permissions;
 
