@@ -232,7 +232,6 @@ impl Provider for SecretProvider {
 }
 
 /// The cluster a Secret engaged, and with which kubeconfig.
-#[derive(PartialEq, Eq)]
 struct Engaged {
     cluster: String,
     kubeconfig: Vec<u8>,
