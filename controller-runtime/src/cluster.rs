@@ -15,7 +15,11 @@
 //! calling [`Fleet::engage`] and [`Fleet::disengage`] itself (as tests do
 //! with envtest servers). A cluster that does not answer is retried with
 //! [`EngageBackoff`] and reported ([`ClusterHealth`], the metrics
-//! `controller_runtime_fleet_*`, `/readyz`) while the others go on.
+//! `controller_runtime_fleet_*`, and `/readyz` when
+//! [`Fleet::readyz_threshold`] asks) while the others go on. Clients made
+//! from kubeconfigs ([`MemberClientOptions`]) accept inline credentials
+//! only unless told otherwise, leave retries to the informers and time
+//! out.
 //!
 //! Layer 3 (cluster): built from the cache and the metrics registry (layer
 //! 2), events, health checks and the client (layer 1); the manager holds
@@ -33,7 +37,9 @@
 
 mod fleet;
 mod health;
+mod kubeconfig;
 mod metrics;
+mod permissions;
 mod provider;
 mod secrets;
 
@@ -49,7 +55,8 @@ use tokio::time::Instant;
 pub(crate) use fleet::Attached;
 pub use fleet::{Fleet, FleetError};
 pub use health::{ClusterHealth, EngageBackoff};
-pub use provider::{Provider, ProviderError, StaticProvider};
+pub use kubeconfig::{MemberClientOptions, ProviderError};
+pub use provider::{Provider, StaticProvider};
 pub use secrets::{KUBECONFIG_KEY, SecretProvider};
 
 use crate::cache::{Cache, CacheScope};

@@ -5,16 +5,18 @@
 //! it asks the cluster's API server for its version until it answers
 //! (retrying with [`EngageBackoff`]), then starts the cluster's informers
 //! and *attaches* it, which is when fleet controllers start watching it;
-//! it keeps looking every `probe_interval` and reports the cluster's
-//! [`ClusterHealth`] (metrics, `/readyz`) without ever stopping the
-//! manager or the other clusters. Disengaging detaches the cluster first
+//! it keeps looking every `probe_interval` (a look fails too while one of
+//! the cluster's informers is forbidden to list) and reports the cluster's
+//! [`ClusterHealth`] (metrics, and `/readyz` if asked, see
+//! [`Fleet::readyz_threshold`]) without ever stopping the manager or the
+//! other clusters. Disengaging detaches the cluster first
 //! (controllers remove their handlers and forget its requests), then stops
 //! its informers and its event writer and removes its metric series (the
 //! fleet's and its informers' `informer_*{cluster}`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kube_client::Client;
@@ -26,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::health::{ClusterHealth, EngageBackoff};
 use super::metrics::FleetMetrics;
+use super::permissions::ListAccess;
 use super::{Cluster, ClusterOptions};
 use crate::healthz::{Checks, check_fn};
 use crate::metrics::{ClusterInformerMetrics, Metrics, MetricsError, PrometheusInformerMetrics};
@@ -75,7 +78,9 @@ struct Inner {
     metrics: FleetMetrics,
     informer_families: Arc<PrometheusInformerMetrics>,
     readyz: Checks,
-    readyz_added: AtomicBool,
+    /// How many engaged clusters may be not ready before `/readyz` fails;
+    /// `usize::MAX` until [`Fleet::readyz_threshold`] is called (no check).
+    readyz_threshold: AtomicUsize,
     state: Mutex<State>,
     attached: watch::Sender<Attached>,
 }
@@ -91,6 +96,8 @@ struct Engagement {
     cluster: Cluster,
     /// The `informer_*` series of the cluster's informers.
     informer_metrics: ClusterInformerMetrics,
+    /// Whose informers' lists the cluster forbids.
+    access: Arc<ListAccess>,
     health: Arc<Mutex<ClusterHealth>>,
     stop: CancellationToken,
     task: Option<JoinHandle<()>>,
@@ -106,7 +113,8 @@ impl std::fmt::Debug for Fleet {
 
 impl Fleet {
     /// The fleet of a manager: its clusters built with `options`, reported
-    /// in `metrics` and, once one is engaged, in `readyz`.
+    /// in `metrics` and, if [`readyz_threshold`](Self::readyz_threshold)
+    /// is called, in `readyz`.
     pub(crate) fn new(
         options: ClusterOptions,
         backoff: EngageBackoff,
@@ -120,7 +128,7 @@ impl Fleet {
                 metrics: FleetMetrics::new(metrics)?,
                 informer_families: metrics.informer_families(),
                 readyz,
-                readyz_added: AtomicBool::new(false),
+                readyz_threshold: AtomicUsize::new(usize::MAX),
                 state: Mutex::new(State::default()),
                 attached: watch::Sender::new(Attached::new()),
             }),
@@ -139,15 +147,17 @@ impl Fleet {
         }
         let informer_metrics =
             ClusterInformerMetrics::new(Arc::clone(&self.inner.informer_families), name);
+        let access = Arc::new(ListAccess::new(Arc::new(informer_metrics.clone())));
         let cluster = Cluster::new(
             name,
             client,
             &self.inner.options,
-            Some(Arc::new(informer_metrics.clone())),
+            Some(Arc::clone(&access) as _),
         );
         let mut engagement = Engagement {
             cluster: cluster.clone(),
             informer_metrics,
+            access,
             health: Arc::new(Mutex::new(ClusterHealth::Pending)),
             stop: CancellationToken::new(),
             task: None,
@@ -159,7 +169,6 @@ impl Fleet {
         }
         state.engaged.insert(cluster.inner.name.clone(), engagement);
         drop(state);
-        self.add_readyz_check();
         tracing::info!(cluster = name, "cluster engaged");
         Ok(cluster)
     }
@@ -254,6 +263,7 @@ impl Fleet {
     fn spawn(&self, engagement: &Engagement) -> JoinHandle<()> {
         let run = Engaged {
             cluster: engagement.cluster.clone(),
+            access: Arc::clone(&engagement.access),
             health: Arc::clone(&engagement.health),
             stop: engagement.stop.clone(),
             fleet: self.clone(),
@@ -261,9 +271,30 @@ impl Fleet {
         tokio::spawn(run.run())
     }
 
-    /// `/readyz` fails while an engaged cluster does not answer, naming it.
-    fn add_readyz_check(&self) {
-        if self.inner.readyz_added.swap(true, Ordering::AcqRel) {
+    /// Makes the manager's `/readyz` fail (check `fleet clusters`, naming
+    /// them with their last error) while more than `max_not_ready` engaged
+    /// clusters are not ready ([`ClusterHealth::Pending`] or `Failing`);
+    /// `0` fails it while any one is not. Called again, the new threshold
+    /// replaces the old.
+    ///
+    /// Without it (the default) the members' health is reported in
+    /// [`health`](Self::health) and the `controller_runtime_fleet_*`
+    /// metrics only: the manager's readiness is about the manager, so one
+    /// unreachable member does not take every replica (and the hub's
+    /// webhooks they serve) out of its Service.
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: controller_runtime::manager::Manager) {
+    /// // Unready once more than a third of 30 members are unreachable.
+    /// mgr.fleet().readyz_threshold(10);
+    /// # }
+    /// ```
+    pub fn readyz_threshold(&self, max_not_ready: usize) {
+        let before = self
+            .inner
+            .readyz_threshold
+            .swap(max_not_ready.min(usize::MAX - 1), Ordering::AcqRel);
+        if before != usize::MAX {
             return;
         }
         let fleet = Arc::downgrade(&self.inner);
@@ -271,20 +302,25 @@ impl Fleet {
             let Some(inner) = fleet.upgrade() else {
                 return Ok(());
             };
+            let threshold = inner.readyz_threshold.load(Ordering::Acquire);
             let state = inner.state.lock();
             let down: Vec<String> = state
                 .engaged
                 .iter()
-                .filter(|(_, e)| !e.health.lock().is_ready())
-                .map(|(n, e)| match &*e.health.lock() {
-                    ClusterHealth::Failing { error, .. } => format!("{n} ({error})"),
-                    _ => format!("{n} (not reached yet)"),
+                .filter_map(|(n, e)| match &*e.health.lock() {
+                    ClusterHealth::Ready => None,
+                    ClusterHealth::Failing { error, .. } => Some(format!("{n} ({error})")),
+                    ClusterHealth::Pending => Some(format!("{n} (not reached yet)")),
                 })
                 .collect();
-            if down.is_empty() {
+            if down.len() <= threshold {
                 Ok(())
             } else {
-                Err(format!("clusters not answering: {}", down.join(", ")))
+                Err(format!(
+                    "{} clusters not ready (at most {threshold} may be): {}",
+                    down.len(),
+                    down.join(", ")
+                ))
             }
         });
         if let Err(error) = self.inner.readyz.add("fleet clusters", check) {
@@ -296,6 +332,7 @@ impl Fleet {
 /// One running engagement.
 struct Engaged {
     cluster: Cluster,
+    access: Arc<ListAccess>,
     health: Arc<Mutex<ClusterHealth>>,
     stop: CancellationToken,
     fleet: Fleet,
@@ -318,8 +355,18 @@ impl Engaged {
                 () = self.stop.cancelled() => break,
                 look = tokio::time::timeout(backoff.probe_timeout, client.apiserver_version()) => look,
             };
+            // Answering is not enough: its informers must be let list.
+            let forbidden = self.access.forbidden();
+            let look = match look {
+                Ok(Ok(_)) if !forbidden.is_empty() => {
+                    Err(format!("forbidden (403) to list: {}", forbidden.join(", ")))
+                }
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(error)) => Err(error.to_string()),
+                Err(_) => Err(format!("no answer within {:?}", backoff.probe_timeout)),
+            };
             let wait = match look {
-                Ok(Ok(_)) => {
+                Ok(()) => {
                     if !attached {
                         self.attach();
                         attached = true;
@@ -330,11 +377,7 @@ impl Engaged {
                     delay = backoff.initial;
                     backoff.probe_interval
                 }
-                failed => {
-                    let error = match failed {
-                        Ok(Err(error)) => error.to_string(),
-                        _ => format!("no answer within {:?}", backoff.probe_timeout),
-                    };
+                Err(error) => {
                     let failures = {
                         let mut health = self.health.lock();
                         let failures = match &*health {
@@ -348,7 +391,7 @@ impl Engaged {
                         failures
                     };
                     metrics.failed(&name);
-                    tracing::warn!(cluster = %name, %error, failures, retry_in = ?delay, "cluster does not answer");
+                    tracing::warn!(cluster = %name, %error, failures, retry_in = ?delay, "cluster not ready");
                     let wait = delay;
                     delay = backoff.next(delay);
                     wait

@@ -5,12 +5,13 @@
 use std::time::Duration;
 
 /// How the fleet reaches an engaged cluster: it asks the API server for
-/// its version; a failure (unreachable, 401, a timeout) is retried after
-/// `initial`, doubled after each further failure up to `max`; a cluster
-/// that answers is asked again every `probe_interval`, so that one that
-/// stops answering is reported (in [`ClusterHealth`], the metrics and
-/// `/readyz`) while its informers retry on their own. Each look gives up
-/// after `probe_timeout`.
+/// its version (and, once its informers run, sees whether their lists are
+/// forbidden); a failure (unreachable, 401, a timeout, a 403 on a list) is
+/// retried after `initial`, doubled after each further failure up to
+/// `max`; a cluster that answers is asked again every `probe_interval`, so
+/// that one that stops answering is reported (in [`ClusterHealth`], the
+/// metrics and, if asked, `/readyz`) while its informers retry on their
+/// own. Each look gives up after `probe_timeout`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -87,9 +88,11 @@ impl EngageBackoff {
 pub enum ClusterHealth {
     /// Engaged, not reached yet (or the manager is not running).
     Pending,
-    /// Its API server answered the last look; its informers run.
+    /// Its API server answered the last look and none of its informers'
+    /// last lists was forbidden; its informers run.
     Ready,
-    /// The last look failed; retried with backoff.
+    /// The last look failed (no answer, an error, or an informer forbidden
+    /// to list, 403); looked at again with backoff.
     Failing {
         /// Looks failed in a row.
         failures: u64,
@@ -99,7 +102,8 @@ pub enum ClusterHealth {
 }
 
 impl ClusterHealth {
-    /// Whether the cluster answered its last look.
+    /// Whether the cluster answered its last look, permitting its
+    /// informers' lists.
     pub fn is_ready(&self) -> bool {
         matches!(self, ClusterHealth::Ready)
     }

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use kube_client::Client;
-use kube_client::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use kube_client::config::Kubeconfig;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::fleet::{Fleet, FleetError};
+use super::fleet::Fleet;
+use super::kubeconfig::{MemberClientOptions, ProviderError};
 use crate::error::BoxError;
 
 /// Discovers clusters and engages them in (and disengages them from) a
@@ -55,50 +56,6 @@ pub trait Provider: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<(), BoxError>>;
 }
 
-/// Why a provider could not turn a kubeconfig into a client.
-#[derive(Debug, thiserror::Error)]
-pub enum ProviderError {
-    /// The kubeconfig does not parse or names no usable context.
-    #[error("cluster {cluster:?}: kubeconfig: {source}")]
-    Kubeconfig {
-        /// The cluster it was for.
-        cluster: String,
-        /// What is wrong with it.
-        #[source]
-        source: KubeconfigError,
-    },
-    /// No client can be made from the kubeconfig (TLS settings, proxy).
-    #[error("cluster {cluster:?}: client: {source}")]
-    Client {
-        /// The cluster it was for.
-        cluster: String,
-        /// kube-client's error.
-        #[source]
-        source: kube_client::Error,
-    },
-    /// The fleet refused the cluster.
-    #[error(transparent)]
-    Fleet(#[from] FleetError),
-}
-
-/// A client for the current context of `kubeconfig`.
-pub(crate) async fn client_from_kubeconfig(
-    cluster: &str,
-    kubeconfig: Kubeconfig,
-) -> Result<Client, ProviderError> {
-    let config =
-        kube_client::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .map_err(|source| ProviderError::Kubeconfig {
-                cluster: cluster.to_string(),
-                source,
-            })?;
-    Client::try_from(config).map_err(|source| ProviderError::Client {
-        cluster: cluster.to_string(),
-        source,
-    })
-}
-
 enum Reach {
     Client(Client),
     Kubeconfig(Box<Kubeconfig>),
@@ -108,6 +65,12 @@ enum Reach {
 /// disengaged when it stops: each a client, or a kubeconfig (its current
 /// context). A kubeconfig that gives no client stops the manager with a
 /// [`ProviderError`] naming the cluster; an unreachable cluster does not.
+///
+/// The kubeconfigs are the program's own, so they are trusted: `exec`,
+/// `auth-provider` and file references are allowed (unlike the
+/// [`SecretProvider`](super::SecretProvider)'s). Their clients are made
+/// with [`MemberClientOptions`] (no retry under the informers, connect and
+/// read timeouts); [`client_options`](Self::client_options) changes them.
 ///
 /// ```no_run
 /// # async fn demo(client: kube_client::Client, edge: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
@@ -121,9 +84,18 @@ enum Reach {
 /// # let _ = mgr;
 /// # Ok(()) }
 /// ```
-#[derive(Default)]
 pub struct StaticProvider {
     clusters: Mutex<Vec<(String, Reach)>>,
+    options: MemberClientOptions,
+}
+
+impl Default for StaticProvider {
+    fn default() -> Self {
+        StaticProvider {
+            clusters: Mutex::default(),
+            options: MemberClientOptions::new().allow_external_credentials(),
+        }
+    }
 }
 
 impl std::fmt::Debug for StaticProvider {
@@ -164,6 +136,14 @@ impl StaticProvider {
             .push((name.into(), Reach::Kubeconfig(Box::new(kubeconfig))));
         self
     }
+
+    /// How the kubeconfigs' clients are made (default:
+    /// [`MemberClientOptions::new`] with external credentials allowed).
+    #[must_use]
+    pub fn client_options(mut self, options: MemberClientOptions) -> Self {
+        self.options = options;
+        self
+    }
 }
 
 impl Provider for StaticProvider {
@@ -182,7 +162,9 @@ impl Provider for StaticProvider {
                 let client = match reach {
                     Reach::Client(client) => client,
                     Reach::Kubeconfig(kubeconfig) => {
-                        client_from_kubeconfig(&name, *kubeconfig).await?
+                        self.options
+                            .client_from_kubeconfig(&name, *kubeconfig)
+                            .await?
                     }
                 };
                 fleet.engage(&name, client).map_err(ProviderError::from)?;

@@ -12,27 +12,42 @@ use informer_core::handler::ResourceEventHandler;
 use informer_core::key::ObjectOrTombstone;
 use k8s_openapi::api::core::v1::Secret;
 use kube_client::Client;
-use kube_client::config::{Kubeconfig, KubeconfigError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::fleet::Fleet;
-use super::provider::{Provider, ProviderError, client_from_kubeconfig};
+use super::kubeconfig::{MemberClientOptions, ProviderError};
+use super::provider::Provider;
 use crate::error::BoxError;
 use crate::rbac::Permissions;
 
-/// The key of a cluster Secret's kubeconfig (`data.kubeconfig`).
+/// The default key of a cluster Secret's kubeconfig (`data.kubeconfig`);
+/// see [`SecretProvider::data_key`].
 pub const KUBECONFIG_KEY: &str = "kubeconfig";
+
+/// Names the cluster of a Secret (`None`: the Secret is skipped).
+type ClusterName = Arc<dyn Fn(&Secret) -> Option<String> + Send + Sync>;
 
 /// Engages a cluster for each Secret in one namespace of the manager's own
 /// cluster that carries a label selector's labels: the cluster is named as
-/// the Secret, reached through the kubeconfig in its `data.kubeconfig`
-/// ([`KUBECONFIG_KEY`], current context). The Secrets are watched: a
-/// Secret added engages its cluster, a Secret deleted (or unlabelled)
-/// disengages it and stops its informers, a changed kubeconfig re-engages
-/// it. A Secret without a usable kubeconfig is logged and skipped; the
-/// others are unaffected. Needs `get`, `list` and `watch` on Secrets in the
+/// the Secret (or as [`cluster_name`](Self::cluster_name) says), reached
+/// through the kubeconfig in its `data.kubeconfig` ([`KUBECONFIG_KEY`], or
+/// [`data_key`](Self::data_key)), current context. The Secrets are
+/// watched: a Secret added engages its cluster, a Secret deleted (or
+/// unlabelled) disengages it and stops its informers, a changed kubeconfig
+/// re-engages it. A Secret without a usable kubeconfig is logged (its name
+/// and what is wrong, never any of its content) and skipped; the others
+/// are unaffected. Needs `get`, `list` and `watch` on Secrets in the
 /// namespace.
+///
+/// **Trust.** Whoever can create a labelled Secret in the namespace
+/// chooses a kubeconfig the manager uses, so only inline credentials are
+/// accepted: a kubeconfig with `exec`, `auth-provider`, `tokenFile`, or
+/// certificate, key or certificate-authority file paths is refused and
+/// logged, unless [`client_options`](Self::client_options) allows external
+/// credentials (see [`MemberClientOptions`], and why that is dangerous).
+/// The clients made have kube-client's retry off and connect and read
+/// timeouts (see [`MemberClientOptions`]).
 ///
 /// ```no_run
 /// # async fn demo(client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
@@ -50,6 +65,9 @@ pub struct SecretProvider {
     client: Client,
     namespace: String,
     selector: String,
+    data_key: String,
+    cluster_name: ClusterName,
+    options: MemberClientOptions,
 }
 
 impl std::fmt::Debug for SecretProvider {
@@ -57,6 +75,8 @@ impl std::fmt::Debug for SecretProvider {
         f.debug_struct("SecretProvider")
             .field("namespace", &self.namespace)
             .field("selector", &self.selector)
+            .field("data_key", &self.data_key)
+            .field("options", &self.options)
             .finish_non_exhaustive()
     }
 }
@@ -69,7 +89,56 @@ impl SecretProvider {
             client,
             namespace: namespace.into(),
             selector: selector.into(),
+            data_key: KUBECONFIG_KEY.to_string(),
+            cluster_name: Arc::new(|secret: &Secret| secret.metadata.name.clone()),
+            options: MemberClientOptions::new(),
         }
+    }
+
+    /// Reads the kubeconfig from `data.<key>` (default
+    /// [`KUBECONFIG_KEY`]). Cluster API writes it under `value`, in a
+    /// Secret named `<cluster>-kubeconfig` labelled
+    /// `cluster.x-k8s.io/cluster-name=<cluster>`:
+    ///
+    /// ```no_run
+    /// # fn demo(client: kube_client::Client) {
+    /// use controller_runtime::cluster::SecretProvider;
+    /// const LABEL: &str = "cluster.x-k8s.io/cluster-name";
+    /// let capi = SecretProvider::new(client, "clusters", LABEL)
+    ///     .data_key("value")
+    ///     .cluster_name(|secret| {
+    ///         let cluster = secret.metadata.labels.as_ref()?.get(LABEL)?;
+    ///         let name = secret.metadata.name.as_deref()?;
+    ///         (name == format!("{cluster}-kubeconfig")).then(|| cluster.clone())
+    ///     });
+    /// # let _ = capi;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn data_key(mut self, key: impl Into<String>) -> Self {
+        self.data_key = key.into();
+        self
+    }
+
+    /// Names each Secret's cluster (default: the Secret's name); a Secret
+    /// for which `name` returns `None` is logged and skipped. Two Secrets
+    /// naming the same cluster: the second is skipped while the first is
+    /// engaged.
+    #[must_use]
+    pub fn cluster_name(
+        mut self,
+        name: impl Fn(&Secret) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.cluster_name = Arc::new(name);
+        self
+    }
+
+    /// How the clusters' clients are made from their kubeconfigs (default
+    /// [`MemberClientOptions::new`]: inline credentials only).
+    #[must_use]
+    pub fn client_options(mut self, options: MemberClientOptions) -> Self {
+        self.options = options;
+        self
     }
 
     /// What the provider needs in the manager's own cluster: `get`, `list`
@@ -130,8 +199,9 @@ impl Provider for SecretProvider {
             let (tx, mut rx) = mpsc::unbounded_channel();
             let registration = informer.add_event_handler(Forward(tx))?;
             factory.start();
-            // The kubeconfig each engaged cluster was engaged with.
-            let mut engaged: HashMap<String, Vec<u8>> = HashMap::new();
+            // By Secret: the cluster engaged and the kubeconfig it was
+            // engaged with.
+            let mut engaged: HashMap<String, Engaged> = HashMap::new();
             loop {
                 let change = tokio::select! {
                     () = stop.cancelled() => break,
@@ -141,10 +211,10 @@ impl Provider for SecretProvider {
                     },
                 };
                 match change {
-                    Change::Upsert(secret) => apply(&fleet, &mut engaged, &secret).await,
+                    Change::Upsert(secret) => self.apply(&fleet, &mut engaged, &secret).await,
                     Change::Delete(name) => {
-                        if engaged.remove(&name).is_some() {
-                            fleet.disengage(&name).await;
+                        if let Some(gone) = engaged.remove(&name) {
+                            fleet.disengage(&gone.cluster).await;
                         }
                     }
                 }
@@ -161,44 +231,69 @@ impl Provider for SecretProvider {
     }
 }
 
-/// Engages, re-engages or disengages the cluster of `secret` as its
-/// kubeconfig says.
-async fn apply(fleet: &Fleet, engaged: &mut HashMap<String, Vec<u8>>, secret: &Secret) {
-    let Some(name) = secret.metadata.name.clone() else {
-        return;
-    };
-    let kubeconfig = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(KUBECONFIG_KEY))
-        .map(|b| b.0.clone());
-    if kubeconfig.is_some() && engaged.get(&name) == kubeconfig.as_ref() {
-        return;
-    }
-    if engaged.remove(&name).is_some() {
-        fleet.disengage(&name).await;
-    }
-    let Some(bytes) = kubeconfig else {
-        tracing::warn!(secret = %name, key = KUBECONFIG_KEY, "cluster Secret has no kubeconfig; skipped");
-        return;
-    };
-    match engage(fleet, &name, &bytes).await {
-        Ok(()) => {
-            engaged.insert(name, bytes);
-        }
-        Err(error) => tracing::warn!(secret = %name, %error, "cluster Secret skipped"),
-    }
+/// The cluster a Secret engaged, and with which kubeconfig.
+struct Engaged {
+    cluster: String,
+    kubeconfig: Vec<u8>,
 }
 
-async fn engage(fleet: &Fleet, name: &str, kubeconfig: &[u8]) -> Result<(), ProviderError> {
-    let text = String::from_utf8_lossy(kubeconfig);
-    let kubeconfig = Kubeconfig::from_yaml(&text).map_err(|source: KubeconfigError| {
-        ProviderError::Kubeconfig {
-            cluster: name.to_string(),
-            source,
+impl SecretProvider {
+    /// Engages, re-engages or disengages the cluster of `secret` as its
+    /// kubeconfig says. Logs name the Secret, the cluster and what is
+    /// wrong, never any of the Secret's data.
+    async fn apply(&self, fleet: &Fleet, engaged: &mut HashMap<String, Engaged>, secret: &Secret) {
+        let Some(name) = secret.metadata.name.clone() else {
+            return;
+        };
+        let wanted = (self.cluster_name)(secret).map(|cluster| {
+            let kubeconfig = secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(&self.data_key))
+                .map(|b| b.0.clone());
+            (cluster, kubeconfig)
+        });
+        if let (Some((cluster, Some(kubeconfig))), Some(current)) = (&wanted, engaged.get(&name))
+            && current.cluster == *cluster
+            && current.kubeconfig == *kubeconfig
+        {
+            return;
         }
-    })?;
-    let client = client_from_kubeconfig(name, kubeconfig).await?;
-    fleet.engage(name, client)?;
-    Ok(())
+        if let Some(old) = engaged.remove(&name) {
+            fleet.disengage(&old.cluster).await;
+        }
+        let Some((cluster, kubeconfig)) = wanted else {
+            tracing::warn!(secret = %name, "cluster Secret names no cluster; skipped");
+            return;
+        };
+        let Some(kubeconfig) = kubeconfig else {
+            tracing::warn!(secret = %name, key = %self.data_key, "cluster Secret has no kubeconfig; skipped");
+            return;
+        };
+        match self.engage(fleet, &cluster, &kubeconfig).await {
+            Ok(()) => {
+                engaged.insert(
+                    name,
+                    Engaged {
+                        cluster,
+                        kubeconfig,
+                    },
+                );
+            }
+            Err(error) => {
+                tracing::warn!(secret = %name, %cluster, %error, "cluster Secret skipped");
+            }
+        }
+    }
+
+    async fn engage(
+        &self,
+        fleet: &Fleet,
+        cluster: &str,
+        kubeconfig: &[u8],
+    ) -> Result<(), ProviderError> {
+        let client = self.options.client_from_yaml(cluster, kubeconfig).await?;
+        fleet.engage(cluster, client)?;
+        Ok(())
+    }
 }

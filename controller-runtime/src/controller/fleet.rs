@@ -9,7 +9,9 @@
 //! cluster attached to the fleet (engaged and reached): when a cluster
 //! arrives, the controller registers its handlers on that cluster's
 //! informers; when it leaves, it removes them, drops the cluster's queued
-//! requests and its `cluster`-labelled metric series.
+//! requests and its `cluster`-labelled metric series, and cancels the
+//! cluster's running reconciles (dropped at their next await, so one
+//! hanging on a stalled API server frees its worker at once).
 //!
 //! Its queue holds [`ClusterRequest`]s, `(cluster, namespace, name)`, so
 //! the same object name in two clusters is two requests. The reconciler

@@ -291,10 +291,22 @@ impl FleetRunnable {
             .with_retries(retries)
             .in_cluster(Arc::clone(&req.cluster));
         let started = Instant::now();
-        let outcome = member
+        let run = member
             .reconciler
-            .run(req.request.clone(), ctx, self.reconcile_timeout)
-            .await;
+            .run(req.request.clone(), ctx, self.reconcile_timeout);
+        // A cluster that leaves takes its running reconciles with it: they
+        // are dropped at their next await (one waiting on a stalled API
+        // server included), and their workers serve the others.
+        let outcome = tokio::select! {
+            biased;
+            () = member.detached.cancelled() => {
+                tracing::info!(controller = %self.name, object = %req, "reconcile cancelled: its cluster left");
+                self.queue.forget(&req);
+                self.queue.done(&req);
+                return;
+            }
+            outcome = run => outcome,
+        };
         let elapsed = started.elapsed();
         self.controller_metrics.observe(&outcome, elapsed);
         member.series.observe(&outcome, elapsed);

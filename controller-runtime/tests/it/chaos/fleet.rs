@@ -329,6 +329,8 @@ async fn run_seed(s: &Schedule) -> Result<Outcome, String> {
         .build()
         .await
         .map_err(|e| format!("manager: {e}"))?;
+    // Any member down makes the manager unready (the default leaves them out).
+    mgr.fleet().readyz_threshold(0);
     let mirror = Arc::new(Mirror {
         work: Duration::from_millis(s.reconcile_ms),
         started: Mutex::new(Vec::new()),

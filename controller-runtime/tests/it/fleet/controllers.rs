@@ -251,6 +251,7 @@ async fn a_cluster_whose_server_dies_never_stops_the_manager() {
     );
     let doomed = TestEnv::start().await.unwrap();
     let (mgr, _) = fleet_manager(&own).await;
+    mgr.fleet().readyz_threshold(0);
     let (stop, task) = spawn_manager(&mgr);
     mgr.fleet().engage("c0", c0.client()).unwrap();
     mgr.fleet().engage("c1", c1.client()).unwrap();

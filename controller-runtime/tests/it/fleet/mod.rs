@@ -5,13 +5,20 @@
 //! their objects change, and goes on when one cluster's server dies;
 //! `derive` runs a `#[derive(Controller)]` with `fleet` under its
 //! generated RBAC; `memory` sees a disengaged cluster's cache freed;
-//! `sharded` spreads a fleet controller's `(cluster, key)`s over replicas.
+//! `sharded` spreads a fleet controller's `(cluster, key)`s over replicas;
+//! `trust` refuses kubeconfig Secrets with credentials from outside them
+//! and logs none of a Secret's data; `disengage` sees a leaving member's
+//! running reconcile cancelled; `restart` kills a member's API server and
+//! starts it again, empty or from its data, and sees it reconciled again.
 
 mod controllers;
 mod derive;
+mod disengage;
 mod memory;
 mod providers;
+mod restart;
 mod sharded;
+mod trust;
 
 use std::time::Duration;
 

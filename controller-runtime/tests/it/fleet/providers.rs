@@ -1,17 +1,18 @@
 //! Providers engage clusters while the manager runs: a static list (a
 //! client, kubeconfigs) and kubeconfigs in labelled Secrets of the
-//! manager's own cluster, watched. A cluster that is unreachable or
-//! refuses the credentials is retried and reported without stopping the
-//! manager or the others.
+//! manager's own cluster, watched. A cluster that is unreachable, refuses
+//! the credentials or forbids the informers' lists is retried and reported
+//! without stopping the manager or the others.
 
 use std::collections::BTreeMap;
 
-use controller_runtime::cluster::{SecretProvider, StaticProvider};
+use controller_runtime::cluster::{ClusterHealth, SecretProvider, StaticProvider};
 use controller_runtime::manager::Manager;
+use controller_runtime::prelude::*;
 use envtest::TestEnv;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube_client::Api;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube_client::api::{DeleteParams, PostParams};
 use kube_client::config::Kubeconfig;
 
@@ -57,6 +58,18 @@ async fn static_clusters_are_engaged_and_failing_ones_retried_and_reported() {
     })
     .await;
     assert_eq!(mgr.fleet().names(), ["dead", "member", "unauthorized"]);
+    assert_eq!(
+        mgr.readyz_checks().run_one("fleet clusters"),
+        None,
+        "members' health stays out of /readyz unless asked"
+    );
+    mgr.fleet().readyz_threshold(2);
+    assert_eq!(
+        mgr.readyz_checks().run_one("fleet clusters"),
+        Some(Ok(())),
+        "two members down, two allowed"
+    );
+    mgr.fleet().readyz_threshold(1);
     let readiness = mgr.readyz_checks().run_one("fleet clusters").unwrap();
     let message = readiness.unwrap_err();
     assert!(
@@ -176,5 +189,91 @@ async fn labelled_secrets_engage_clusters_and_deleting_one_disengages_it() {
     .await;
     assert!(!old_b.cache().is_started(), "the old b stopped");
 
+    stop_manager(stop, task).await;
+}
+
+/// A ClusterRole granting `verbs` on ConfigMaps.
+fn configmaps_role(verbs: &[&str]) -> ClusterRole {
+    let mut role = ClusterRole::default();
+    role.metadata.name = Some("fleet-test-configmaps".into());
+    role.rules = Some(vec![PolicyRule {
+        api_groups: Some(vec!["".into()]),
+        resources: Some(vec!["configmaps".into()]),
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        ..Default::default()
+    }]);
+    role
+}
+
+struct Nothing;
+
+impl ObjectReconciler<ConfigMap> for Nothing {
+    type Error = kube_client::Error;
+
+    async fn reconcile(
+        &self,
+        _: std::sync::Arc<ConfigMap>,
+        _: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
+        Ok(Action::done())
+    }
+}
+
+#[tokio::test]
+async fn a_member_that_forbids_listing_is_failing_until_it_permits_it() {
+    if envtest::skip_on_existing_cluster("several in-process API servers") {
+        return;
+    }
+    let own = TestEnv::start().await.unwrap();
+    let member = TestEnv::start().await.unwrap();
+    // The member's identity may get ConfigMaps, not list or watch them.
+    let restricted = member
+        .client_with_cluster_role("default", "fleet-test", &configmaps_role(&["get"]))
+        .await
+        .unwrap();
+    let mgr = Manager::builder(own.client())
+        .fleet_backoff(fast_backoff())
+        .build()
+        .await
+        .unwrap();
+    mgr.fleet_controller::<ConfigMap>()
+        .named("nothing")
+        .complete(Nothing)
+        .unwrap();
+    mgr.fleet().readyz_threshold(0);
+    let (stop, task) = spawn_manager(&mgr);
+    mgr.fleet().engage("member", restricted).unwrap();
+
+    let error = eventually(LONG, "member failing for the 403", || async {
+        match mgr.fleet().health("member") {
+            Some(ClusterHealth::Failing { error, .. }) => Some(error),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(error.contains("forbidden (403) to list"), "{error}");
+    let readiness = mgr.readyz_checks().run_one("fleet clusters").unwrap();
+    assert!(readiness.unwrap_err().contains("member (forbidden"));
+    let metrics = mgr.metrics().encode().unwrap();
+    assert!(
+        metrics.contains("controller_runtime_fleet_cluster_ready{cluster=\"member\"} 0"),
+        "{metrics}"
+    );
+
+    // Permitted: its informer lists, and the member is ready again.
+    let roles: Api<ClusterRole> = Api::all(member.client());
+    roles
+        .patch(
+            "fleet-test-configmaps",
+            &PatchParams::apply("fleet-test").force(),
+            &Patch::Apply(&configmaps_role(&["get", "list", "watch"])),
+        )
+        .await
+        .unwrap();
+    eventually(LONG, "member ready once permitted", || async {
+        ready(&mgr, "member").then_some(())
+    })
+    .await;
+    assert_eq!(mgr.readyz_checks().run_one("fleet clusters"), Some(Ok(())));
     stop_manager(stop, task).await;
 }
