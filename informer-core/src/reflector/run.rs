@@ -552,6 +552,9 @@ where
     }
 
     fn report(&self, err: &ReflectorError) {
+        if let Some(part) = err.list_watch_error().and_then(ListWatchError::oversized) {
+            self.metrics.oversized_answer(&self.name, part.as_str());
+        }
         match &self.watch_error_handler {
             Some(handler) => handler(err),
             None if err.is_expired() => info!(error = %err, "watch ended; relisting"),
@@ -581,6 +584,7 @@ fn failure_reason(err: &ListWatchError) -> &str {
     match err.reason() {
         Some(reason) => reason,
         None if err.is_transport() => "transport",
+        None if err.oversized().is_some() => "oversized",
         None => "error",
     }
 }
