@@ -7,9 +7,10 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use envtest::TestEnv;
+use envtest::{FailureRule, TestEnv};
 use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions};
 use informer_core::shared_informer::SharedIndexInformer;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -114,6 +115,84 @@ async fn an_informer_on_a_kubeconfig_client_relists_soon_after_its_server_restar
         "the cache still held {:?} {:?} after the new server came up",
         cached_names(&informer).len(),
         up.elapsed()
+    );
+    stop.cancel();
+}
+
+/// A 429 and a 503 on the watch reach the reflector at once (counted as
+/// its own restarts and relists), rather than being retried by the client
+/// behind its back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_and_unavailable_watches_reach_the_reflector() {
+    let (env, admin) = env_with(&[NS]).await;
+    create(&admin, NS, "a", &[]).await;
+    let client = client_from_kubeconfig_file(&env).await;
+    let metrics = Counting::new();
+    let informer = SharedIndexInformer::builder(ApiListerWatcher::new(
+        Api::<ConfigMap>::namespaced(client, NS),
+        ListWatchOptions::default(),
+    ))
+    .metrics(Arc::clone(&metrics) as _)
+    .build()
+    .unwrap();
+    let stop = run_synced(&informer).await;
+    set_value(&admin, NS, "a", "1").await;
+    eventually("the watch is open", || {
+        informer
+            .indexer()
+            .get_by_key(&format!("{NS}/a"))
+            .is_some_and(|cm| {
+                cm.data
+                    .as_ref()
+                    .and_then(|d| d.get("v"))
+                    .is_some_and(|v| v == "1")
+            })
+    })
+    .await;
+
+    let watches = env
+        .faults()
+        .request_log()
+        .iter()
+        .filter(|r| r.is_watch())
+        .count();
+    env.faults()
+        .fail_next(FailureRule::new(1, 429).watch(true).retry_after(1));
+    env.faults().fail_next(FailureRule::new(1, 503).watch(true));
+    env.faults().drop_watches();
+    eventually("the 429 reached the reflector", || {
+        metrics.count("watch_restart:too_many_requests") == 1
+    })
+    .await;
+    eventually("the 503 reached the reflector", || {
+        metrics.count("relist:error") == 1
+    })
+    .await;
+    set_value(&admin, NS, "a", "2").await;
+    eventually("the informer watches again", || {
+        informer
+            .indexer()
+            .get_by_key(&format!("{NS}/a"))
+            .is_some_and(|cm| {
+                cm.data
+                    .as_ref()
+                    .and_then(|d| d.get("v"))
+                    .is_some_and(|v| v == "2")
+            })
+    })
+    .await;
+    let failed: Vec<u16> = env
+        .faults()
+        .request_log()
+        .iter()
+        .filter(|r| r.is_watch())
+        .skip(watches)
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        &failed[..2],
+        [429, 503],
+        "each failed once, no retry: {failed:?}"
     );
     stop.cancel();
 }
