@@ -4,7 +4,9 @@
 //! lists again, and the informer works once the server behaves.
 //!
 //! The server is a few lines of HTTP/1.1 over a `TcpListener` (one request
-//! per connection), scripted per request.
+//! per connection), scripted per request. It refuses a request that carries
+//! a body: the lister-watcher's bodies, of a kind the client's retry layer
+//! cannot clone, must still go out as none.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -81,7 +83,12 @@ async fn answer(
         }
         head.push(byte[0]);
     }
-    let head = String::from_utf8_lossy(&head);
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    if head.contains("transfer-encoding") || head.contains("content-length") {
+        // A GET with a body: the lister-watcher's requests must have none.
+        let refusal = "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+        return sock.write_all(refusal.as_bytes()).await;
+    }
     let target = head.split_whitespace().nth(1).unwrap_or("/");
     let asked = {
         let mut c = counts.lock();
