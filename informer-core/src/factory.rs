@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::list_watch::{ApiListerWatcher, ListWatchOptions};
+use crate::list_watch::{ApiListerWatcher, ListWatchOptions, ReadLimits};
 use crate::lister::Lister;
 use crate::metrics::InformerMetrics;
 use crate::shared_informer::SharedIndexInformer;
@@ -226,6 +226,8 @@ struct FactoryInner {
     streaming_list: Option<bool>,
     /// Protobuf for built-in kinds' informers.
     protobuf: bool,
+    /// Caps on one watch event and one LIST answer, for every informer.
+    read_limits: ReadLimits,
     entries: Mutex<HashMap<InformerKey, Entry>>,
     shutdown: CancellationToken,
 }
@@ -276,6 +278,7 @@ pub struct SharedInformerFactoryBuilder {
     strip_managed_fields: bool,
     streaming_list: Option<bool>,
     protobuf: bool,
+    read_limits: ReadLimits,
 }
 
 impl SharedInformerFactoryBuilder {
@@ -317,6 +320,25 @@ impl SharedInformerFactoryBuilder {
     /// ```
     pub fn protobuf(mut self, enabled: bool) -> Self {
         self.protobuf = enabled;
+        self
+    }
+
+    /// Caps on what one answer of the API server may make an informer
+    /// hold (one watch event, one LIST answer; 64 MiB each by default),
+    /// for every informer of this factory; see
+    /// [`ApiListerWatcher::read_limits`].
+    ///
+    /// ```
+    /// # async fn demo(client: kube_client::Client) {
+    /// use informer_core::factory::SharedInformerFactory;
+    /// use informer_core::list_watch::ReadLimits;
+    /// let limits = ReadLimits::default().max_page_bytes(256 << 20);
+    /// let factory = SharedInformerFactory::builder(client).read_limits(limits).build();
+    /// assert_eq!(factory.read_limits(), limits);
+    /// # }
+    /// ```
+    pub fn read_limits(mut self, limits: ReadLimits) -> Self {
+        self.read_limits = limits;
         self
     }
 
@@ -373,6 +395,7 @@ impl SharedInformerFactoryBuilder {
                 strip_managed_fields: self.strip_managed_fields,
                 streaming_list: self.streaming_list,
                 protobuf: self.protobuf,
+                read_limits: self.read_limits,
                 entries: Mutex::new(HashMap::new()),
                 shutdown: CancellationToken::new(),
             }),
@@ -410,6 +433,7 @@ impl SharedInformerFactory {
             strip_managed_fields: false,
             streaming_list: None,
             protobuf: true,
+            read_limits: ReadLimits::default(),
         }
     }
 
@@ -429,6 +453,12 @@ impl SharedInformerFactory {
     /// [`SharedInformerFactoryBuilder::protobuf`]).
     pub fn uses_protobuf(&self) -> bool {
         self.inner.protobuf
+    }
+
+    /// The caps of this factory's informers (see
+    /// [`SharedInformerFactoryBuilder::read_limits`]).
+    pub fn read_limits(&self) -> ReadLimits {
+        self.inner.read_limits
     }
 
     /// The shared informer of `K` across all namespaces (or of a cluster-scoped `K`).
@@ -567,8 +597,9 @@ impl SharedInformerFactory {
         if let Some(fields) = options.field_selector {
             lw_options = lw_options.fields(fields);
         }
-        let mut lister_watcher =
-            ApiListerWatcher::<K>::at(client, url, lw_options).protobuf(self.inner.protobuf);
+        let mut lister_watcher = ApiListerWatcher::<K>::at(client, url, lw_options)
+            .protobuf(self.inner.protobuf)
+            .read_limits(self.inner.read_limits);
         if let Some(metrics) = &self.inner.metrics {
             lister_watcher = lister_watcher.metrics(Arc::clone(metrics));
         }

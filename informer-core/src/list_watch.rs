@@ -19,13 +19,20 @@
 //! does not decode as `K` arrives as [`WatchEvent::Undecodable`] rather than
 //! ending the stream.
 //!
+//! [`ApiListerWatcher`]'s requests pass the client's own retry layer by
+//! (kube-client's retry of 429, 503 and 504, on in clients built from a
+//! kubeconfig), so every answer reaches the reflector, which decides when
+//! to try again; and each answer's size is capped ([`ReadLimits`]).
+//!
 //! Over [`PartialObjectMeta<K>`](kube_core::metadata::PartialObjectMeta) the
 //! [`ApiListerWatcher`] reads metadata only ([`metadata`]).
 
 mod api;
 mod decode;
 mod error;
+mod limits;
 pub mod metadata;
+mod no_retry;
 mod page_ahead;
 pub mod protobuf;
 mod stream;
@@ -39,6 +46,7 @@ use futures::stream::BoxStream;
 
 pub use api::ApiListerWatcher;
 pub use error::ListWatchError;
+pub use limits::{DEFAULT_MAX_ANSWER_BYTES, OversizedPart, ReadLimits};
 
 /// The annotation a streaming list puts on the bookmark that ends the
 /// initial events (value `"true"`).

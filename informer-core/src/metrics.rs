@@ -142,6 +142,14 @@ pub trait InformerMetrics: Send + Sync {
         let _ = (informer, reason);
     }
 
+    /// Counter: an answer went over a cap of the lister-watcher's
+    /// [`ReadLimits`](crate::list_watch::ReadLimits) and the call ended
+    /// there; `part` is `watch_event` or `list_page`
+    /// ([`OversizedPart::as_str`](crate::list_watch::OversizedPart::as_str)).
+    fn oversized_answer(&self, informer: &str, part: &str) {
+        let _ = (informer, part);
+    }
+
     /// Counter: a watch was opened.
     fn watch_started(&self, informer: &str) {
         let _ = informer;

@@ -13,7 +13,10 @@
 //!   continue token expires (410) the reflector fetches the whole list at once.
 //!   Without an explicit page size, a relist from a specific resource version
 //!   is not paginated unless the server paginated the first list (so it can
-//!   be served from the watch cache), as client-go does.
+//!   be served from the watch cache), as client-go does. Such a list whose
+//!   one answer goes over the lister-watcher's cap
+//!   ([`ReadLimits`](crate::list_watch::ReadLimits)) is asked again at once
+//!   in pages, as is every list after it.
 //! - Every list ends in [`ReflectorStore::replace`]. Then the reflector
 //!   WATCHes from the list's resource version with `allowWatchBookmarks=true`
 //!   and `timeoutSeconds` drawn uniformly from `[300, 600)`. Bookmarks only

@@ -36,6 +36,7 @@ use super::MetricsError;
 /// | `informer_watch_restarts_total` | `informer`, `cause` |
 /// | `informer_watch_events_total` | `informer`, `type` |
 /// | `informer_decode_failures_total` | `informer` |
+/// | `informer_oversized_answers_total` | `informer`, `part` |
 /// | `informer_backoff_seconds` (histogram) | `informer` |
 /// | `informer_last_sync_timestamp_seconds` | `informer` |
 /// | `informer_handler_pending` | `informer`, `handler` |
@@ -53,6 +54,7 @@ pub struct PrometheusInformerMetrics {
     watch_restarts: IntCounterVec,
     watch_events: IntCounterVec,
     decode_failures: IntCounterVec,
+    oversized_answers: IntCounterVec,
     backoff: HistogramVec,
     last_sync: GaugeVec,
     handler_pending: IntGaugeVec,
@@ -161,6 +163,11 @@ impl PrometheusInformerMetrics {
                 "Objects or events that could not be decoded",
                 &["cluster", "informer"],
             )?,
+            oversized_answers: counter(
+                "informer_oversized_answers_total",
+                "Watch events or LIST answers over the informer's read limits, by part",
+                &["cluster", "informer", "part"],
+            )?,
             backoff: histogram(
                 "informer_backoff_seconds",
                 "Delays before retrying list or watch",
@@ -203,6 +210,7 @@ macro_rules! delegate_all {
             watch_restart(informer: &str, cause: WatchRestartCause);
             watch_event(informer: &str, kind: WatchEventType);
             decode_failure(informer: &str);
+            oversized_answer(informer: &str, part: &str);
             backoff(informer: &str, delay: Duration);
             last_sync(informer: &str, resource_version: &str, at: SystemTime);
             handler_pending(informer: &str, handler: &str, pending: usize);
@@ -252,6 +260,7 @@ impl ClusterInformerMetrics {
         remove_where(&m.watch_restarts, c);
         remove_where(&m.watch_events, c);
         remove_where(&m.decode_failures, c);
+        remove_where(&m.oversized_answers, c);
         remove_where(&m.backoff, c);
         remove_where(&m.last_sync, c);
         remove_where(&m.handler_pending, c);
@@ -372,6 +381,13 @@ impl InformerMetrics for Labelled<'_> {
         self.m
             .decode_failures
             .with_label_values(&[self.cluster, informer])
+            .inc();
+    }
+
+    fn oversized_answer(&self, informer: &str, part: &str) {
+        self.m
+            .oversized_answers
+            .with_label_values(&[self.cluster, informer, part])
             .inc();
     }
 

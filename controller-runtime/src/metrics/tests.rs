@@ -67,6 +67,7 @@ fn informer_adapter_records_under_informer_names() {
     sink.watch_event(inf, WatchEventType::Added);
     sink.relist(inf, RelistCause::Expired);
     sink.handler_pending(inf, "h1", 3);
+    sink.oversized_answer(inf, "list_page");
     let text = metrics.encode().unwrap();
     assert_eq!(
         sample(
@@ -102,6 +103,13 @@ fn informer_adapter_records_under_informer_names() {
             r#"informer_handler_pending{cluster="",handler="h1",informer="/api/v1/configmaps"}"#
         ),
         Some(3.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"informer_oversized_answers_total{cluster="",informer="/api/v1/configmaps",part="list_page"}"#
+        ),
+        Some(1.0)
     );
 }
 

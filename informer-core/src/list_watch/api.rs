@@ -15,6 +15,10 @@
 //! For built-in kinds (and metadata-only types) requests ask for protobuf
 //! with JSON as the second choice, and fall back to JSON for good where
 //! the server refuses; see [`super::protobuf`].
+//!
+//! Requests bypass the client's own retry layer (see [`super::no_retry`]):
+//! the reflector decides what a 410, 429 or 504 leads to. What one answer
+//! may make the client hold is capped ([`ReadLimits`]).
 
 use std::fmt::Debug;
 use std::marker::PhantomData;
@@ -33,7 +37,9 @@ use serde::de::DeserializeOwned;
 
 use super::decode::decode_list_then;
 use super::error::error_from_response;
+use super::limits::{ReadLimits, collect_page};
 use super::metadata::MetadataMode;
+use super::no_retry::unretried_body;
 use super::page_ahead::PageAhead;
 use super::protobuf::{
     PROTOBUF, PROTOBUF_ACCEPT, PROTOBUF_METADATA_LIST_ACCEPT, PROTOBUF_METADATA_WATCH_ACCEPT,
@@ -96,6 +102,8 @@ pub struct ApiListerWatcher<K> {
     metadata: MetadataMode,
     /// Protobuf, and whether the lister-watcher gave up on it.
     protobuf: Arc<ProtobufMode>,
+    /// Caps on one watch event and one LIST answer.
+    limits: ReadLimits,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -114,6 +122,7 @@ impl<K> Clone for ApiListerWatcher<K> {
             ahead: PageAhead::default(),
             metadata: self.metadata.fresh(),
             protobuf: Arc::new(self.protobuf.fresh()),
+            limits: self.limits,
             _kind: PhantomData,
         }
     }
@@ -126,6 +135,7 @@ impl<K> Debug for ApiListerWatcher<K> {
             .field("options", &self.options)
             .field("metadata_only", &self.metadata.active())
             .field("protobuf", &self.protobuf.active())
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -154,6 +164,7 @@ impl<K: Resource + DeserializeOwned + 'static> ApiListerWatcher<K> {
             // On for every kind that can be read in protobuf (see
             // `ApiListerWatcher::protobuf`).
             protobuf: Arc::new(ProtobufMode::new(Target::<K>::of(metadata).is_some())),
+            limits: ReadLimits::default(),
             _kind: PhantomData,
         }
     }
@@ -197,6 +208,34 @@ impl<K: Resource + DeserializeOwned + 'static> ApiListerWatcher<K> {
         mode.set_wanted(enabled && Target::<K>::of(self.metadata.wanted()).is_some());
         self.protobuf = Arc::new(mode);
         self
+    }
+
+    /// Caps on what one answer may make the lister-watcher hold: one watch
+    /// event and one LIST answer, 64 MiB each by default. An answer over a
+    /// cap ends the call with [`ListWatchError::Oversized`]; the reflector
+    /// counts it and lists again after a backoff.
+    ///
+    /// ```no_run
+    /// use informer_core::list_watch::{ApiListerWatcher, ListWatchOptions, ReadLimits};
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube_client::{Api, Client};
+    ///
+    /// # async fn demo(client: Client) {
+    /// let limits = ReadLimits::default().max_page_bytes(512 << 20);
+    /// let lw = ApiListerWatcher::new(Api::<ConfigMap>::all(client), ListWatchOptions::default())
+    ///     .read_limits(limits);
+    /// assert_eq!(lw.limits(), limits);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn read_limits(mut self, limits: ReadLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The caps in use ([`read_limits`](Self::read_limits)).
+    pub fn limits(&self) -> ReadLimits {
+        self.limits
     }
 
     /// Whether requests ask for protobuf: `K` can be read in protobuf, it
@@ -243,7 +282,8 @@ impl<T: Resource + 'static> ApiListerWatcher<PartialObjectMeta<T>> {
     }
 }
 
-/// Sends a GET for `url`; an error answer becomes [`ListWatchError::Api`].
+/// Sends a GET for `url`, past the client's retry layer (see
+/// [`super::no_retry`]); an error answer becomes [`ListWatchError::Api`].
 async fn get(
     client: &Client,
     url: String,
@@ -253,7 +293,7 @@ async fn get(
         .header(header::ACCEPT, accept)
         // One JSON document per line, uncompressed, so events can be split as they come.
         .header(header::ACCEPT_ENCODING, "identity")
-        .body(Body::empty())
+        .body(unretried_body().await)
         .map_err(|source| ListWatchError::BuildRequest { url, source })?;
     let response = client
         .send(request)
@@ -290,16 +330,13 @@ fn protobuf_answer(response: &Response<Body>) -> bool {
     )
 }
 
-/// One LIST page's whole body, and whether it is protobuf.
-async fn fetch_list(client: Client, url: String, accept: &'static str) -> Fetched {
+/// One LIST page's whole body (at most `max` bytes), and whether it is
+/// protobuf.
+async fn fetch_list(client: Client, url: String, accept: &'static str, max: usize) -> Fetched {
     let body = async {
         let response = get(&client, url, accept).await?;
         let protobuf = protobuf_answer(&response);
-        let body = response
-            .into_body()
-            .collect_bytes()
-            .await
-            .map_err(ListWatchError::Stream)?;
+        let body = collect_page(response, max).await?;
         Ok((body, protobuf))
     };
     (accept, body.await)
@@ -309,6 +346,12 @@ impl<K> ApiListerWatcher<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    /// One LIST answer for `url`, asked with the `Accept` of now.
+    async fn fetch(&self, url: String) -> Fetched {
+        let max = self.limits.max_page_bytes;
+        fetch_list(self.client.clone(), url, self.list_accept(), max).await
+    }
+
     /// The `Accept` of a LIST now.
     fn list_accept(&self) -> &'static str {
         match (self.protobuf.active(), self.metadata.active()) {
@@ -355,7 +398,12 @@ where
             let url = list_url(&self.url, &self.options, &next);
             self.ahead.start(
                 url.clone(),
-                fetch_list(self.client.clone(), url, next_accept),
+                fetch_list(
+                    self.client.clone(),
+                    url,
+                    next_accept,
+                    self.limits.max_page_bytes,
+                ),
             );
         };
         let target = Target::<K>::of(self.metadata.wanted()).filter(|_| protobuf);
@@ -415,15 +463,14 @@ where
             };
             let mut fetched = match ahead {
                 Some(answer) => answer,
-                None => fetch_list(self.client.clone(), url.clone(), self.list_accept()).await,
+                None => self.fetch(url.clone()).await,
             };
             // At most: protobuf refused, metadata refused, protobuf undecodable.
             for _ in 0..3 {
                 let (accept, result) = fetched;
                 let (body, protobuf) = match result {
                     Err(e) if self.refused(accept, &e) => {
-                        fetched =
-                            fetch_list(self.client.clone(), url.clone(), self.list_accept()).await;
+                        fetched = self.fetch(url.clone()).await;
                         continue;
                     }
                     other => other?,
@@ -431,7 +478,7 @@ where
                 if let Some(page) = self.decode_page(&req, accept, &body, protobuf) {
                     return page;
                 }
-                fetched = fetch_list(self.client.clone(), url.clone(), self.list_accept()).await;
+                fetched = self.fetch(url.clone()).await;
             }
             let (accept, result) = fetched;
             let (body, _) = result?;
@@ -462,12 +509,14 @@ where
             let body = response.into_body().into_data_stream();
             let target = Target::<K>::of(self.metadata.wanted()).filter(|_| protobuf);
             match target {
-                Some(target) => {
-                    Ok(
-                        frame_stream(body, target, Arc::clone(&self.protobuf), self.describe())
-                            .boxed(),
-                    )
-                }
+                Some(target) => Ok(frame_stream(
+                    body,
+                    target,
+                    Arc::clone(&self.protobuf),
+                    self.describe(),
+                    self.limits.max_event_bytes,
+                )
+                .boxed()),
                 None => {
                     if accept.starts_with(PROTOBUF) {
                         self.protobuf.give_up(
@@ -477,7 +526,7 @@ where
                         );
                     }
                     let strip = self.protobuf.strips();
-                    Ok(event_stream::<K, _>(body)
+                    Ok(event_stream::<K, _>(body, self.limits.max_event_bytes)
                         .map(move |ev| match ev {
                             Ok(WatchEvent::Added(o)) => Ok(WatchEvent::Added(stripped(o, strip))),
                             Ok(WatchEvent::Modified(o)) => {

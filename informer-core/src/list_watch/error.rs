@@ -2,9 +2,16 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{Response, StatusCode, header};
 use kube_client::client::Body;
 use kube_core::Status;
+
+use super::limits::{CappedError, OversizedPart, collect_capped};
+
+/// The most bytes of an error answer that are read (a `Status` is a few
+/// hundred); a longer one is reported by its code alone.
+const MAX_ERROR_BODY_BYTES: usize = 1 << 20;
 
 /// Why a LIST or WATCH call failed.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +50,19 @@ pub enum ListWatchError {
     /// Reading an open watch stream failed (the connection broke).
     #[error("reading the watch stream failed: {0}")]
     Stream(#[source] kube_client::Error),
+    /// An answer went over the lister-watcher's
+    /// [`ReadLimits`](super::ReadLimits): the call ended there, without
+    /// holding more of it.
+    #[error(
+        "{part} from the API server is larger than the limit of {limit} bytes \
+         (raise it with ReadLimits if such objects are expected)"
+    )]
+    Oversized {
+        /// What went over the cap.
+        part: OversizedPart,
+        /// The cap, in bytes.
+        limit: usize,
+    },
 }
 
 /// The `Status` cause type the API server uses for a resource version that
@@ -126,6 +146,15 @@ impl ListWatchError {
         self.code() == Some(429) || self.reason() == Some("TooManyRequests")
     }
 
+    /// What went over a [`ReadLimits`](super::ReadLimits) cap, if that is
+    /// what ended the call.
+    pub fn oversized(&self) -> Option<OversizedPart> {
+        match self {
+            Self::Oversized { part, .. } => Some(*part),
+            _ => None,
+        }
+    }
+
     /// The request never got an answer from the server (connection refused,
     /// reset, timed out).
     pub fn is_transport(&self) -> bool {
@@ -143,9 +172,13 @@ pub(super) async fn error_from_response(response: Response<Body>) -> ListWatchEr
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
-    let body = match response.into_body().collect_bytes().await {
+    let body = match collect_capped(response, MAX_ERROR_BODY_BYTES).await {
         Ok(body) => body,
-        Err(e) => return ListWatchError::Stream(e),
+        Err(CappedError::Read(e)) => return ListWatchError::Stream(e),
+        Err(CappedError::Oversized) => {
+            let text = format!("an error answer over {MAX_ERROR_BODY_BYTES} bytes, not read");
+            Bytes::from(text)
+        }
     };
     let decoded = if body.starts_with(informer_codec::MAGIC) {
         informer_codec::Envelope::read(&body)

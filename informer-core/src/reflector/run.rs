@@ -12,7 +12,8 @@ use super::backoff::Backoff;
 use super::initial_events::InitialEvents;
 use super::{DEFAULT_PAGE_SIZE, Reflector, ReflectorError};
 use crate::list_watch::{
-    DecodeFailure, ListRequest, ListWatchError, WatchEvent, WatchRequest, WatchStream,
+    DecodeFailure, ListRequest, ListWatchError, OversizedPart, WatchEvent, WatchRequest,
+    WatchStream,
 };
 use crate::metrics::{RelistCause, WatchEventType, WatchRestartCause};
 
@@ -33,7 +34,9 @@ struct State {
     last_rv: String,
     /// The last resource version was refused as expired or too large: list with "".
     rv_unavailable: bool,
-    /// The server paginated the first list, so it honours `limit` (no watch cache).
+    /// Page every list: the server paginated the first list, so it honours
+    /// `limit` (no watch cache), or a list in one answer went over the
+    /// lister-watcher's cap.
     paginated_result: bool,
     backoff: Backoff,
 }
@@ -129,6 +132,17 @@ where
                 rv = st.relist_resource_version();
                 self.list_pages(st, &rv).await
             }
+            Err(e)
+                if e.oversized() == Some(OversizedPart::ListPage)
+                    && self.page_limit(st, &rv).is_none()
+                    && self.config.page_size != Some(0) =>
+            {
+                warn!(resource_version = %rv, error = %e, "a list in one answer is over the cap; listing in pages");
+                self.metrics
+                    .oversized_answer(&self.name, OversizedPart::ListPage.as_str());
+                st.paginated_result = true;
+                self.list_pages(st, &rv).await
+            }
             other => other,
         };
         let (items, list_rv, pages, count) = result.map_err(|source| {
@@ -164,14 +178,7 @@ where
         st: &State,
         rv: &str,
     ) -> Result<(Vec<K>, String, usize, usize), ListWatchError> {
-        let limit = match self.config.page_size {
-            Some(0) => None,
-            Some(n) => Some(n),
-            None if st.paginated_result => Some(DEFAULT_PAGE_SIZE),
-            // Let the server answer from its watch cache rather than page through storage.
-            None if !rv.is_empty() && rv != "0" => None,
-            None => Some(DEFAULT_PAGE_SIZE),
-        };
+        let limit = self.page_limit(st, rv);
         let span = debug_span!("list", resource_version = %rv, limit = ?limit);
         async move {
             let first = ListRequest {
@@ -236,6 +243,18 @@ where
         }
         .instrument(span)
         .await
+    }
+
+    /// The page size of a list at `rv` (`None`: all in one answer).
+    fn page_limit(&self, st: &State, rv: &str) -> Option<u32> {
+        match self.config.page_size {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None if st.paginated_result => Some(DEFAULT_PAGE_SIZE),
+            // Let the server answer from its watch cache rather than page through storage.
+            None if !rv.is_empty() && rv != "0" => None,
+            None => Some(DEFAULT_PAGE_SIZE),
+        }
     }
 
     /// Hands one list page's objects to the store's
@@ -552,6 +571,9 @@ where
     }
 
     fn report(&self, err: &ReflectorError) {
+        if let Some(part) = err.list_watch_error().and_then(ListWatchError::oversized) {
+            self.metrics.oversized_answer(&self.name, part.as_str());
+        }
         match &self.watch_error_handler {
             Some(handler) => handler(err),
             None if err.is_expired() => info!(error = %err, "watch ended; relisting"),
@@ -581,6 +603,7 @@ fn failure_reason(err: &ListWatchError) -> &str {
     match err.reason() {
         Some(reason) => reason,
         None if err.is_transport() => "transport",
+        None if err.oversized().is_some() => "oversized",
         None => "error",
     }
 }

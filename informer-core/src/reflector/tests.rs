@@ -377,6 +377,36 @@ async fn too_large_rv_answer_relists_with_empty_rv() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_relist_in_one_answer_over_the_cap_is_listed_again_in_pages() {
+    let oversized = ListWatchError::Oversized {
+        part: crate::list_watch::OversizedPart::ListPage,
+        limit: 64 << 20,
+    };
+    let h = start(vec![
+        Step::List(Ok(page("10", &["a"], None))),
+        Step::Watch(vec![add("b", "11"), Item::Err(api_err(410, "Expired"))]),
+        Step::List(Err(oversized)),
+        Step::List(Ok(page("12", &["a", "b"], None))),
+        Step::Watch(vec![add("c", "13"), Item::Err(api_err(410, "Expired"))]),
+        Step::List(Ok(page("14", &["a", "b", "c"], None))),
+        Step::Watch(vec![Item::Hang]),
+    ]);
+    h.until_calls(7).await;
+    assert_eq!(
+        h.lw.lists(),
+        vec![
+            list_req(Some(500), "0", None),
+            list_req(None, "11", None),
+            list_req(Some(500), "11", None),
+            list_req(Some(500), "13", None),
+        ],
+        "paged at once, and from then on"
+    );
+    assert_eq!(h.metrics.count("oversized:list_page"), 1);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_paginated_first_list_keeps_relists_paginated() {
     let h = start(vec![
         Step::List(Ok(page("10", &["a"], Some("c1")))),

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use envtest::TestEnv;
 use informer_core::factory::{InformerOptions, SharedInformerFactory};
+use informer_core::list_watch::ReadLimits;
 use informer_core::selector::LabelSelector;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
@@ -199,4 +200,26 @@ async fn strip_managed_fields_applies_to_every_informer_of_the_factory() {
     assert_eq!(b.metadata.managed_fields, None);
     plain.shutdown().await;
     stripping.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_factory_read_limits_reach_its_informers() {
+    let (_env, client) = env_with(&["ns1"]).await;
+    create(&client, "ns1", "a", &[]).await;
+    let metrics = Counting::new();
+    // Smaller than any answer: every list (and streamed event) goes over.
+    let limits = ReadLimits::default().max_event_bytes(64).max_page_bytes(64);
+    let factory = SharedInformerFactory::builder(client)
+        .read_limits(limits)
+        .metrics(Arc::clone(&metrics) as _)
+        .build();
+    assert_eq!(factory.read_limits(), limits);
+    let informer = factory.informer::<ConfigMap>();
+    factory.start();
+    eventually("a LIST answer goes over the factory's cap", || {
+        metrics.count("oversized:list_page") >= 1
+    })
+    .await;
+    assert!(!informer.has_synced());
+    factory.shutdown().await;
 }

@@ -119,7 +119,8 @@ fn event_stream_splits_lines_across_chunks() {
     let (a1, a2) = a.split_at(20);
     let joined = format!("\n{b}\n");
     let events: Vec<_> = block_on(
-        event_stream::<ConfigMap, _>(chunks(&[a1, a2, &joined, "\n"])).collect::<Vec<_>>(),
+        event_stream::<ConfigMap, _>(chunks(&[a1, a2, &joined, "\n"]), usize::MAX)
+            .collect::<Vec<_>>(),
     );
     assert_eq!(events.len(), 2);
     assert!(matches!(&events[0], Ok(WatchEvent::Added(_))));
@@ -129,11 +130,12 @@ fn event_stream_splits_lines_across_chunks() {
 #[test]
 fn event_stream_decodes_a_final_line_without_newline_and_drops_a_torn_one() {
     let a = r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}"#;
-    let events: Vec<_> = block_on(event_stream::<ConfigMap, _>(chunks(&[a])).collect::<Vec<_>>());
+    let events: Vec<_> =
+        block_on(event_stream::<ConfigMap, _>(chunks(&[a]), usize::MAX).collect::<Vec<_>>());
     assert_eq!(events.len(), 1);
     let torn = &a[..30];
     let events: Vec<_> =
-        block_on(event_stream::<ConfigMap, _>(chunks(&[torn])).collect::<Vec<_>>());
+        block_on(event_stream::<ConfigMap, _>(chunks(&[torn]), usize::MAX).collect::<Vec<_>>());
     assert!(events.is_empty());
 }
 
@@ -143,9 +145,33 @@ fn event_stream_ends_after_error_event() {
     let a = r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}"#;
     let body = format!("{err}\n{a}\n");
     let events: Vec<_> =
-        block_on(event_stream::<ConfigMap, _>(chunks(&[&body])).collect::<Vec<_>>());
+        block_on(event_stream::<ConfigMap, _>(chunks(&[&body]), usize::MAX).collect::<Vec<_>>());
     assert_eq!(events.len(), 1);
     assert!(matches!(&events[0], Err(e) if e.is_expired()));
+}
+
+#[test]
+fn event_stream_ends_with_oversized_after_a_line_over_the_cap() {
+    let a = r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}"#;
+    let endless = "x".repeat(64);
+    let body = format!("{a}\n{endless}");
+    let cap = a.len();
+    let events: Vec<_> = block_on(
+        event_stream::<ConfigMap, _>(chunks(&[&body, &endless, &endless]), cap).collect::<Vec<_>>(),
+    );
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(matches!(&events[0], Ok(WatchEvent::Added(_))));
+    let Err(err) = &events[1] else {
+        panic!("{:?}", events[1])
+    };
+    assert_eq!(
+        err.oversized(),
+        Some(crate::list_watch::OversizedPart::WatchEvent)
+    );
+    assert!(
+        err.to_string().contains(&format!("limit of {cap} bytes")),
+        "{err}"
+    );
 }
 
 proptest::proptest! {
@@ -173,7 +199,7 @@ proptest::proptest! {
         points.sort_unstable();
         points.dedup();
         let parts: Vec<&str> = points.windows(2).map(|w| &body[w[0]..w[1]]).collect();
-        let events: Vec<_> = block_on(event_stream::<ConfigMap, _>(chunks(&parts)).collect::<Vec<_>>());
+        let events: Vec<_> = block_on(event_stream::<ConfigMap, _>(chunks(&parts), usize::MAX).collect::<Vec<_>>());
         let got: Vec<String> = events
             .into_iter()
             .map(|e| match e {

@@ -364,6 +364,9 @@ impl InformerMetrics for CountingMetrics {
     fn decode_failure(&self, _: &str) {
         self.inc("decode_failure".into());
     }
+    fn oversized_answer(&self, _: &str, part: &str) {
+        self.inc(format!("oversized:{part}"));
+    }
     fn backoff(&self, _: &str, delay: Duration) {
         self.backoffs.lock().push(delay);
         self.inc("backoff".into());
