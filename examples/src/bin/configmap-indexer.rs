@@ -189,7 +189,7 @@ async fn main() -> anyhow::Result<()> {
             .context("starting the embedded API server")?;
         println!(
             "{}",
-            informer_examples::cluster::demo_banner(&env.base_url())
+            informer_examples::cluster::demo_banner(env.base_url())
         );
         (env.client(), Some(env))
     };

@@ -173,7 +173,7 @@ async fn demo() -> anyhow::Result<()> {
     let env = envtest::TestEnv::start().await?;
     println!(
         "{}",
-        informer_examples::cluster::demo_banner(&env.base_url())
+        informer_examples::cluster::demo_banner(env.base_url())
     );
     let client = env.client();
     let local: SocketAddr = "127.0.0.1:0".parse()?;

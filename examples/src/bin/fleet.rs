@@ -232,7 +232,7 @@ async fn main() -> anyhow::Result<()> {
         let hub = TestEnv::start().await?;
         println!(
             "{} (the hub)",
-            informer_examples::cluster::demo_banner(&hub.base_url())
+            informer_examples::cluster::demo_banner(hub.base_url())
         );
         return tokio::time::timeout(Duration::from_secs(90), demo(hub))
             .await

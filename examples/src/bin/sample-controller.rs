@@ -154,7 +154,7 @@ async fn start_envtest(webhook_port: SocketAddr) -> anyhow::Result<envtest::Test
         )
         .start()
         .await?;
-    println!("{}", demo_banner(&env.base_url()));
+    println!("{}", demo_banner(env.base_url()));
     let admin = env.client();
     let hooks = FooReconciler::webhooks(NS);
     let post = PostParams::default();

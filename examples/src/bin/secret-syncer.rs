@@ -383,7 +383,7 @@ async fn main() -> anyhow::Result<()> {
         let env = envtest::TestEnv::start().await?;
         println!(
             "{}",
-            informer_examples::cluster::demo_banner(&env.base_url())
+            informer_examples::cluster::demo_banner(env.base_url())
         );
         return tokio::time::timeout(Duration::from_secs(90), demo(env.client()))
             .await

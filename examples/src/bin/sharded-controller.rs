@@ -269,7 +269,7 @@ async fn main() -> anyhow::Result<()> {
     let env = envtest::TestEnv::start().await?;
     println!(
         "{}",
-        informer_examples::cluster::demo_banner(&env.base_url())
+        informer_examples::cluster::demo_banner(env.base_url())
     );
     tokio::time::timeout(Duration::from_secs(120), demo(&env))
         .await
