@@ -1,6 +1,8 @@
-//! Shared helpers for the examples: deciding whether a cluster is configured,
-//! building small demo objects, and writing with the API server's warnings.
+//! Shared helpers for the examples: choosing the cluster (the embedded demo
+//! unless one is chosen explicitly, see [`cluster`]), building small demo
+//! objects, and writing with the API server's warnings.
 
+pub mod cluster;
 pub mod sample;
 
 use std::collections::BTreeMap;
@@ -10,19 +12,6 @@ use controller_runtime::k8s_openapi::api::core::v1::{Container, PodSpec, PodTemp
 use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta,
 };
-
-/// Whether a cluster is configured: `KUBECONFIG` is set, or `~/.kube/config`
-/// exists. Without one the examples run on the embedded API server.
-///
-/// ```
-/// let _ = informer_examples::kubeconfig_present();
-/// ```
-pub fn kubeconfig_present() -> bool {
-    if std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) {
-        return true;
-    }
-    std::env::home_dir().is_some_and(|home| home.join(".kube").join("config").is_file())
-}
 
 /// Installs a `tracing` subscriber writing to stderr: `RUST_LOG` if set, else
 /// `default_filter`. Colours only when stderr is a terminal, so logs piped to

@@ -2,7 +2,7 @@
 //!
 //! The project is one crate: a custom resource (`src/resource.rs`), its
 //! controller (`src/controller.rs`), a `main` with a manager and flags that
-//! runs a demo on the embedded API server when no cluster is configured
+//! runs a demo on the embedded API server unless a cluster is chosen
 //! (the `demo` cargo feature, on by default, off in the Dockerfile's
 //! release build), a `manifests` binary writing `deploy/` from the code
 //! (CRD, RBAC, ServiceAccount, Deployment), envtest integration tests, a
@@ -524,7 +524,7 @@ pub fn run(args: &Args) -> Result<(), NewError> {
         dir.display()
     );
     println!(
-        "next:\n  cd {}\n  cargo test       # the reconcile{} and the manifests against the embedded API server\n  cargo run        # a demo on the embedded API server (or the cluster in KUBECONFIG)",
+        "next:\n  cd {}\n  cargo test       # the reconcile{} and the manifests against the embedded API server\n  cargo run        # a demo on the embedded API server (-- --context NAME: a cluster)",
         dir.display(),
         if args.webhooks { ", the webhooks" } else { "" }
     );

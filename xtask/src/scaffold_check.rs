@@ -80,6 +80,26 @@ pub struct Args {
     pub framework_path: Option<PathBuf>,
 }
 
+/// A kubeconfig whose only cluster refuses every connection (nothing
+/// listens on port 1).
+const UNREACHABLE_KUBECONFIG: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: unreachable
+  cluster:
+    server: https://127.0.0.1:1
+contexts:
+- name: unreachable
+  context:
+    cluster: unreachable
+    user: nobody
+current-context: unreachable
+users:
+- name: nobody
+  user:
+    token: not-a-token
+";
+
 fn pass(what: &str) {
     println!("ok - scaffold: {what}");
 }
@@ -254,22 +274,27 @@ fn check(dir: &Path, target: &Path, webhooks: bool, namespaced: bool) -> Result<
     }
     pass("cargo build --no-default-features (no envtest in the controller binary)");
 
-    // The demo, as `cargo run` runs it with no cluster configured: no
-    // KUBECONFIG and a home without ~/.kube/config. The binary is run
-    // directly, since cargo itself needs the real home.
+    // The demo, as `cargo run` runs it with no cluster chosen, on a
+    // machine whose ~/.kube/config and KUBECONFIG name a cluster: a server
+    // that refuses every connection, so a demo that used it would fail. The
+    // binary is run directly, since cargo itself needs the real home.
     cargo(dir, target, &["build", "--bins"])?;
-    let home = dir.join("empty-home");
-    std::fs::create_dir_all(&home).map_err(|e| CheckError::Manifest {
-        file: home.clone(),
-        problem: format!("cannot create: {e}"),
-    })?;
+    let home = dir.join("home");
+    let kube = home.join(".kube");
+    let kubeconfig = kube.join("config");
+    std::fs::create_dir_all(&kube)
+        .and_then(|()| std::fs::write(&kubeconfig, UNREACHABLE_KUBECONFIG))
+        .map_err(|e| CheckError::Manifest {
+            file: kubeconfig.clone(),
+            problem: format!("cannot write: {e}"),
+        })?;
     let mut demo = Command::new(target.join("debug").join("demo"));
     demo.current_dir(dir)
-        .env_remove("KUBECONFIG")
+        .env("KUBECONFIG", &kubeconfig)
         .env_remove("KUBERNETES_SERVICE_HOST")
         .env("HOME", &home);
     run_command(demo, "demo (what cargo run runs)".into(), dir)?;
-    pass("cargo run (the demo on the embedded API server)");
+    pass("cargo run (the demo on the embedded API server, the kubeconfig's cluster untouched)");
 
     cargo(
         dir,

@@ -188,6 +188,7 @@ impl DynamicControllerBuilder {
             predicates: Arc::new(Vec::new()),
             filters: Arc::default(),
             description: describe(&resource),
+            resource: resource.clone(),
         }));
         self
     }
@@ -201,6 +202,7 @@ impl DynamicControllerBuilder {
             predicates: Arc::new(Vec::new()),
             filters: Arc::default(),
             description: describe_kind::<W>(),
+            resource: ApiResource::erase::<W>(&()),
         }));
         self
     }
@@ -247,6 +249,7 @@ impl DynamicControllerBuilder {
             predicates: Arc::new(self.for_predicates),
             filters: Arc::default(),
             description: describe(&self.resource),
+            resource: self.resource.clone(),
         });
         let mut sources = vec![primary];
         sources.extend(self.sources);

@@ -67,6 +67,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use kube_client::core::ApiResource;
 use kube_client::core::metadata::PartialObjectMeta;
 use parking_lot::Mutex;
 
@@ -353,6 +354,7 @@ fn kind_source<W: Object>(
             predicates: Arc::clone(&predicates),
             filters: Arc::clone(filters),
             description: description.clone(),
+            resource: ApiResource::erase::<W>(&()),
         }) as Box<dyn Source>
     })
 }

@@ -76,6 +76,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use informer_core::shared_informer::InformerError;
+use kube_client::core::ApiResource;
 use kube_client::core::metadata::PartialObjectMeta;
 
 use crate::cache::Cache;
@@ -227,6 +228,7 @@ impl Settings {
         if !mgr.claim_controller_name(&name) {
             return Err(BuilderError::DuplicateName(name).into());
         }
+        mgr.watches_resources(&name, sources.iter().map(|s| s.resource().clone()));
         let reconciler = reconciler(&name);
         let limiter: Box<dyn RateLimiter<Request>> = self
             .rate_limiter
@@ -374,6 +376,7 @@ impl<K: Object> ControllerBuilder<K> {
                 predicates,
                 filters: Arc::default(),
                 description: describe_kind::<W>(),
+                resource: ApiResource::erase::<W>(&()),
             }) as Box<dyn Source>
         }));
         self
@@ -438,6 +441,7 @@ impl<K: Object> ControllerBuilder<K> {
                 predicates,
                 filters: Arc::default(),
                 description: format!("{} metadata", describe_kind::<W>()),
+                resource: ApiResource::erase::<W>(&()),
             }) as Box<dyn Source>
         }));
         self
@@ -472,6 +476,7 @@ impl<K: Object> ControllerBuilder<K> {
             predicates: Arc::new(std::mem::take(&mut self.for_predicates)),
             filters: Arc::default(),
             description: describe_kind::<K>(),
+            resource: ApiResource::erase::<K>(&()),
         });
         let mut sources = vec![primary];
         let cache = self.mgr.cache().clone();

@@ -63,6 +63,8 @@ fn filters_pass<W: Resource>(
 pub(crate) trait Source: Send + Sync + 'static {
     /// `Kind (group/version)`, for logs and sync errors.
     fn describe(&self) -> String;
+    /// The resource watched (checked to be served when the manager starts).
+    fn resource(&self) -> &ApiResource;
     /// Sets the controller-wide filters (when the controller is completed,
     /// so that they apply whatever the order of the builder's calls).
     fn set_event_filters(&mut self, filters: EventFilters);
@@ -185,11 +187,17 @@ pub(crate) struct KindSource<W> {
     pub(crate) filters: EventFilters,
     /// `Kind (group/version)`, for logs and sync errors.
     pub(crate) description: String,
+    /// The resource watched.
+    pub(crate) resource: ApiResource,
 }
 
 impl<W: Watched> Source for KindSource<W> {
     fn describe(&self) -> String {
         self.description.clone()
+    }
+
+    fn resource(&self) -> &ApiResource {
+        &self.resource
     }
 
     fn set_event_filters(&mut self, filters: EventFilters) {

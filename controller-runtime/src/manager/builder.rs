@@ -45,6 +45,7 @@ pub struct ManagerBuilder {
     pub(super) providers: Vec<Arc<dyn Provider>>,
     pub(super) fleet_backoff: EngageBackoff,
     pub(super) protobuf: bool,
+    pub(super) wait_for_crds: Option<Duration>,
 }
 
 impl ManagerBuilder {
@@ -107,6 +108,34 @@ impl ManagerBuilder {
     /// How long controllers wait for their caches to sync (default 2 min).
     pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
         self.cache_sync_timeout = timeout;
+        self
+    }
+
+    /// Waits up to `timeout` at start for watched resources that are not
+    /// served yet (a CRD installed by another component after this
+    /// manager starts), instead of failing at once.
+    ///
+    /// By default [`Manager::run`] checks by discovery that every resource
+    /// its controllers watch is served and fails within seconds with
+    /// [`ManagerError::NotServed`] (naming the resource and its CRD) if
+    /// one is not. With this, it asks again every half second while the
+    /// health and metrics servers answer (`/readyz` not ready); the
+    /// informers start once all are served, and `run` fails the same way
+    /// when `timeout` passes first.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: kube_client::Client) -> Result<(), controller_runtime::ManagerError> {
+    /// use std::time::Duration;
+    /// use controller_runtime::manager::Manager;
+    /// // The CRD is applied by the same Helm release, maybe after this pod starts.
+    /// let mgr = Manager::builder(client)
+    ///     .wait_for_crds(Duration::from_secs(120))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_for_crds(mut self, timeout: Duration) -> Self {
+        self.wait_for_crds = Some(timeout);
         self
     }
 
@@ -424,6 +453,7 @@ impl ManagerBuilder {
                 late: Mutex::new(None),
                 graceful_shutdown_timeout: self.graceful_shutdown_timeout,
                 cache_sync_timeout: self.cache_sync_timeout,
+                served: super::served::ServedCheck::new(self.wait_for_crds),
             }),
         })
     }

@@ -9,6 +9,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::served::UnservedResource;
 use crate::error::BoxError;
 use crate::healthz::HealthzError;
 use crate::leaderelection::LeaderElectionError;
@@ -109,6 +110,26 @@ pub enum ManagerError {
     /// The webhook server refused a webhook (a path registered twice).
     #[error("webhooks: {0}")]
     Webhook(#[source] WebhookError),
+    /// A resource a controller watches is not served by the API server (its
+    /// CRD is not installed, or its group-version is not enabled), found by
+    /// discovery when [`Manager::run`](super::Manager::run) starts, before
+    /// any informer (Go's controller-runtime: "no matches for kind").
+    /// [`ManagerBuilder::wait_for_crds`](super::ManagerBuilder::wait_for_crds)
+    /// waits for such resources instead, for a time.
+    #[error(
+        "{}{}",
+        unserved.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        match waited {
+            Some(waited) => format!(" (waited {waited:?})"),
+            None => " (ManagerBuilder::wait_for_crds waits for a CRD installed later)".to_string(),
+        }
+    )]
+    NotServed {
+        /// Each watched resource that is not served.
+        unserved: Vec<UnservedResource>,
+        /// How long the manager waited for them, when it was told to.
+        waited: Option<Duration>,
+    },
     /// [`Manager::run`] was called a second time.
     #[error("the manager was already started; a manager runs once")]
     AlreadyStarted,

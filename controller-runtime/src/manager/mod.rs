@@ -10,13 +10,17 @@
 //! 1. serves `/healthz` + `/readyz` and `/metrics` on the configured
 //!    addresses (bound at [`ManagerBuilder::build`], so port 0 works and the
 //!    bound address is known at once);
-//! 2. starts the informers (their caches clear `metadata.managedFields` from
+//! 2. checks by discovery that every resource its controllers watch is
+//!    served, and fails with [`ManagerError::NotServed`] (naming the
+//!    resource and, for a custom resource, its CRD) within seconds if one
+//!    is not, unless [`ManagerBuilder::wait_for_crds`] says to wait;
+//! 3. starts the informers (their caches clear `metadata.managedFields` from
 //!    every object unless [`ManagerBuilder::keep_managed_fields`] was set);
-//! 3. with leader election, competes for the lease and starts the
+//! 4. with leader election, competes for the lease and starts the
 //!    controllers (and other leader-only runnables) only once it leads; a
 //!    replica that loses the lease stops them at once, mid-reconcile, and
 //!    `run` returns [`ManagerError::LeadershipLost`];
-//! 4. on shutdown (the token, or SIGTERM/SIGINT with
+//! 5. on shutdown (the token, or SIGTERM/SIGINT with
 //!    [`Manager::run_until_signal`]) stops taking work, lets in-flight
 //!    reconciles finish within the graceful-shutdown timeout, releases the
 //!    lease, then stops the informers and servers, all of which share
@@ -79,6 +83,7 @@ pub(crate) mod error;
 mod event_writer;
 mod provider;
 mod runnable;
+mod served;
 mod server;
 mod tasks;
 mod webhook;
@@ -100,6 +105,7 @@ use tokio_util::sync::CancellationToken;
 pub use builder::ManagerBuilder;
 pub use error::ManagerError;
 pub use runnable::{Runnable, RunnableFn, runnable_fn};
+pub use served::{DISCOVERY_TIMEOUT, UnservedResource};
 use server::BoundServer;
 use tasks::{Tasks, wait_for_signal};
 pub use webhook::WebhookRegistration;
@@ -155,6 +161,8 @@ struct Inner {
     started: AtomicBool,
     graceful_shutdown_timeout: Duration,
     cache_sync_timeout: Duration,
+    /// The resources the controllers watch, checked at start.
+    served: served::ServedCheck,
 }
 
 /// Owns the shared pieces of a set of controllers and runs them. Cheap to
@@ -197,6 +205,7 @@ impl Manager {
             providers: Vec::new(),
             fleet_backoff: EngageBackoff::default(),
             protobuf: true,
+            wait_for_crds: None,
         }
     }
 
@@ -339,6 +348,16 @@ impl Manager {
         self.add_runnable_arc(Arc::new(runnable));
     }
 
+    /// Records resources `controller` watches, which [`run`](Self::run)
+    /// checks are served before it starts the informers.
+    pub(crate) fn watches_resources(
+        &self,
+        controller: &str,
+        resources: impl IntoIterator<Item = kube_client::core::ApiResource>,
+    ) {
+        self.inner.served.add(controller, resources);
+    }
+
     /// Reserves a controller name; `false` if another controller has it.
     pub(crate) fn claim_controller_name(&self, name: &str) -> bool {
         self.inner.controller_names.lock().insert(name.to_string())
@@ -422,6 +441,16 @@ impl Manager {
         }
         if let Some(bound) = metrics {
             servers.push(bound.serve(self.inner.metrics.router(), servers_stop.clone()));
+        }
+
+        // Every watched resource served (or waited for), before any
+        // informer retries 404s.
+        if let Err(error) = self.inner.served.run(&self.client(), &shutdown).await {
+            servers_stop.cancel();
+            for server in servers {
+                let _ = tokio::time::timeout(SHUTDOWN_CLEANUP_TIMEOUT, server).await;
+            }
+            return Err(error);
         }
 
         // Informers run on every replica, leader or not; so do the

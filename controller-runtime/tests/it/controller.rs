@@ -10,7 +10,6 @@ use controller_runtime::manager::Manager;
 use controller_runtime::reconcile::{CallInfo, Reconciler};
 use controller_runtime::workqueue::ItemExponentialFailureRateLimiter;
 use controller_runtime::{Action, Request};
-use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{DeleteParams, PostParams};
 use tokio_util::sync::CancellationToken;
@@ -18,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::fixture::{spawn_manager, stop_manager};
 use crate::widget::{
     Journal, Widget, WidgetReconciler, add_widget_controller, cm_data, cm_name, configmaps,
-    fixture, wait_until, widget, widgets,
+    env_with_crd, fixture, wait_until, widget, widgets,
 };
 
 const LONG: Duration = Duration::from_secs(20);
@@ -247,8 +246,11 @@ async fn a_key_is_never_reconciled_concurrently_and_workers_are_bounded() {
 
 #[tokio::test]
 async fn workers_wait_for_caches_and_name_the_unsynced_informer() {
-    // No CRD: the Widget informer can never list, so it never syncs.
-    let env = TestEnv::start().await.unwrap();
+    // Every list and watch of widgets fails: the Widget informer never syncs. (A
+    // missing CRD would stop the manager's start instead: see `served`.)
+    let env = env_with_crd().await;
+    env.faults()
+        .fail_next(envtest::FailureRule::new(100_000, 500).path_contains("/widgets"));
     let mgr = Manager::builder(env.client())
         .cache_sync_timeout(Duration::from_millis(1500))
         .build()

@@ -23,6 +23,7 @@ mod metrics_secure;
 mod module_graph;
 mod rbac_scope;
 mod reconciler;
+mod served;
 mod sharding;
 mod sharding_controller;
 mod sharding_derive;

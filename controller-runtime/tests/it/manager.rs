@@ -472,8 +472,11 @@ async fn health_ready_and_metrics_endpoints() {
 
 #[tokio::test]
 async fn readyz_names_the_informer_that_has_not_synced() {
-    // No CRD installed: the Widget informer cannot sync.
-    let env = TestEnv::start().await.unwrap();
+    // Every list and watch of widgets fails: the Widget informer cannot sync. (A
+    // missing CRD would stop the manager's start instead: see `served`.)
+    let env = env_with_crd().await;
+    env.faults()
+        .fail_next(envtest::FailureRule::new(100_000, 500).path_contains("/widgets"));
     let mgr = Manager::builder(env.client())
         .health_addr("127.0.0.1:0".parse().unwrap())
         .build()

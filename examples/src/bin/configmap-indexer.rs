@@ -8,8 +8,8 @@
 //! cluster and `namespace(ns).by_index(..)` for one namespace. The index
 //! follows the cache: relabelling or deleting a ConfigMap moves or removes it.
 //!
-//! With no cluster configured (no `KUBECONFIG` and no `~/.kube/config`) it
-//! starts the embedded API server, creates ConfigMaps for two teams in two
+//! With no cluster chosen (no `--kubeconfig`, no `--context`, not in a pod;
+//! a kubeconfig alone chooses nothing) it starts the embedded API server, creates ConfigMaps for two teams in two
 //! namespaces, moves one to the other team, deletes one, prints the index
 //! after each step, checks it and exits. With a cluster it prints the index
 //! of the cluster's ConfigMaps and then every change to it until Ctrl-C.
@@ -179,18 +179,17 @@ async fn demo(client: Client, lister: &Lister<ConfigMap>) -> anyhow::Result<()> 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     informer_examples::init_tracing("warn");
-    let (client, env) = if informer_examples::kubeconfig_present() {
-        let client = Client::try_default()
-            .await
-            .context("connecting to the configured cluster")?;
-        (client, None)
+    let cluster = <informer_examples::cluster::ClusterArgs as clap::Parser>::parse();
+    let (client, env) = if let Some(cluster) = cluster.connect().await? {
+        cluster.announce();
+        (cluster.client, None)
     } else {
         let env = envtest::TestEnv::start()
             .await
             .context("starting the embedded API server")?;
         println!(
-            "no cluster configured: started envtest at {}",
-            env.base_url()
+            "{}",
+            informer_examples::cluster::demo_banner(env.base_url())
         );
         (env.client(), Some(env))
     };

@@ -7,9 +7,10 @@
 //! which repairs it (and records a `Repaired` event); deleting the source
 //! removes the copy through the garbage collector, as on a cluster.
 //!
-//! With no cluster configured (no `KUBECONFIG` and no `~/.kube/config`) it
-//! starts an in-process envtest API server, runs a bounded demo against it
-//! and exits. With a cluster it runs until Ctrl-C or SIGTERM, serving
+//! With no cluster chosen (no `--kubeconfig`, no `--context`, not in a pod;
+//! a kubeconfig alone chooses nothing) it starts an in-process envtest API
+//! server, runs a bounded demo against it and exits. With a cluster chosen
+//! it prints the cluster and context and runs until Ctrl-C or SIGTERM, serving
 //! `/healthz` + `/readyz` on 127.0.0.1:8081 and `/metrics` on 127.0.0.1:8080.
 //!
 //! Run: `cargo run -p informer-examples --bin controller`
@@ -171,8 +172,8 @@ async fn mirror_data(
 async fn demo() -> anyhow::Result<()> {
     let env = envtest::TestEnv::start().await?;
     println!(
-        "no cluster configured: started envtest at {}",
-        env.base_url()
+        "{}",
+        informer_examples::cluster::demo_banner(env.base_url())
     );
     let client = env.client();
     let local: SocketAddr = "127.0.0.1:0".parse()?;
@@ -270,10 +271,12 @@ async fn demo() -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     informer_examples::init_tracing("warn,controller=info,controller_runtime=info");
-    if !informer_examples::kubeconfig_present() {
+    let cluster = <informer_examples::cluster::ClusterArgs as clap::Parser>::parse();
+    let Some(cluster) = cluster.connect().await? else {
         return demo().await;
-    }
-    let client = Client::try_default().await?;
+    };
+    cluster.announce();
+    let client = cluster.client.clone();
     let mgr = build_manager(client, "127.0.0.1:8081".parse()?, "127.0.0.1:8080".parse()?).await?;
     println!(
         "mirroring ConfigMaps labelled {LABEL}=true; Ctrl-C to stop (metrics on http://127.0.0.1:8080/metrics)"

@@ -8,8 +8,8 @@
 //! writes `<name>-greeting` next to each, saying which cluster it was
 //! reconciled in, through that cluster's own client.
 //!
-//! With no cluster configured (no `KUBECONFIG` and no `~/.kube/config`) it
-//! starts four embedded API servers (the hub and three members: east, west,
+//! With no cluster chosen (no `--kubeconfig`, no `--context`, not in a pod;
+//! a kubeconfig alone chooses nothing) it starts four embedded API servers (the hub and three members: east, west,
 //! north), runs a bounded demo that prints what it reconciled where, and
 //! exits. With a cluster it uses it as the hub (Secrets in `default`) and
 //! runs until Ctrl-C.
@@ -227,17 +227,19 @@ async fn demo(hub: TestEnv) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     informer_examples::init_tracing("warn,fleet=info");
-    if !informer_examples::kubeconfig_present() {
+    let cluster = <informer_examples::cluster::ClusterArgs as clap::Parser>::parse();
+    let Some(cluster) = cluster.connect().await? else {
         let hub = TestEnv::start().await?;
         println!(
-            "no cluster configured: started envtest at {} (the hub)",
-            hub.base_url()
+            "{} (the hub)",
+            informer_examples::cluster::demo_banner(hub.base_url())
         );
         return tokio::time::timeout(Duration::from_secs(90), demo(hub))
             .await
             .context("the demo took too long")?;
-    }
-    let (mgr, _) = build_manager(Client::try_default().await?).await?;
+    };
+    cluster.announce();
+    let (mgr, _) = build_manager(cluster.client.clone()).await?;
     println!(
         "engaging the clusters of Secrets labelled {MEMBER_LABEL}=true in {HUB_NAMESPACE}; greeting ConfigMaps labelled {GREET_LABEL}=true; Ctrl-C to stop"
     );

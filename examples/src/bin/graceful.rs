@@ -7,13 +7,13 @@
 //! graceful-shutdown timeout, releases the lease and exits 0 (1 on error).
 //! The `examples` integration test drives it against envtest.
 //!
-//! Run against a cluster (reads `KUBECONFIG`):
-//! `cargo run -p informer-examples --bin graceful`
+//! Run against a cluster (it has no embedded demo):
+//! `cargo run -p informer-examples --bin graceful -- --context NAME`
+//! (or `--kubeconfig FILE`).
 
 use std::time::Duration;
 
 use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
-use controller_runtime::kube_client;
 use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::prelude::*;
 
@@ -64,7 +64,12 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|v| v.parse().ok())
         .map_or(Duration::from_millis(800), Duration::from_millis);
     let identity = std::env::var("IDENTITY").unwrap_or_else(|_| "graceful-demo".into());
-    let client = kube_client::Client::try_default().await?;
+    let cluster = <informer_examples::cluster::ClusterArgs as clap::Parser>::parse();
+    let Some(cluster) = cluster.connect().await? else {
+        anyhow::bail!("graceful runs against a cluster: pass --kubeconfig FILE or --context NAME");
+    };
+    cluster.announce();
+    let client = cluster.client.clone();
     let mgr = Manager::builder(client)
         .leader_election(LeaderElectionConfig::new(
             "default",

@@ -2,8 +2,9 @@
 //! that prints every add, update and delete, then lists the `default`
 //! namespace from its lister.
 //!
-//! With a cluster configured (`KUBECONFIG` or `~/.kube/config`) it watches
-//! that cluster until Ctrl-C. Without one it starts the embedded API server
+//! With a cluster chosen (`--kubeconfig FILE`, `--context NAME`, or running
+//! in a pod) it watches that cluster until Ctrl-C. Without one (a
+//! kubeconfig alone chooses nothing) it starts the embedded API server
 //! (`envtest`), creates, scales and deletes a few Deployments itself so there
 //! is something to see, and exits.
 //!
@@ -20,7 +21,7 @@ use controller_runtime::informer_core::selector::LabelSelector;
 use controller_runtime::informer_core::shared_informer::handler_fn;
 use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
 use controller_runtime::prelude::*;
-use informer_examples::{demo_deployment, kubeconfig_present};
+use informer_examples::demo_deployment;
 
 /// How long the self-driving demo may take before it gives up.
 const DEMO_LIMIT: Duration = Duration::from_secs(60);
@@ -49,19 +50,18 @@ fn print_default_namespace(lister: &Lister<Deployment>) {
 async fn main() -> anyhow::Result<()> {
     informer_examples::init_tracing("warn");
 
-    // A cluster if one is configured, else the embedded API server.
-    let (client, env) = if kubeconfig_present() {
-        let client = Client::try_default()
-            .await
-            .context("connecting to the configured cluster")?;
-        (client, None)
+    // A cluster if one is chosen, else the embedded API server.
+    let cluster = <informer_examples::cluster::ClusterArgs as clap::Parser>::parse();
+    let (client, env) = if let Some(cluster) = cluster.connect().await? {
+        cluster.announce();
+        (cluster.client, None)
     } else {
         let env = envtest::TestEnv::start()
             .await
             .context("starting the embedded API server")?;
         println!(
-            "no kubeconfig found; using the embedded API server at {}",
-            env.base_url()
+            "{}",
+            informer_examples::cluster::demo_banner(env.base_url())
         );
         (env.client(), Some(env))
     };

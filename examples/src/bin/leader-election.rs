@@ -9,8 +9,8 @@
 //! finishes its in-flight reconciles and releases the Lease, so the follower
 //! takes over at its next retry instead of waiting for the Lease to expire.
 //!
-//! With no cluster configured (no `KUBECONFIG` and no `~/.kube/config`) it
-//! starts the embedded API server and runs both replicas in this process:
+//! With no cluster chosen (no `--kubeconfig`, no `--context`, not in a pod;
+//! a kubeconfig alone chooses nothing) it starts the embedded API server and runs both replicas in this process:
 //! replica-a leads and handles `job-1`; replica-a stops; replica-b takes
 //! over and handles `job-2`; it prints the Lease and exits. With a cluster
 //! it runs one replica until Ctrl-C: start it in two terminals and stop the
@@ -249,17 +249,19 @@ async fn demo(client: Client) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     informer_examples::init_tracing("warn");
-    if !informer_examples::kubeconfig_present() {
+    let cluster = <informer_examples::cluster::ClusterArgs as clap::Parser>::parse();
+    let Some(cluster) = cluster.connect().await? else {
         let env = envtest::TestEnv::start().await?;
         println!(
-            "no cluster configured: started envtest at {}",
-            env.base_url()
+            "{}",
+            informer_examples::cluster::demo_banner(env.base_url())
         );
         return tokio::time::timeout(Duration::from_secs(90), demo(env.client()))
             .await
             .context("the demo took too long")?;
-    }
-    let client = Client::try_default().await?;
+    };
+    cluster.announce();
+    let client = cluster.client.clone();
     let identity = default_identity();
     let mgr = build_replica(client, &identity).await?;
     if let Some(elector) = mgr.leader_elector() {

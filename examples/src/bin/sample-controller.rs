@@ -5,8 +5,9 @@
 //! validator and the v1alpha1 <-> v1 conversion, with self-managed
 //! certificates).
 //!
-//! With no cluster configured (no `KUBECONFIG`, no `~/.kube/config`), or with
-//! `--once`, it starts the embedded API server, installs the Foo CRD (two
+//! With no cluster chosen (no `--kubeconfig`, no `--context`, not in a pod;
+//! a `~/.kube/config` or `KUBECONFIG` alone chooses nothing), or with
+//! `--demo`, it starts the embedded API server, installs the Foo CRD (two
 //! versions, converted by the manager's webhook), the webhook Service and
 //! the webhook configurations (all from `webhooks(...)` in the
 //! reconciler's `#[controller(...)]`), runs the controller under its generated RBAC role
@@ -14,19 +15,23 @@
 //! few Foos (one without replicas, one with a bad deployment name, one with
 //! many replicas, one as v1alpha1), changes one, deletes one, prints what
 //! the controller and its webhooks did, and exits with a summary. With a
-//! cluster it runs until Ctrl-C, serving its webhooks on port 9443 unless
+//! cluster chosen it prints the cluster's server and context, stops at once
+//! with the command that installs the Foo CRD if it is not installed, and
+//! otherwise runs until Ctrl-C, serving its webhooks on port 9443 unless
 //! `--no-webhooks` is given (install `--print-crd`, `--print-webhooks` and
 //! `--print-rbac` first: the files of the `manifests` binary; the webhook
 //! Service `default/foo-webhook-service` must reach the manager's port
 //! 9443).
 //!
-//! Run: `cargo run -p informer-examples --bin sample-controller`
+//! Run: `cargo run -p informer-examples --bin sample-controller` (the
+//! demo), `... -- --context NAME` (a cluster), `... -- --help` (the flags).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use clap::Parser;
 use controller_runtime::k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -37,6 +42,7 @@ use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiexte
 use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::prelude::*;
 use controller_runtime::webhook::WebhookOptions;
+use informer_examples::cluster::{ClusterArgs, demo_banner};
 use informer_examples::sample::{
     Foo, FooReconciler, FooSpec, Ledger, SECRET_LABEL, manifests, ready_status, v1alpha1, webhooks,
 };
@@ -148,10 +154,7 @@ async fn start_envtest(webhook_port: SocketAddr) -> anyhow::Result<envtest::Test
         )
         .start()
         .await?;
-    println!(
-        "no cluster configured: started envtest at {}",
-        env.base_url()
-    );
+    println!("{}", demo_banner(env.base_url()));
     let admin = env.client();
     let hooks = FooReconciler::webhooks(NS);
     let post = PostParams::default();
@@ -440,32 +443,84 @@ async fn demo() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The command that installs the Foo CRD in the current kubectl context.
+const INSTALL_CRD: &str =
+    "cargo run -p informer-examples --bin sample-controller -- --print-crd | kubectl apply -f -";
+
+/// The Kubernetes sample-controller on informer-rs. With no --kubeconfig or
+/// --context it runs a bounded demo on an embedded API server and never
+/// touches your cluster.
+#[derive(Parser)]
+#[command(
+    about,
+    long_about = "The Kubernetes sample-controller on informer-rs: Foos owning Deployments, \
+with webhooks, metrics, health and leader election.\n\n\
+With no --kubeconfig or --context (and outside a pod) it runs a bounded demo on an embedded \
+API server and exits, whatever kubeconfig exists: it never touches your cluster by accident. \
+With --kubeconfig and/or --context (or in a pod) it prints the cluster and context, checks \
+that the Foo CRD is installed and reconciles until Ctrl-C."
+)]
+struct Cli {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Run the bounded demo on the embedded API server (the default
+    /// without --kubeconfig or --context; also in a pod).
+    #[arg(long, alias = "once", conflicts_with_all = ["kubeconfig", "context"])]
+    demo: bool,
+    /// Against a cluster: do not serve the webhooks (port 9443).
+    #[arg(long)]
+    no_webhooks: bool,
+    /// Print the Foo CRD (crd.yaml of the `manifests` binary) and exit.
+    #[arg(long, group = "print")]
+    print_crd: bool,
+    /// Print the webhook Service and configurations (webhooks.yaml) and exit.
+    #[arg(long, group = "print")]
+    print_webhooks: bool,
+    /// Print the ClusterRole, ServiceAccount and binding (rbac.yaml) and exit.
+    #[arg(long, group = "print")]
+    print_rbac: bool,
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     informer_examples::init_tracing("warn");
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |f: &str| args.iter().any(|a| a == f);
-    for (flag_name, file) in [
-        ("--print-crd", "crd.yaml"),
-        ("--print-webhooks", "webhooks.yaml"),
-        ("--print-rbac", "rbac.yaml"),
+    let cli = Cli::parse();
+    for (wanted, file) in [
+        (cli.print_crd, "crd.yaml"),
+        (cli.print_webhooks, "webhooks.yaml"),
+        (cli.print_rbac, "rbac.yaml"),
     ] {
-        if flag(flag_name) {
+        if wanted {
             let files = manifests::render(NS)?;
             let found = files.into_iter().find(|m| m.file == file);
             print!("{}", found.context("the manifests have every file")?.yaml);
             return Ok(());
         }
     }
-    if flag("--once") || !informer_examples::kubeconfig_present() {
+    let cluster = if cli.demo {
+        None
+    } else {
+        cli.cluster.connect().await?
+    };
+    let Some(cluster) = cluster else {
         return demo().await;
-    }
-    let client = Client::try_default().await?;
-    println!("server: the cluster in your kubeconfig");
+    };
+    // Say where before the first request, then check before any write.
+    cluster.announce();
+    // The version the controller watches.
+    use controller_runtime::kube_client::Resource as _;
+    cluster
+        .require_served(
+            &Foo::group(&()),
+            &Foo::version(&()),
+            &Foo::plural(&()),
+            INSTALL_CRD,
+        )
+        .await?;
     let ledger = Ledger::default();
-    let webhook = (!flag("--no-webhooks")).then(|| FooReconciler::webhooks(NS).options());
+    let webhook = (!cli.no_webhooks).then(|| FooReconciler::webhooks(NS).options());
     let mgr = build_manager(
-        client,
+        cluster.client.clone(),
         "127.0.0.1:8081".parse()?,
         "127.0.0.1:8080".parse()?,
         webhook,

@@ -15,8 +15,8 @@
 //! copies of a source that is gone and those in namespaces no longer
 //! labelled.
 //!
-//! With no cluster configured (no `KUBECONFIG` and no `~/.kube/config`) it
-//! starts the embedded API server, runs a bounded demo and exits. With a
+//! With no cluster chosen (no `--kubeconfig`, no `--context`, not in a pod;
+//! a kubeconfig alone chooses nothing) it starts the embedded API server, runs a bounded demo and exits. With a
 //! cluster it runs until Ctrl-C.
 //!
 //! Run: `cargo run -p informer-examples --bin secret-syncer`
@@ -378,17 +378,19 @@ async fn demo(client: Client) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     informer_examples::init_tracing("warn,secret_syncer=info");
-    if !informer_examples::kubeconfig_present() {
+    let cluster = <informer_examples::cluster::ClusterArgs as clap::Parser>::parse();
+    let Some(cluster) = cluster.connect().await? else {
         let env = envtest::TestEnv::start().await?;
         println!(
-            "no cluster configured: started envtest at {}",
-            env.base_url()
+            "{}",
+            informer_examples::cluster::demo_banner(env.base_url())
         );
         return tokio::time::timeout(Duration::from_secs(90), demo(env.client()))
             .await
             .context("the demo took too long")?;
-    }
-    let mgr = build_manager(Client::try_default().await?).await?;
+    };
+    cluster.announce();
+    let mgr = build_manager(cluster.client.clone()).await?;
     println!(
         "copying Secrets labelled {SOURCE_LABEL}=true into namespaces labelled {SYNC_LABEL}=true; Ctrl-C to stop"
     );

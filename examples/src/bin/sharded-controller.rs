@@ -13,8 +13,9 @@
 //!
 //! It starts the embedded API server (RBAC enforced for the replicas'
 //! service account), runs the three replicas in this process, prints which
-//! replica reconciled and cleaned up what, and exits (also when a cluster
-//! is configured: the demo needs three replicas in one process).
+//! replica reconciled and cleaned up what, and exits (it refuses
+//! `--kubeconfig` and `--context`: the demo needs three replicas in one
+//! process).
 //!
 //! Run: `cargo run -p informer-examples --bin sharded-controller`
 
@@ -259,18 +260,17 @@ async fn main() -> anyhow::Result<()> {
     informer_examples::init_tracing("warn");
     // The demo always runs on the embedded server: it needs three
     // replicas in one process and a service account it can bind.
-    let env = envtest::TestEnv::start().await?;
-    if informer_examples::kubeconfig_present() {
-        println!(
-            "started envtest at {} (the demo ignores the configured cluster)",
-            env.base_url()
-        );
-    } else {
-        println!(
-            "no cluster configured: started envtest at {}",
-            env.base_url()
+    let cluster = <informer_examples::cluster::ClusterArgs as clap::Parser>::parse();
+    if cluster.kubeconfig.is_some() || cluster.context.is_some() {
+        anyhow::bail!(
+            "sharded-controller runs on the embedded API server only (its demo needs three replicas in one process); run it without --kubeconfig and --context"
         );
     }
+    let env = envtest::TestEnv::start().await?;
+    println!(
+        "{}",
+        informer_examples::cluster::demo_banner(env.base_url())
+    );
     tokio::time::timeout(Duration::from_secs(120), demo(&env))
         .await
         .context("the demo took too long")?

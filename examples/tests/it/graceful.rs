@@ -41,7 +41,9 @@ async fn sigterm_drains_in_flight_reconciles_releases_the_lease_and_exits_0() {
     }
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_graceful"))
-        .env("KUBECONFIG", &kubeconfig)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env_remove("KUBECONFIG")
         .env("RECONCILE_MS", "800")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())

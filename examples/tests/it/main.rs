@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cluster_choice;
 mod graceful;
 mod programs;
 mod sample_controller;

@@ -1,4 +1,4 @@
-//! Runs each example binary with no cluster configured.
+//! Runs each example binary with no cluster chosen.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -14,7 +14,7 @@ pub(crate) fn empty_home(program: &str) -> PathBuf {
     dir
 }
 
-/// Runs `exe` with no cluster configured and returns its standard output,
+/// Runs `exe` with no cluster chosen and returns its standard output,
 /// failing the test (with both outputs) when it does not exit successfully.
 fn run_demo(program: &str, exe: &str) -> String {
     let home = empty_home(program);
@@ -33,7 +33,10 @@ fn run_demo(program: &str, exe: &str) -> String {
         output.status
     );
     assert!(
-        stdout.starts_with("no cluster configured: started envtest at http"),
+        stdout.starts_with(&format!(
+            "{}http",
+            informer_examples::cluster::DEMO_BANNER_PREFIX
+        )),
         "{program} must say first which server it uses:\n{stdout}"
     );
     stdout

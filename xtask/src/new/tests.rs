@@ -218,6 +218,40 @@ fn the_scope_and_the_reconciler_helpers_reach_the_files() {
 }
 
 #[test]
+fn the_demo_runs_unless_a_cluster_is_chosen_explicitly() {
+    for p in variants() {
+        let rendered = files(&p).expect("render");
+        let main = file(&rendered, "src/main.rs");
+        // A kubeconfig alone chooses nothing: the flags or a pod do.
+        assert!(main.contains(
+            "fn cluster_chosen(flags: &Flags) -> bool {\n    \
+             flags.kubeconfig.is_some() || flags.context.is_some() || in_pod()\n}"
+        ));
+        assert!(main.contains("let result = if cluster_chosen(&flags) {"));
+        assert!(!main.contains(r#"var_os("KUBECONFIG")"#), "{main}");
+        assert!(!main.contains(r#"join(".kube")"#), "{main}");
+        assert!(!main.contains("Client::try_default()"), "{main}");
+        assert!(main.contains(r#""--kubeconfig" => flags.kubeconfig = Some(value(&name)?)"#));
+        assert!(main.contains(r#""--context" => flags.context = Some(value(&name)?)"#));
+        assert!(main.contains("[--kubeconfig FILE] [--context NAME]"));
+        // The cluster named, then the CRD checked, before the manager
+        // (whose start is the first write).
+        assert!(main.contains(
+            "println!(\"using {about}\");\n    require_crd(&client).await?;\n    \
+             let mgr = build_manager(client, flags).await?;"
+        ));
+        assert!(
+            main.contains("cargo run --bin manifests -- --only crd --stdout | kubectl apply -f -")
+        );
+        assert!(main.contains("your kubeconfig is not used"));
+        let readme = file(&rendered, "README.md");
+        assert!(
+            readme.contains("never touches your cluster unless you pass --kubeconfig or --context")
+        );
+    }
+}
+
+#[test]
 fn metrics_are_secure_in_the_deployment_and_plain_locally() {
     let rendered = files(&project(true)).expect("render");
     let main = file(&rendered, "src/main.rs");
