@@ -4,7 +4,6 @@
 //! cleanup`) those a killed run left behind. Objects without the label are
 //! never touched.
 
-use super::existing::{CRD_TIMEOUT, RUN_LABEL, failed};
 use crate::error::Error;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -17,6 +16,21 @@ use kube_client::api::{Api, DeleteParams, ListParams};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::time::Duration;
+
+/// The label on every object existing-cluster mode creates; its value is
+/// the run id of the [`TestEnv`](super::TestEnv) that created it.
+pub const RUN_LABEL: &str = "envtest.informer-rs.io/run";
+/// How long installing a CRD and removing it may take.
+pub(super) const CRD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The error of request `what` that failed on the cluster.
+pub(super) fn failed(what: impl Into<String>) -> impl FnOnce(kube_client::Error) -> Error {
+    let what = what.into();
+    move |e| Error::ExistingCluster {
+        what,
+        message: e.to_string(),
+    }
+}
 
 /// Puts the run label of run `run` on `meta`.
 pub(super) fn label(meta: &mut ObjectMeta, run: &str) {

@@ -5,7 +5,7 @@
 //! [`existing_cluster`](super::TestEnvBuilder::existing_cluster) names).
 //!
 //! It changes nothing it did not create. Every object it creates carries
-//! the label [`RUN_LABEL`] with the env's run id: a namespace of the
+//! the label [`RUN_LABEL`](super::RUN_LABEL) with the env's run id: a namespace of the
 //! test's own (`envtest-<run id>`, the client's default namespace), the
 //! builder's CRDs that were not on the cluster, and the ClusterRoles and
 //! bindings of
@@ -24,7 +24,8 @@
 //! [`cleanup_existing_cluster`](crate::cleanup_existing_cluster) (or
 //! `envtest-server cleanup`) removes by the label.
 
-use super::{cleanup, crd_check};
+use super::cleanup::{self, CRD_TIMEOUT, failed};
+use super::crd_check;
 use crate::error::Error;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -41,14 +42,9 @@ pub const KEEP_CRDS: &str = "ENVTEST_KEEP_CRDS";
 pub const WEBHOOK_ADDR: &str = "ENVTEST_WEBHOOK_ADDR";
 /// The prefix of the namespaces existing-cluster mode creates.
 pub const NAMESPACE_PREFIX: &str = "envtest-";
-/// The label on every object existing-cluster mode creates; its value is
-/// the run id of the [`TestEnv`](super::TestEnv) that created it.
-pub const RUN_LABEL: &str = "envtest.informer-rs.io/run";
 /// The overall deadline of an existing-cluster env's teardown (its `Drop`):
 /// past it the drop fails the test, naming the run to clean up.
 pub const TEARDOWN_TIMEOUT: Duration = Duration::from_secs(90);
-/// How long installing a CRD and removing it may take.
-pub(super) const CRD_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Whether `USE_EXISTING_CLUSTER` asks for an existing cluster: `true`,
 /// `1` (any case) yes; unset, empty, `false` or `0` no; anything else is
@@ -146,11 +142,11 @@ pub(super) fn webhook_listener(service: &str) -> Result<std::net::TcpListener, E
 }
 
 /// What a [`TestEnv`](super::TestEnv) on an existing cluster removes when
-/// dropped: everything carrying its run label (see [`RUN_LABEL`]).
+/// dropped: everything carrying its run label (see [`RUN_LABEL`](super::RUN_LABEL)).
 pub(super) struct Existing {
     pub(super) config: kube_client::Config,
     pub(super) namespace: String,
-    /// This env's run id: the value of its [`RUN_LABEL`], the suffix of
+    /// This env's run id: the value of its [`RUN_LABEL`](super::RUN_LABEL), the suffix of
     /// the cluster-scoped names it gives (and of its namespace's name).
     pub(super) run: String,
     /// CRDs this env created (not those that were there before).
@@ -158,14 +154,6 @@ pub(super) struct Existing {
     pub(super) keep_crds: bool,
     /// The overall deadline of the teardown.
     pub(super) teardown_timeout: Duration,
-}
-
-pub(super) fn failed(what: impl Into<String>) -> impl FnOnce(kube_client::Error) -> Error {
-    let what = what.into();
-    move |e| Error::ExistingCluster {
-        what,
-        message: e.to_string(),
-    }
 }
 
 /// How existing-cluster mode treats the builder's CRDs.

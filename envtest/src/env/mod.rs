@@ -12,9 +12,9 @@ mod existing;
 mod rbac;
 
 pub use builder::TestEnvBuilder;
-pub use cleanup::cleanup_existing_cluster;
+pub use cleanup::{RUN_LABEL, cleanup_existing_cluster};
 pub use existing::{
-    KEEP_CRDS, NAMESPACE_PREFIX, RUN_LABEL, TEARDOWN_TIMEOUT, USE_EXISTING_CLUSTER, WEBHOOK_ADDR,
+    KEEP_CRDS, NAMESPACE_PREFIX, TEARDOWN_TIMEOUT, USE_EXISTING_CLUSTER, WEBHOOK_ADDR,
     skip_on_existing_cluster, skip_without_webhook_route, use_existing_cluster,
 };
 
