@@ -301,7 +301,9 @@ impl TestEnvBuilder {
 
     /// Use the cluster `config` reaches, as `USE_EXISTING_CLUSTER=true`
     /// uses the kubeconfig's: existing-cluster mode whatever the variable
-    /// says (see [`TestEnvBuilder::start`]).
+    /// says (see [`TestEnvBuilder::start`]). [`TestEnv::client_config`] is
+    /// then `config` (its default namespace the env's);
+    /// [`TestEnv::kubeconfig_yaml`] still reads the kubeconfig files.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
