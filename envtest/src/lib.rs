@@ -47,9 +47,9 @@ mod tls;
 
 pub use env::{
     DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_WINDOW, DEFAULT_MAX_BODY_BYTES, DEFAULT_NAMESPACES,
-    DEFAULT_REQUEST_TIMEOUT, KEEP_CRDS, NAMESPACE_PREFIX, TestEnv, TestEnvBuilder,
-    USE_EXISTING_CLUSTER, WEBHOOK_ADDR, skip_on_existing_cluster, skip_without_webhook_route,
-    use_existing_cluster,
+    DEFAULT_REQUEST_TIMEOUT, KEEP_CRDS, NAMESPACE_PREFIX, RUN_LABEL, TEARDOWN_TIMEOUT, TestEnv,
+    TestEnvBuilder, USE_EXISTING_CLUSTER, WEBHOOK_ADDR, cleanup_existing_cluster,
+    skip_on_existing_cluster, skip_without_webhook_route, use_existing_cluster,
 };
 pub use error::{ApiError, Cause, Details, Error};
 pub use http::faults::{FailureRule, Faults, RequestRecord, WatchLineFault};

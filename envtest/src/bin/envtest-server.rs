@@ -1,7 +1,8 @@
 //! `envtest-server`: run the in-process Kubernetes API server as a process,
-//! write a kubeconfig for it, and serve until Ctrl-C.
+//! write a kubeconfig for it, and serve until Ctrl-C; or, with `cleanup`,
+//! remove what existing-cluster test runs left on a cluster.
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 /// An in-process Kubernetes API server for tests, as a standalone process.
@@ -40,6 +41,50 @@ struct Args {
     /// its configuration's caBundle.
     #[arg(long = "webhook-service", value_name = "SERVICE=ADDR")]
     webhook_services: Vec<String>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Remove what tests in existing-cluster mode (USE_EXISTING_CLUSTER=true)
+    /// left on a cluster, for example when a run was killed: every
+    /// namespace, CRD, ClusterRole, ClusterRoleBinding, Role, RoleBinding
+    /// and webhook configuration labelled envtest.informer-rs.io/run.
+    /// Objects without the label are not touched. Run it when no test runs
+    /// against that cluster.
+    Cleanup {
+        /// The kubeconfig of the cluster (default: KUBECONFIG, else
+        /// ~/.kube/config, its current context).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Only what the run with this id created (the label's value).
+        #[arg(long)]
+        run: Option<String>,
+    },
+}
+
+/// `envtest-server cleanup`: prints each object it deletes.
+async fn cleanup(
+    kubeconfig: Option<PathBuf>,
+    run: Option<String>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let options = kube_client::config::KubeConfigOptions::default();
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube_client::config::Kubeconfig::read_from(&path)?;
+            kube_client::Config::from_custom_kubeconfig(file, &options).await?
+        }
+        None => kube_client::Config::from_kubeconfig(&options).await?,
+    };
+    println!("cleaning up {}", config.cluster_url);
+    let client = kube_client::Client::try_from(config)?;
+    let removed = envtest::cleanup_existing_cluster(client, run.as_deref()).await?;
+    for what in &removed {
+        println!("deleted {what}");
+    }
+    println!("{} objects deleted", removed.len());
+    Ok(())
 }
 
 #[tokio::main]
@@ -51,6 +96,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    if let Some(Command::Cleanup { kubeconfig, run }) = args.command {
+        return cleanup(kubeconfig, run).await;
+    }
     let mut builder = envtest::TestEnv::builder()
         .port(args.port)
         .history_window(args.history_window);

@@ -49,7 +49,10 @@ pub struct TestEnvBuilder {
     /// [`TestEnvBuilder::webhook_server`]).
     webhook_server: Option<String>,
     keep_crds: bool,
+    replace_existing_crds: bool,
     json_only: bool,
+    /// The cluster [`existing_cluster`](Self::existing_cluster) names.
+    existing_cluster: Option<kube_client::Config>,
 }
 
 impl Default for TestEnvBuilder {
@@ -70,7 +73,9 @@ impl Default for TestEnvBuilder {
             webhook_services: Default::default(),
             webhook_server: None,
             keep_crds: false,
+            replace_existing_crds: false,
             json_only: false,
+            existing_cluster: None,
         }
     }
 }
@@ -273,6 +278,45 @@ impl TestEnvBuilder {
         self
     }
 
+    /// In existing-cluster mode, replace a CRD that is on the cluster
+    /// already and does not serve what the test needs with the test's
+    /// definition, instead of failing the start. **Destructive**: the CRD
+    /// is the cluster's, shared with whatever else uses it (a deployed
+    /// operator, its objects of a version the test's CRD drops); it stays
+    /// replaced after the test, as this run did not create it. Use it on a
+    /// disposable cluster only. No effect on the in-process server.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::builder()
+    ///     .replace_existing_crds_destructively()
+    ///     .start()
+    ///     .await?;
+    /// # drop(env); Ok(()) }
+    /// ```
+    pub fn replace_existing_crds_destructively(mut self) -> Self {
+        self.replace_existing_crds = true;
+        self
+    }
+
+    /// Use the cluster `config` reaches, as `USE_EXISTING_CLUSTER=true`
+    /// uses the kubeconfig's: existing-cluster mode whatever the variable
+    /// says (see [`TestEnvBuilder::start`]). [`TestEnv::client_config`] is
+    /// then `config` (its default namespace the env's);
+    /// [`TestEnv::kubeconfig_yaml`] still reads the kubeconfig files.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = kube_client::Config::infer().await?;
+    /// let env = envtest::TestEnv::builder().existing_cluster(config).start().await?;
+    /// assert!(env.is_existing_cluster());
+    /// # Ok(()) }
+    /// ```
+    pub fn existing_cluster(mut self, config: kube_client::Config) -> Self {
+        self.existing_cluster = Some(config);
+        self
+    }
+
     /// The settings only the in-process server has that differ from the
     /// defaults, by method name.
     fn local_only_settings(&self) -> Vec<&'static str> {
@@ -292,24 +336,37 @@ impl TestEnvBuilder {
             (self.data_dir.is_some(), "data_dir"),
             (self.admin, "admin_endpoints"),
             (!self.webhook_services.is_empty(), "webhook_service"),
+            (self.json_only, "json_only"),
         ]
         .into_iter()
         .filter_map(|(set, name)| set.then_some(name))
         .collect()
     }
 
-    /// Start the server; or, with `USE_EXISTING_CLUSTER=true`, connect to
-    /// the current kubeconfig's cluster instead: install the CRDs, wait
-    /// until they are `Established`, and create a namespace of this env's
-    /// own ([`TestEnv::namespace`]), all removed again on drop. A setting
-    /// only the in-process server has (faults, TLS, a token, ...) is then
-    /// an [`Error::EnvtestOnly`] naming it.
+    /// Start the server; or, with `USE_EXISTING_CLUSTER=true` (or
+    /// [`existing_cluster`](Self::existing_cluster)), use the current
+    /// kubeconfig's cluster instead: a namespace of this env's own
+    /// ([`TestEnv::namespace`]), the CRDs that are not there installed and
+    /// waited on until `Established`, those that are used as they are
+    /// when they serve what the test needs (else an error naming the
+    /// difference), everything created labelled with the env's run and
+    /// removed again on drop (see [`RUN_LABEL`](crate::RUN_LABEL) and the
+    /// book's "Running your tests against a cluster"). A setting only the in-process server has
+    /// (faults, TLS, a token, `json_only`, ...) is then an
+    /// [`Error::EnvtestOnly`] naming it.
     pub async fn start(self) -> Result<TestEnv, Error> {
         let mut crds = self.crds.clone();
         for dir in &self.crd_dirs {
             crds.extend(crds::read_crd_dir(dir)?);
         }
-        if existing::use_existing_cluster()? {
+        let cluster = match &self.existing_cluster {
+            Some(config) => Some(config.clone()),
+            None if existing::use_existing_cluster()? => {
+                Some(existing::kubeconfig_cluster().await?)
+            }
+            None => None,
+        };
+        if let Some(config) = cluster {
             if let Some(feature) = self.local_only_settings().first() {
                 return Err(Error::EnvtestOnly {
                     feature: (*feature).into(),
@@ -319,7 +376,11 @@ impl TestEnvBuilder {
                 Some(service) => Some(existing::webhook_listener(service)?),
                 None => None,
             };
-            let (existing, client) = existing::connect(&crds, self.keep_crds).await?;
+            let policy = existing::CrdPolicy {
+                keep: self.keep_crds,
+                replace_existing: self.replace_existing_crds,
+            };
+            let (existing, client) = existing::connect(config, &crds, policy).await?;
             return Ok(TestEnv {
                 base_url: existing.config.cluster_url.to_string(),
                 client,

@@ -1,22 +1,35 @@
 //! Existing-cluster mode: with `USE_EXISTING_CLUSTER=true` (controller-runtime's
 //! variable), [`TestEnvBuilder::start`](super::TestEnvBuilder::start)
 //! connects to the cluster of the current kubeconfig (`KUBECONFIG`, else
-//! `~/.kube/config`) instead of starting a server. It installs the
-//! builder's CRDs and waits until they are `Established`, creates a
-//! namespace of the test's own (a unique name, the client's default
-//! namespace), and removes both when the [`TestEnv`](super::TestEnv) is
-//! dropped (the CRDs stay with `ENVTEST_KEEP_CRDS=true` or
-//! [`keep_crds`](super::TestEnvBuilder::keep_crds)). ClusterRoles and
-//! ClusterRoleBindings that
-//! [`client_with_cluster_role`](super::TestEnv::client_with_cluster_role)
-//! created (not those that were there before) are removed with them.
+//! `~/.kube/config`) instead of starting a server (or to the cluster
+//! [`existing_cluster`](super::TestEnvBuilder::existing_cluster) names).
+//!
+//! It changes nothing it did not create. Every object it creates carries
+//! the label [`RUN_LABEL`](super::RUN_LABEL) with the env's run id: a namespace of the
+//! test's own (`envtest-<run id>`, the client's default namespace), the
+//! builder's CRDs that were not on the cluster, and the ClusterRoles and
+//! bindings of
+//! [`client_with_cluster_role`](super::TestEnv::client_with_cluster_role),
+//! whose cluster-wide names end in `-<run id>`. A CRD that is on the
+//! cluster already is used as it is when it serves what the test needs
+//! (group, kind, scope, the served versions, their subresources and the
+//! test's schema fields); otherwise the start fails naming the difference
+//! (or, with
+//! [`replace_existing_crds_destructively`](super::TestEnvBuilder::replace_existing_crds_destructively),
+//! replaces it). When the [`TestEnv`](super::TestEnv) is dropped, its
+//! namespace and every object with its run label are deleted (the CRDs stay
+//! with `ENVTEST_KEEP_CRDS=true` or
+//! [`keep_crds`](super::TestEnvBuilder::keep_crds)), within
+//! [`TEARDOWN_TIMEOUT`]. What a killed run left behind,
+//! [`cleanup_existing_cluster`](crate::cleanup_existing_cluster) (or
+//! `envtest-server cleanup`) removes by the label.
 
+use super::cleanup::{self, CRD_TIMEOUT, failed};
+use super::crd_check;
 use crate::error::Error;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube_client::api::{Api, DeleteParams, PostParams};
-use std::sync::Mutex;
+use kube_client::api::{Api, PostParams};
 use std::time::Duration;
 
 /// The variable that selects existing-cluster mode (`true` or `1`).
@@ -29,8 +42,9 @@ pub const KEEP_CRDS: &str = "ENVTEST_KEEP_CRDS";
 pub const WEBHOOK_ADDR: &str = "ENVTEST_WEBHOOK_ADDR";
 /// The prefix of the namespaces existing-cluster mode creates.
 pub const NAMESPACE_PREFIX: &str = "envtest-";
-/// How long installing a CRD and removing it may take.
-const CRD_TIMEOUT: Duration = Duration::from_secs(60);
+/// The overall deadline of an existing-cluster env's teardown (its `Drop`):
+/// past it the drop fails the test, naming the run to clean up.
+pub const TEARDOWN_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Whether `USE_EXISTING_CLUSTER` asks for an existing cluster: `true`,
 /// `1` (any case) yes; unset, empty, `false` or `0` no; anything else is
@@ -127,88 +141,156 @@ pub(super) fn webhook_listener(service: &str) -> Result<std::net::TcpListener, E
     bind(&addr).map(|(listener, _)| listener)
 }
 
-/// What a [`TestEnv`](super::TestEnv) on an existing cluster removes when dropped.
+/// What a [`TestEnv`](super::TestEnv) on an existing cluster removes when
+/// dropped: everything carrying its run label (see [`RUN_LABEL`](super::RUN_LABEL)).
 pub(super) struct Existing {
     pub(super) config: kube_client::Config,
     pub(super) namespace: String,
+    /// This env's run id: the value of its [`RUN_LABEL`](super::RUN_LABEL), the suffix of
+    /// the cluster-scoped names it gives (and of its namespace's name).
+    pub(super) run: String,
     /// CRDs this env created (not those that were there before).
     pub(super) crds: Vec<String>,
     pub(super) keep_crds: bool,
-    /// ClusterRoles (and their ClusterRoleBindings, of the same name) this
-    /// env created.
-    pub(super) cluster_roles: Mutex<Vec<String>>,
+    /// The overall deadline of the teardown.
+    pub(super) teardown_timeout: Duration,
 }
 
-fn failed(what: impl Into<String>) -> impl FnOnce(kube_client::Error) -> Error {
-    let what = what.into();
-    move |e| Error::ExistingCluster {
-        what,
-        message: e.to_string(),
-    }
+/// How existing-cluster mode treats the builder's CRDs.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct CrdPolicy {
+    /// Leave the CRDs this env created on the cluster at teardown.
+    pub(super) keep: bool,
+    /// Replace a CRD on the cluster that does not serve what the test
+    /// needs (instead of failing).
+    pub(super) replace_existing: bool,
 }
 
-/// Connects to the current kubeconfig's cluster, installs `crds`, and
-/// creates the test's namespace.
-pub(super) async fn connect(
-    crds: &[CustomResourceDefinition],
-    keep_crds: bool,
-) -> Result<(Existing, kube_client::Client), Error> {
+/// The kubeconfig's cluster (`KUBECONFIG`, else `~/.kube/config`).
+pub(super) async fn kubeconfig_cluster() -> Result<kube_client::Config, Error> {
     let options = kube_client::config::KubeConfigOptions::default();
-    let mut config = kube_client::Config::from_kubeconfig(&options)
+    kube_client::Config::from_kubeconfig(&options)
         .await
         .map_err(|e| Error::ExistingCluster {
             what: "read the kubeconfig (KUBECONFIG, else ~/.kube/config)".into(),
             message: e.to_string(),
-        })?;
-    let namespace = format!(
-        "{NAMESPACE_PREFIX}{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
-    );
+        })
+}
+
+/// Connects to the cluster of `config`, checks the CRDs that are there
+/// already, creates the test's namespace and installs the missing `crds`,
+/// each labelled with a new run id. On a failure what it created is
+/// removed again before the error returns.
+pub(super) async fn connect(
+    mut config: kube_client::Config,
+    crds: &[CustomResourceDefinition],
+    policy: CrdPolicy,
+) -> Result<(Existing, kube_client::Client), Error> {
+    let run = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+    let namespace = format!("{NAMESPACE_PREFIX}{run}");
     config.default_namespace = namespace.clone();
     let client = kube_client::Client::try_from(config.clone()).map_err(|e| Error::Client {
         url: config.cluster_url.to_string(),
         message: e.to_string(),
     })?;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // Read-only first: a CRD that is there and does not fit stops the
+    // start before anything is written.
+    let mut missing = Vec::new();
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        match api
+            .get_opt(&name)
+            .await
+            .map_err(failed(format!("read CRD {name}")))?
+        {
+            None => missing.push(crd),
+            Some(current) => use_existing_crd(&api, &current, crd, policy).await?,
+        }
+    }
     let mut existing = Existing {
         config,
         namespace,
+        run,
         crds: Vec::new(),
-        keep_crds: keep_crds || flag(KEEP_CRDS)?,
-        cluster_roles: Mutex::new(Vec::new()),
+        keep_crds: policy.keep || flag(KEEP_CRDS)?,
+        teardown_timeout: TEARDOWN_TIMEOUT,
     };
-    let ns: Namespace = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": existing.namespace, "labels": {"envtest.io/test-namespace": "true"}}
-    }))
-    .map_err(|e| Error::ExistingCluster {
-        what: "build the test namespace".into(),
-        message: e.to_string(),
-    })?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .map_err(failed(format!("create namespace {}", existing.namespace)))?;
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if let Err(e) = existing.install(&client, &api, &missing).await {
+        // Best effort: the start's error is the one to report.
+        let _ = tokio::time::timeout(
+            existing.teardown_timeout,
+            cleanup::remove_run(&client, &existing.run, existing.keep_crds, &existing.crds),
+        )
+        .await;
+        return Err(e);
+    }
     for crd in crds {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        match api.create(&PostParams::default(), crd).await {
-            Ok(_) => existing.crds.push(name.clone()),
-            // There before the test (installed by hand or kept): replace
-            // it with this definition and leave it there afterwards.
-            Err(kube_client::Error::Api(s)) if s.code == 409 => {
-                let mut current = api
-                    .get(&name)
-                    .await
-                    .map_err(failed(format!("read CRD {name}")))?;
-                current.spec = crd.spec.clone();
-                api.replace(&name, &PostParams::default(), &current)
-                    .await
-                    .map_err(failed(format!("replace CRD {name}")))?;
-            }
-            Err(e) => return Err(failed(format!("install CRD {name}"))(e)),
-        }
-        wait_established(&api, &name).await?;
+        wait_established(&api, crd.metadata.name.as_deref().unwrap_or_default()).await?;
     }
     Ok((existing, client))
+}
+
+/// Uses CRD `current`, which was on the cluster before this env, for the
+/// test's `wanted`: as it is when it serves what the test needs; replaced
+/// by `wanted` when the policy says so; otherwise an error naming every
+/// difference.
+async fn use_existing_crd(
+    api: &Api<CustomResourceDefinition>,
+    current: &CustomResourceDefinition,
+    wanted: &CustomResourceDefinition,
+    policy: CrdPolicy,
+) -> Result<(), Error> {
+    let name = wanted.metadata.name.clone().unwrap_or_default();
+    let differences = crd_check::differences(current, wanted);
+    if differences.is_empty() {
+        return Ok(());
+    }
+    if !policy.replace_existing {
+        return Err(Error::ExistingCluster {
+            what: format!("use CRD {name}, which is on the cluster already"),
+            message: format!(
+                "it does not serve what the test needs: {}. This run did not create it, so it \
+                 is left as it is; TestEnvBuilder::replace_existing_crds_destructively() \
+                 replaces it (for everything on the cluster that uses it)",
+                differences.join("; ")
+            ),
+        });
+    }
+    let mut replaced = current.clone();
+    replaced.spec = wanted.spec.clone();
+    api.replace(&name, &PostParams::default(), &replaced)
+        .await
+        .map(drop)
+        .map_err(failed(format!("replace CRD {name}")))
+}
+
+impl Existing {
+    /// Creates the test's namespace and `crds`, each with the run label.
+    async fn install(
+        &mut self,
+        client: &kube_client::Client,
+        api: &Api<CustomResourceDefinition>,
+        crds: &[&CustomResourceDefinition],
+    ) -> Result<(), Error> {
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some(self.namespace.clone());
+        cleanup::label(&mut ns.metadata, &self.run);
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .map_err(failed(format!("create namespace {}", self.namespace)))?;
+        for crd in crds {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            let mut crd = (*crd).clone();
+            cleanup::label(&mut crd.metadata, &self.run);
+            api.create(&PostParams::default(), &crd)
+                .await
+                .map_err(failed(format!("install CRD {name}")))?;
+            self.crds.push(name);
+        }
+        Ok(())
+    }
 }
 
 /// Polls CRD `name` until its `Established` condition is `True`.
@@ -239,110 +321,79 @@ async fn wait_established(api: &Api<CustomResourceDefinition>, name: &str) -> Re
 }
 
 impl Existing {
-    /// Deletes the test's namespace and the CRDs this env created, on a
-    /// runtime of its own (a `Drop` cannot await, and the test's runtime
-    /// may be the one blocked in it), and checks that the namespace is
-    /// going and the CRDs are gone.
+    /// Deletes what this env created (its namespace, and every object with
+    /// its run label: CRDs unless kept, ClusterRoles, bindings, webhook
+    /// configurations) on a thread and runtime of its own (a `Drop` cannot
+    /// await, and the test's runtime may be the one blocked in it), within
+    /// the teardown deadline: past it, an error naming what was left.
     pub(super) fn teardown(&self) -> Result<(), Error> {
         let config = self.config.clone();
-        let namespace = self.namespace.clone();
-        let crds = if self.keep_crds {
-            Vec::new()
-        } else {
-            self.crds.clone()
-        };
-        let cluster_roles = self
-            .cluster_roles
-            .lock()
-            .map(|names| names.clone())
-            .unwrap_or_default();
-        let run = move || {
+        let (namespace, run, keep, crds) = (
+            self.namespace.clone(),
+            self.run.clone(),
+            self.keep_crds,
+            self.crds.clone(),
+        );
+        let timeout = self.teardown_timeout;
+        let (done, result) = std::sync::mpsc::channel();
+        let run_id = run.clone();
+        let work = move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .map_err(|e| Error::ExistingCluster {
                     what: "start the teardown runtime".into(),
                     message: e.to_string(),
-                })?;
-            runtime.block_on(remove(config, namespace, crds, cluster_roles))
+                });
+            let outcome = runtime.and_then(|rt| {
+                rt.block_on(async {
+                    let url = config.cluster_url.to_string();
+                    let client =
+                        kube_client::Client::try_from(config).map_err(|e| Error::Client {
+                            url,
+                            message: e.to_string(),
+                        })?;
+                    tokio::time::timeout(timeout, async {
+                        cleanup::remove_namespace(&client, &namespace).await?;
+                        cleanup::remove_run(&client, &run, keep, &crds).await
+                    })
+                    .await
+                    .unwrap_or_else(|_| Err(overran(&run, timeout)))
+                })
+            });
+            // The receiver is gone only when the deadline passed already.
+            let _ = done.send(outcome);
         };
-        std::thread::spawn(run).join().unwrap_or_else(|_| {
-            Err(Error::ExistingCluster {
+        if let Err(e) = std::thread::Builder::new()
+            .name("envtest-teardown".into())
+            .spawn(work)
+        {
+            return Err(Error::ExistingCluster {
+                what: "tear down".into(),
+                message: format!("could not start the teardown thread: {e}"),
+            });
+        }
+        // A margin over the work's own deadline, for the runtime's start.
+        match result.recv_timeout(timeout + Duration::from_secs(5)) {
+            Ok(outcome) => outcome,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(overran(&run_id, timeout)),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::ExistingCluster {
                 what: "tear down".into(),
                 message: "the teardown thread panicked".into(),
-            })
-        })
-    }
-}
-
-async fn remove(
-    config: kube_client::Config,
-    namespace: String,
-    crds: Vec<String>,
-    cluster_roles: Vec<String>,
-) -> Result<(), Error> {
-    let url = config.cluster_url.to_string();
-    let client = kube_client::Client::try_from(config).map_err(|e| Error::Client {
-        url,
-        message: e.to_string(),
-    })?;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .delete(&namespace, &DeleteParams::background())
-        .await
-        .map_err(failed(format!("delete namespace {namespace}")))?;
-    // Deleting a namespace takes its contents first: it must be gone or
-    // on its way (deletionTimestamp set).
-    let going = namespaces
-        .get_opt(&namespace)
-        .await
-        .map_err(failed(format!("read namespace {namespace}")))?
-        .is_none_or(|ns| ns.metadata.deletion_timestamp.is_some());
-    if !going {
-        return Err(Error::ExistingCluster {
-            what: format!("delete namespace {namespace}"),
-            message: "it is still there and not terminating".into(),
-        });
-    }
-    let roles: Api<ClusterRole> = Api::all(client.clone());
-    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
-    for name in cluster_roles {
-        gone(bindings.delete(&name, &DeleteParams::default()).await)
-            .map_err(failed(format!("delete ClusterRoleBinding {name}")))?;
-        gone(roles.delete(&name, &DeleteParams::default()).await)
-            .map_err(failed(format!("delete ClusterRole {name}")))?;
-    }
-    let api: Api<CustomResourceDefinition> = Api::all(client);
-    for name in crds {
-        api.delete(&name, &DeleteParams::background())
-            .await
-            .map_err(failed(format!("delete CRD {name}")))?;
-        // The next test may install the same CRD: wait until it is gone.
-        let deadline = tokio::time::Instant::now() + CRD_TIMEOUT;
-        while api
-            .get_opt(&name)
-            .await
-            .map_err(failed(format!("read CRD {name}")))?
-            .is_some()
-        {
-            if tokio::time::Instant::now() >= deadline {
-                return Err(Error::ExistingCluster {
-                    what: format!("delete CRD {name}"),
-                    message: format!("still there after {CRD_TIMEOUT:?}"),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            }),
         }
     }
-    Ok(())
 }
 
-/// A delete's result, where "not found" (someone removed it already) is done.
-fn gone<T>(result: Result<T, kube_client::Error>) -> Result<(), kube_client::Error> {
-    match result {
-        Ok(_) => Ok(()),
-        Err(kube_client::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e),
+/// The error of a teardown past its deadline: what is left, and how to
+/// remove it.
+fn overran(run: &str, timeout: Duration) -> Error {
+    Error::ExistingCluster {
+        what: format!("tear down run {run}"),
+        message: format!(
+            "not done within {timeout:?}; remove what is left with \
+             `envtest-server cleanup --kubeconfig FILE --run {run}`"
+        ),
     }
 }
 
@@ -358,7 +409,36 @@ pub(super) fn bind(addr: &str) -> Result<(std::net::TcpListener, String), Error>
 
 #[cfg(test)]
 mod tests {
-    use super::parse_flag;
+    use super::{Existing, parse_flag};
+    use std::time::{Duration, Instant};
+
+    /// A cluster that accepts connections and never answers: the drop's
+    /// teardown gives up at its deadline, naming the run to clean up.
+    #[test]
+    fn the_teardown_ends_at_its_deadline_on_a_cluster_that_never_answers() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let existing = Existing {
+            config: kube_client::Config::new(url.parse().unwrap()),
+            namespace: "envtest-abc".into(),
+            run: "abc".into(),
+            crds: vec!["foos.example.com".into()],
+            keep_crds: false,
+            teardown_timeout: Duration::from_millis(500),
+        };
+        let started = Instant::now();
+        let e = existing.teardown().unwrap_err();
+        // The deadline, plus the margin for the teardown runtime's start.
+        assert!(started.elapsed() < Duration::from_secs(5), "{e}");
+        assert!(
+            e.to_string().contains(
+                "could not tear down run abc: not done within 500ms; remove what is left with \
+                 `envtest-server cleanup --kubeconfig FILE --run abc`"
+            ),
+            "{e}"
+        );
+        drop(listener);
+    }
 
     #[test]
     fn the_flag_is_true_false_or_an_error_naming_the_value() {

@@ -5,14 +5,17 @@
 //! instead (see [`USE_EXISTING_CLUSTER`]).
 
 mod builder;
+mod cleanup;
+mod crd_check;
 mod crds;
 mod existing;
 mod rbac;
 
 pub use builder::TestEnvBuilder;
+pub use cleanup::{RUN_LABEL, cleanup_existing_cluster};
 pub use existing::{
-    KEEP_CRDS, NAMESPACE_PREFIX, USE_EXISTING_CLUSTER, WEBHOOK_ADDR, skip_on_existing_cluster,
-    skip_without_webhook_route, use_existing_cluster,
+    KEEP_CRDS, NAMESPACE_PREFIX, TEARDOWN_TIMEOUT, USE_EXISTING_CLUSTER, WEBHOOK_ADDR,
+    skip_on_existing_cluster, skip_without_webhook_route, use_existing_cluster,
 };
 
 use crate::error::Error;
@@ -113,29 +116,67 @@ impl TestEnv {
         TestEnvBuilder::default()
     }
 
-    /// The in-process server, or a panic naming `feature` against an
-    /// existing cluster: a test that needs it must say so with
+    /// The in-process server, or [`Error::EnvtestOnly`] naming `feature`
+    /// against an existing cluster: a test that needs it must say so with
     /// [`skip_on_existing_cluster`] instead of passing without it.
-    fn local(&self, feature: &str) -> &Local {
+    fn local(&self, feature: &str) -> Result<&Local, Error> {
         match &self.mode {
-            Mode::Local(local) => local,
-            Mode::Existing(_) => panic!(
-                "{}",
-                Error::EnvtestOnly {
-                    feature: feature.into()
-                }
-            ),
+            Mode::Local(local) => Ok(local),
+            Mode::Existing(_) => Err(Error::EnvtestOnly {
+                feature: feature.into(),
+            }),
         }
     }
 
-    /// Records a ClusterRole (and binding) to remove at teardown on an
-    /// existing cluster.
-    fn created_cluster_role(&self, name: String) {
-        if let Mode::Existing(existing) = &self.mode
-            && let Ok(mut names) = existing.cluster_roles.lock()
-        {
-            names.push(name);
+    /// This env's run id on an existing cluster: the value of the
+    /// [`RUN_LABEL`] on everything it creates there, and the suffix of the
+    /// cluster-wide names it gives ([`TestEnv::cluster_scoped_name`]).
+    /// `None` on the in-process server.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::start().await?;
+    /// assert_eq!(env.run_id().is_some(), env.is_existing_cluster());
+    /// # Ok(()) }
+    /// ```
+    pub fn run_id(&self) -> Option<&str> {
+        match &self.mode {
+            Mode::Local(_) => None,
+            Mode::Existing(e) => Some(&e.run),
         }
+    }
+
+    /// The name this env gives a cluster-scoped object named `name` by the
+    /// test (a ClusterRole of [`TestEnv::client_with_cluster_role`]):
+    /// `name` itself on the in-process server, `name-<run id>` on an
+    /// existing cluster, so that no object of the cluster's own is
+    /// replaced. A test that creates cluster-scoped objects itself names
+    /// them so too, and labels them with [`TestEnv::run_labels`], so that
+    /// the teardown (or [`cleanup_existing_cluster`]) removes them.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::start().await?;
+    /// let name = env.cluster_scoped_name("cm-reader");
+    /// assert_eq!(name == "cm-reader", !env.is_existing_cluster());
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster_scoped_name(&self, name: &str) -> String {
+        match &self.mode {
+            Mode::Local(_) => name.to_string(),
+            Mode::Existing(e) => format!("{name}-{}", e.run),
+        }
+    }
+
+    /// The labels of this env's run (`{RUN_LABEL: run id}`) for an object
+    /// the test creates on an existing cluster outside
+    /// [`TestEnv::namespace`]: this env's teardown deletes the
+    /// cluster-scoped objects and RBAC objects that carry them. Empty on
+    /// the in-process server.
+    pub fn run_labels(&self) -> std::collections::BTreeMap<String, String> {
+        self.run_id()
+            .map(|run| [(RUN_LABEL.to_string(), run.to_string())].into())
+            .unwrap_or_default()
     }
 
     /// Whether this env uses an existing cluster (`USE_EXISTING_CLUSTER=true`)
@@ -242,7 +283,7 @@ impl TestEnv {
     ) -> Result<kube_client::Client, Error> {
         let config = match &self.mode {
             Mode::Local(local) => {
-                let token = self.service_account_token(namespace, name);
+                let token = self.try_service_account_token(namespace, name)?;
                 client_config(
                     self.base_url.parse().unwrap_or_default(),
                     Some(&token),
@@ -270,7 +311,8 @@ impl TestEnv {
     ///
     /// # Panics
     ///
-    /// On an existing cluster (envtest mints these tokens itself).
+    /// On an existing cluster (envtest mints these tokens itself), with the
+    /// error [`TestEnv::try_service_account_token`] returns there.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), envtest::Error> {
@@ -280,12 +322,30 @@ impl TestEnv {
     /// # Ok(()) }
     /// ```
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        self.try_service_account_token(namespace, name)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`TestEnv::service_account_token`], or on an existing cluster
+    /// [`Error::EnvtestOnly`] naming `service_account_token`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::start().await?;
+    /// match env.try_service_account_token("monitoring", "prometheus") {
+    ///     Ok(token) => assert!(!token.is_empty()),
+    ///     Err(e) => assert!(env.is_existing_cluster(), "{e}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_service_account_token(&self, namespace: &str, name: &str) -> Result<String, Error> {
+        let local = self.local("service_account_token")?;
         let token = format!("sa-{}", uuid::Uuid::new_v4());
-        self.local("service_account_token").server.authz.add_token(
+        local.server.authz.add_token(
             token.clone(),
             crate::http::authz::UserInfo::service_account(namespace, name),
         );
-        token
+        Ok(token)
     }
 
     /// `http://127.0.0.1:PORT`, or `https://127.0.0.1:PORT` with
@@ -342,27 +402,58 @@ impl TestEnv {
     ///
     /// # Panics
     ///
-    /// On an existing cluster (see [`skip_on_existing_cluster`]).
+    /// On an existing cluster (see [`skip_on_existing_cluster`]), with the
+    /// error [`TestEnv::try_faults`] returns there.
     pub fn faults(&self) -> &Faults {
-        &self.local("faults").server.faults
+        self.try_faults().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`TestEnv::faults`], or on an existing cluster [`Error::EnvtestOnly`]
+    /// naming `faults`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), envtest::Error> {
+    /// let env = envtest::TestEnv::start().await?;
+    /// if let Ok(faults) = env.try_faults() {
+    ///     faults.pause();
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_faults(&self) -> Result<&Faults, Error> {
+        Ok(&self.local("faults")?.server.faults)
     }
 
     /// Every request answered so far.
     ///
     /// # Panics
     ///
-    /// On an existing cluster (see [`skip_on_existing_cluster`]).
+    /// On an existing cluster (see [`skip_on_existing_cluster`]), with the
+    /// error [`TestEnv::try_request_log`] returns there.
     pub fn request_log(&self) -> Vec<RequestRecord> {
-        self.local("request_log").server.faults.request_log()
+        self.try_request_log().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`TestEnv::request_log`], or on an existing cluster
+    /// [`Error::EnvtestOnly`] naming `request_log`.
+    pub fn try_request_log(&self) -> Result<Vec<RequestRecord>, Error> {
+        Ok(self.local("request_log")?.server.faults.request_log())
     }
 
     /// The current global revision (the RV the next LIST would report).
     ///
     /// # Panics
     ///
-    /// On an existing cluster (see [`skip_on_existing_cluster`]).
+    /// On an existing cluster (see [`skip_on_existing_cluster`]), with the
+    /// error [`TestEnv::try_current_revision`] returns there.
     pub fn current_revision(&self) -> u64 {
-        self.local("current_revision").server.store.rev()
+        self.try_current_revision()
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`TestEnv::current_revision`], or on an existing cluster
+    /// [`Error::EnvtestOnly`] naming `current_revision`.
+    pub fn try_current_revision(&self) -> Result<u64, Error> {
+        Ok(self.local("current_revision")?.server.store.rev())
     }
 }
 

@@ -3,6 +3,11 @@
 //! and hand back a client acting as that account, so a test proves a role is
 //! sufficient (the code under test works) and minimal (a rule taken away
 //! makes a request fail with 403 Forbidden).
+//!
+//! On an existing cluster they change nothing of the cluster's own: the
+//! ClusterRole and ClusterRoleBinding get the env's per-run name
+//! ([`TestEnv::cluster_scoped_name`]), as does a Role outside the env's
+//! namespace, and all carry the run label, so the teardown removes them.
 
 use crate::env::TestEnv;
 use crate::error::Error;
@@ -29,17 +34,33 @@ fn subject(namespace: &str, name: &str) -> Subject {
 
 /// Make a caller's role storable: named (`default_name` when it has no
 /// name), in `namespace` for a Role, without a resourceVersion (it is
-/// created or replaced whatever is stored).
-fn prepare(meta: &mut ObjectMeta, default_name: &str, namespace: Option<String>) {
-    if meta.name.is_none() {
-        meta.name = Some(default_name.to_string());
-    }
+/// created or replaced whatever is stored). On an existing cluster a
+/// cluster-scoped role, or a Role outside the env's namespace, gets the
+/// env's per-run name, and every role the run label.
+fn prepare(env: &TestEnv, meta: &mut ObjectMeta, default_name: &str, namespace: Option<String>) {
+    let name = meta
+        .name
+        .clone()
+        .unwrap_or_else(|| default_name.to_string());
+    let shared = namespace.as_deref().is_none_or(|ns| ns != env.namespace());
+    meta.name = Some(if shared {
+        env.cluster_scoped_name(&name)
+    } else {
+        name
+    });
     meta.namespace = namespace;
     meta.resource_version = None;
+    let labels = env.run_labels();
+    if !labels.is_empty() {
+        meta.labels
+            .get_or_insert_with(Default::default)
+            .extend(labels);
+    }
 }
 
 /// The binding of role `meta` (of kind `kind`) to service account
-/// `namespace/name`: (metadata, roleRef, subjects), named as the role.
+/// `namespace/name`: (metadata, roleRef, subjects), named and labelled as
+/// the role.
 fn binding_parts(
     meta: &ObjectMeta,
     kind: &str,
@@ -50,6 +71,7 @@ fn binding_parts(
     let binding_meta = ObjectMeta {
         name: Some(role_name.clone()),
         namespace: meta.namespace.clone(),
+        labels: meta.labels.clone(),
         ..ObjectMeta::default()
     };
     // `api_group` is a `String` up to Kubernetes 1.35 and an
@@ -87,8 +109,12 @@ impl TestEnv {
     /// account `namespace/name` with a ClusterRoleBinding of the same name,
     /// and return a client acting as that account. Change or replace the
     /// role later through [`TestEnv::client`]; the next request sees it.
-    /// On an existing cluster the ClusterRole and its binding are removed
-    /// when the env is dropped, unless the ClusterRole was there before.
+    ///
+    /// On an existing cluster both are named
+    /// [`cluster_scoped_name`](TestEnv::cluster_scoped_name)`(name)`
+    /// (`<name>-<run id>`) and carry the run label: a ClusterRole or
+    /// binding of the cluster's own with the role's name is not touched,
+    /// and both are removed when the env is dropped.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -106,7 +132,9 @@ impl TestEnv {
     /// let client = env.client_with_cluster_role("default", "reader", &role).await?;
     /// let cms: kube_client::Api<ConfigMap> = kube_client::Api::all(client);
     /// assert!(cms.list(&Default::default()).await.is_ok());
-    /// # Ok(()) }
+    /// // The stored role's name:
+    /// let stored = env.cluster_scoped_name("cm-reader");
+    /// # drop(stored); Ok(()) }
     /// ```
     pub async fn client_with_cluster_role(
         &self,
@@ -115,7 +143,7 @@ impl TestEnv {
         role: &ClusterRole,
     ) -> Result<kube_client::Client, Error> {
         let mut role = role.clone();
-        prepare(&mut role.metadata, name, None);
+        prepare(self, &mut role.metadata, name, None);
         let (metadata, role_ref, subjects) =
             binding_parts(&role.metadata, "ClusterRole", namespace, name);
         let binding = ClusterRoleBinding {
@@ -123,33 +151,18 @@ impl TestEnv {
             role_ref,
             subjects,
         };
-        let (roles, bindings): (Api<ClusterRole>, _) =
-            (Api::all(self.client()), Api::all(self.client()));
-        let name_of_role = role.metadata.name.clone().unwrap_or_default();
-        // On an existing cluster, what this env creates it removes again;
-        // a ClusterRole that was there before stays (it is only replaced).
-        let created = self.is_existing_cluster()
-            && roles
-                .get_opt(&name_of_role)
-                .await
-                .map_err(|source| Error::Setup {
-                    what: format!("read ClusterRole {name_of_role}"),
-                    source,
-                })?
-                .is_none();
-        let client = self
-            .grant(&roles, &role, &bindings, &binding, namespace, name)
-            .await?;
-        if created {
-            self.created_cluster_role(name_of_role);
-        }
-        Ok(client)
+        let (roles, bindings) = (Api::all(self.client()), Api::all(self.client()));
+        self.grant(&roles, &role, &bindings, &binding, namespace, name)
+            .await
     }
 
     /// Store `role` (create or replace) in its namespace (default
     /// `namespace`), bind it there to service account `namespace/name` with
     /// a RoleBinding of the same name, and return a client acting as that
-    /// account: it may do what `role` allows in that namespace only.
+    /// account: it may do what `role` allows in that namespace only. On an
+    /// existing cluster both carry the run label, and outside
+    /// [`TestEnv::namespace`] they are named
+    /// [`cluster_scoped_name`](TestEnv::cluster_scoped_name)`(name)`.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -172,7 +185,7 @@ impl TestEnv {
             .namespace
             .clone()
             .unwrap_or_else(|| namespace.to_string());
-        prepare(&mut role.metadata, name, Some(role_ns.clone()));
+        prepare(self, &mut role.metadata, name, Some(role_ns.clone()));
         let (metadata, role_ref, subjects) = binding_parts(&role.metadata, "Role", namespace, name);
         let binding = RoleBinding {
             metadata,

@@ -23,6 +23,7 @@ mod crd;
 mod crd_install;
 mod crud;
 mod errors;
+mod existing;
 mod faults;
 mod gc;
 mod impersonation;

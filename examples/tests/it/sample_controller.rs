@@ -5,7 +5,11 @@
 //! Secret, per-key backoff, a refused adoption, and 403 once a rule is
 //! taken out of the role. (Its webhooks: `sample_webhooks`.) The tests run
 //! unchanged against an existing cluster (`USE_EXISTING_CLUSTER=true`), in
-//! a namespace of their own; there the server's log of 403 answers is not
+//! a namespace of their own, the manager watching that namespace only; the
+//! Foo CRD on the cluster is used as it is when it serves the test's (a
+//! deployed sample's, with more fields, is), and the ClusterRole and
+//! binding are the env's own (`foo-controller-<run id>`), so a deployed
+//! sample is left as it is. There the server's log of 403 answers is not
 //! available and a missing rule shows in the controller's error metric
 //! alone.
 
@@ -39,7 +43,7 @@ impl Fixture {
     /// account bound to `role`.
     async fn start(role: ClusterRole) -> Fixture {
         // The CRD is served once `start` returns (on an existing cluster:
-        // Established), and removed with the env there.
+        // Established; removed with the env if this run installed it).
         let env = envtest::TestEnv::builder()
             .crds([Foo::crd().unwrap()])
             .start()

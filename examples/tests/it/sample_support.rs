@@ -12,9 +12,9 @@ use controller_runtime::k8s_openapi::api::admissionregistration::v1::{
 use controller_runtime::k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use controller_runtime::k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use controller_runtime::kube_client::api::{Api, DeleteParams, ListParams, PostParams};
+use controller_runtime::kube_client::api::{Api, ListParams, PostParams};
 use controller_runtime::kube_client::core::NamespaceResourceScope;
-use controller_runtime::kube_client::{self as kube_client, Client, Resource};
+use controller_runtime::kube_client::{Client, Resource};
 use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::manager::{Manager, ManagerError};
 use controller_runtime::webhook::WebhookOptions;
@@ -49,12 +49,11 @@ where
 /// An existing cluster keeps no such log: none, with a line saying the
 /// check was not made (a 403 then shows as a failed reconcile instead).
 pub(crate) fn forbidden(env: &envtest::TestEnv) -> Vec<String> {
-    if env.is_existing_cluster() {
+    let Ok(log) = env.try_request_log() else {
         println!("not checked: 403 answers (the request log is envtest's only)");
         return Vec::new();
-    }
-    env.request_log()
-        .into_iter()
+    };
+    log.into_iter()
         .filter(|r| r.status == 403)
         .map(|r| format!("{} {}", r.method, r.path))
         .collect()
@@ -141,69 +140,6 @@ pub(crate) async fn apply(admin: &Client, files: &[Manifest]) -> Api<Foo> {
     served(admin).await
 }
 
-async fn delete_cluster<T>(admin: &Client, doc: &serde_json::Value)
-where
-    T: Clone + std::fmt::Debug + DeserializeOwned + Resource<DynamicType = ()>,
-{
-    let obj: T = decode(doc);
-    let name = obj.meta().name.clone().unwrap_or_default();
-    let api = Api::<T>::all(admin.clone());
-    delete_and_wait(&api, &name).await;
-}
-
-async fn delete_namespaced<T>(admin: &Client, doc: &serde_json::Value)
-where
-    T: Clone
-        + std::fmt::Debug
-        + DeserializeOwned
-        + Resource<DynamicType = (), Scope = NamespaceResourceScope>,
-{
-    let obj: T = decode(doc);
-    let ns = obj.meta().namespace.clone().unwrap_or_else(|| NS.into());
-    let name = obj.meta().name.clone().unwrap_or_default();
-    delete_and_wait(&Api::<T>::namespaced(admin.clone(), &ns), &name).await;
-}
-
-/// Deletes `name` (gone already is fine) and waits until it is gone.
-async fn delete_and_wait<T>(api: &Api<T>, name: &str)
-where
-    T: Clone + std::fmt::Debug + DeserializeOwned + Resource,
-{
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) | Err(kube_client::Error::Api(_)) => {}
-        Err(e) => panic!("deleting {name}: {e}"),
-    }
-    wait_until(&format!("{name} is gone"), || async {
-        matches!(api.get_opt(name).await, Ok(None))
-    })
-    .await;
-}
-
-/// Removes every object of `files` (the sample's fixed cluster-wide names:
-/// the CRD, roles, webhook configurations, its Service and ServiceAccount)
-/// and waits until each is gone: on an existing cluster, which outlives the
-/// test, before a test applies them and after it.
-pub(crate) async fn remove(admin: &Client, files: &[Manifest]) {
-    for doc in documents(files).iter().rev() {
-        match doc["kind"].as_str().unwrap_or_default() {
-            "CustomResourceDefinition" => {
-                delete_cluster::<CustomResourceDefinition>(admin, doc).await;
-            }
-            "ClusterRole" => delete_cluster::<ClusterRole>(admin, doc).await,
-            "ClusterRoleBinding" => delete_cluster::<ClusterRoleBinding>(admin, doc).await,
-            "ServiceAccount" => delete_namespaced::<ServiceAccount>(admin, doc).await,
-            "Service" => delete_namespaced::<Service>(admin, doc).await,
-            "MutatingWebhookConfiguration" => {
-                delete_cluster::<MutatingWebhookConfiguration>(admin, doc).await;
-            }
-            "ValidatingWebhookConfiguration" => {
-                delete_cluster::<ValidatingWebhookConfiguration>(admin, doc).await;
-            }
-            other => panic!("the sample's manifests hold a {other:?}"),
-        }
-    }
-}
-
 /// The sample's manager, running.
 pub(crate) struct Running {
     pub(crate) mgr: Manager,
@@ -229,6 +165,12 @@ impl Running {
         ));
         if let Some(options) = webhooks {
             builder = builder.webhook_server(options);
+        }
+        // On an existing cluster the manager watches the test's namespace
+        // only: Foos elsewhere (a deployed sample's) are not the test's to
+        // reconcile, finalize or give Deployments.
+        if env.is_existing_cluster() {
+            builder = builder.namespaces([env.namespace()]);
         }
         let mgr = builder.build().await.unwrap();
         let ledger = Ledger::default();

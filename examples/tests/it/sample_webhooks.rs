@@ -27,7 +27,7 @@ use informer_examples::sample::{FooReconciler, Ledger, manifests, v1, v1alpha1, 
 use proptest::prelude::*;
 
 pub(crate) use crate::sample_support::{NS, WAIT};
-use crate::sample_support::{Running, apply, forbidden, remove};
+use crate::sample_support::{Running, apply, forbidden};
 
 pub(crate) const BAD_NAME: &str =
     "spec.deploymentName: Invalid value: \"Bad_Name\": a lowercase RFC 1123 label";
@@ -64,14 +64,18 @@ pub(crate) fn old_foo(name: &str, deployment: &str, replicas: Option<i32>) -> v1
 impl Fixture {
     /// envtest with the sample's manifests applied, and the manager
     /// (controller and webhooks) running as their ServiceAccount, its
-    /// webhook server ready. On an existing cluster the cluster's calls for
-    /// the webhook Service must reach this process (`ENVTEST_WEBHOOK_ADDR`,
-    /// see `TestEnvBuilder::webhook_server`); without that route `None`
-    /// (the test is skipped, saying so). There the manifests' fixed names
-    /// (the CRD, ClusterRoles, webhook configurations) are removed before
-    /// and after the test.
+    /// webhook server ready. `None` (the test says it is skipped) on an
+    /// existing cluster: the manifests' cluster-wide names are fixed (the
+    /// CRD `foos.samplecontroller.k8s.io`, the ClusterRoles and binding
+    /// `foo-controller`, the webhook configurations), so applying them
+    /// there would replace a deployed sample's, and removing them would
+    /// remove it.
     pub(crate) async fn start() -> Option<Fixture> {
-        if envtest::skip_without_webhook_route() {
+        if envtest::skip_on_existing_cluster(
+            "a cluster of the test's own (the sample's manifests have fixed cluster-wide \
+             names: CRD foos.samplecontroller.k8s.io, ClusterRole foo-controller, its \
+             binding, the webhook configurations; a deployed sample's would be replaced)",
+        ) {
             return None;
         }
         let env = envtest::TestEnv::builder()
@@ -82,9 +86,6 @@ impl Fixture {
         let listener = env.webhook_listener().expect("asked for at start");
         let admin = env.client();
         let files = manifests::render(NS).unwrap();
-        if env.is_existing_cluster() {
-            remove(&admin, &files).await;
-        }
         let foos = apply(&admin, &files).await;
         let client = env
             .service_account_client(NS, manifests::SERVICE_ACCOUNT)
@@ -108,9 +109,6 @@ impl Fixture {
             "the manifests' role covers the controller and the webhook certificates"
         );
         self.running.stop().await;
-        if self.env.is_existing_cluster() {
-            remove(&self.admin, &manifests::render(NS).unwrap()).await;
-        }
     }
 }
 
