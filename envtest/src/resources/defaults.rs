@@ -47,7 +47,8 @@ fn container(c: &mut Value) {
     set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
     set_default(c, "terminationMessagePolicy", json!("File"));
     set_default(c, "resources", json!({}));
-    if let Some(ports) = c["ports"].as_array_mut() {
+    // `get_mut`, not indexing: indexing a missing key stores `null`.
+    if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports {
             set_default(p, "protocol", json!("TCP"));
         }
@@ -63,7 +64,6 @@ fn pod_spec(spec: &mut Value) {
     set_default(spec, "terminationGracePeriodSeconds", json!(30));
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "securityContext", json!({}));
-    set_default(spec, "enableServiceLinks", json!(true));
     for list in ["containers", "initContainers"] {
         // `get_mut`, not indexing: indexing would store `"initContainers": null`.
         if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
@@ -166,6 +166,9 @@ pub fn apply(group: &str, plural: &str, obj: &mut Value, create: bool, ips: &IpA
     match (group, plural) {
         ("", "pods") => {
             pod_spec(spec);
+            // A Pod's own default (Go's `SetDefaults_Pod`), not a pod spec's:
+            // workload templates do not get it.
+            set_default(spec, "enableServiceLinks", json!(true));
             if create {
                 let q = qos(spec);
                 obj["status"] = json!({"phase": "Pending", "qosClass": q});
@@ -217,7 +220,7 @@ pub fn apply(group: &str, plural: &str, obj: &mut Value, create: bool, ips: &IpA
         ("", "services") => {
             set_default(spec, "type", json!("ClusterIP"));
             set_default(spec, "sessionAffinity", json!("None"));
-            if let Some(ports) = spec["ports"].as_array_mut() {
+            if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
                 for p in ports {
                     set_default(p, "protocol", json!("TCP"));
                     let port = p["port"].clone();
@@ -286,5 +289,43 @@ mod tests {
         let mut headless = json!({"spec": {"clusterIP": "None"}});
         apply("", "services", &mut headless, true, &ips);
         assert_eq!(headless["spec"]["clusterIP"], "None");
+    }
+
+    fn nulls(v: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        fn walk(path: String, v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Null => out.push(path),
+                Value::Array(a) => a
+                    .iter()
+                    .enumerate()
+                    .for_each(|(i, x)| walk(format!("{path}[{i}]"), x, out)),
+                Value::Object(m) => m
+                    .iter()
+                    .for_each(|(k, x)| walk(format!("{path}.{k}"), x, out)),
+                _ => {}
+            }
+        }
+        walk(String::new(), v, &mut out);
+        out
+    }
+
+    #[test]
+    fn defaults_write_no_nulls_where_there_are_no_ports() {
+        let ips = IpAllocator::default();
+        let mut pod = json!({"spec": {"containers": [{"name": "a", "image": "nginx"}]}});
+        apply("", "pods", &mut pod, true, &ips);
+        let mut deploy = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "nginx"}]}}}});
+        apply("apps", "deployments", &mut deploy, true, &ips);
+        let mut svc = json!({"spec": {"selector": {"app": "a"}}});
+        apply("", "services", &mut svc, true, &ips);
+        assert_eq!(pod["spec"]["enableServiceLinks"], true);
+        let template = &deploy["spec"]["template"]["spec"];
+        assert!(template.get("enableServiceLinks").is_none(), "{template}");
+        for v in [&pod, &deploy, &svc] {
+            assert_eq!(nulls(v), Vec::<String>::new(), "{v}");
+        }
+        assert!(pod["spec"]["containers"][0].get("ports").is_none());
+        assert!(svc["spec"].get("ports").is_none());
     }
 }

@@ -25,6 +25,7 @@ mod crud;
 mod errors;
 mod faults;
 mod gc;
+mod go_wire;
 mod impersonation;
 mod junctors;
 mod limits;
