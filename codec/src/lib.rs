@@ -39,6 +39,8 @@
 //! ```
 
 mod bridge;
+#[doc(hidden)]
+pub mod facts;
 mod frames;
 mod kinds;
 mod proto;
