@@ -14,6 +14,9 @@
 //! the zero values Go writes (empty strings, zero times, `0` and `false`
 //! of non-pointer fields) that our own encoder never produces.
 
+// A fixture that does not read is a failed test.
+#![allow(clippy::unwrap_used)]
+
 use informer_codec::{DecodeOptions, Decoder, Envelope};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;

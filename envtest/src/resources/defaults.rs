@@ -28,9 +28,20 @@ impl IpAllocator {
     }
 }
 
+/// Set `key` unless it holds a value: missing, `null`, `""` and `{}` count
+/// as unset, as Go's defaulting tests a string for `""` and a struct's
+/// fields (Go's JSON form writes absent non-pointer structs as `{}`).
 fn set_default(obj: &mut Value, key: &str, value: Value) {
     if let Some(m) = obj.as_object_mut() {
-        m.entry(key.to_string()).or_insert(value);
+        let unset = match m.get(key) {
+            None | Some(Value::Null) => true,
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Object(o)) => o.is_empty(),
+            Some(_) => false,
+        };
+        if unset {
+            m.insert(key.to_string(), value);
+        }
     }
 }
 
@@ -151,8 +162,25 @@ fn admission(plural: &str, obj: &mut Value) {
 }
 
 /// Fill in defaults for a built-in object of `group`/`plural` (`create`
-/// also sets the initial status a real cluster reports).
+/// also sets the initial status a real cluster reports), then give it the
+/// form Go's `encoding/json` writes for it (see [`go_form`]).
 pub fn apply(group: &str, plural: &str, obj: &mut Value, create: bool, ips: &IpAllocator) {
+    fill(group, plural, obj, create, ips);
+    go_form(obj);
+}
+
+/// The form kube-apiserver serves a built-in object in, from the Go facts
+/// of its kind (`informer_codec::facts`): what Go's `omitempty` drops is
+/// dropped (empty lists and maps, `""`, `0`, `false` of non-pointer
+/// fields, nil pointers, zero times), and what Go always writes is there
+/// (non-pointer structs such as a new Deployment's `"status": {}`).
+/// Kinds without facts are left alone. Every stored built-in object goes
+/// through it, so GET, LIST and WATCH agree.
+pub fn go_form(obj: &mut Value) {
+    informer_codec::facts::normalize_json(obj);
+}
+
+fn fill(group: &str, plural: &str, obj: &mut Value, create: bool, ips: &IpAllocator) {
     if group == "admissionregistration.k8s.io" {
         admission(plural, obj);
         return;
@@ -327,5 +355,19 @@ mod tests {
         }
         assert!(pod["spec"]["containers"][0].get("ports").is_none());
         assert!(svc["spec"].get("ports").is_none());
+    }
+
+    #[test]
+    fn empty_structs_and_strings_count_as_unset() {
+        let ips = IpAllocator::default();
+        let mut d = json!({"spec": {"strategy": {}, "template": {"spec": {"restartPolicy": "",
+            "containers": [{"name": "a", "image": "nginx"}]}}}});
+        apply("apps", "deployments", &mut d, true, &ips);
+        assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
+        assert_eq!(d["spec"]["template"]["spec"]["restartPolicy"], "Always");
+        let mut kept = json!({"spec": {"replicas": 0, "strategy": {"type": "Recreate"}}});
+        apply("apps", "deployments", &mut kept, true, &ips);
+        assert_eq!(kept["spec"]["replicas"], 0);
+        assert_eq!(kept["spec"]["strategy"], json!({"type": "Recreate"}));
     }
 }
