@@ -315,6 +315,9 @@ fn zero_of(elem: Elem) -> Option<Value> {
         Elem::Float => Some(Value::from(0.0)),
         Elem::Bool => Some(Value::Bool(false)),
         Elem::Struct(_) => Some(Value::Object(Map::new())),
+        // Structs with a JSON form of their own: Go writes their zero.
+        Elem::IntOrString => Some(Value::from(0)),
+        Elem::Quantity => Some(Value::String("0".into())),
         _ => None,
     }
 }
@@ -336,6 +339,12 @@ fn normalize_field(map: &mut Map<String, Value>, f: &GoField) {
         }
         Shape::Slice | Shape::Map if zero && f.omitempty => {
             map.remove(f.json);
+        }
+        // Built-in objects are stored in protobuf, which has no empty list
+        // or map apart from an absent one: Go reads an empty one back as
+        // nil, which its JSON writes as `null` without `omitempty`.
+        Shape::Slice | Shape::Map if zero => {
+            map.insert(f.json.to_string(), Value::Null);
         }
         Shape::Slice => {
             for it in map

@@ -140,8 +140,6 @@ class Go:
                     break
             return ("Map",) + self.resolve_expr(pkg, imports, ty[i + 1:])[1:]
         kind, key = self.resolve(pkg, imports, ty)
-        if kind == "Struct" or kind in SPECIAL.values():
-            return ("Value", kind, key)
         # A named type over a slice or map (`ResourceList`, `Verbs`) keeps
         # its shape; over a scalar it is that scalar.
         named = self.named_shape(pkg, imports, ty)
