@@ -378,3 +378,154 @@ fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
         _ => {}
     }
 }
+
+/// A protobuf message with an `ObjectMeta` and maybe a status, to compare
+/// modulo what a server sets.
+trait ServerSet {
+    fn meta(&mut self) -> Option<&mut k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta>;
+    fn drop_status(&mut self) {}
+}
+
+macro_rules! server_set {
+    ($($ty:ty $(, $status:ident)?;)*) => {$(
+        impl ServerSet for $ty {
+            fn meta(
+                &mut self,
+            ) -> Option<&mut k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta> {
+                self.metadata.as_mut()
+            }
+            $(fn drop_status(&mut self) {
+                self.$status = None;
+            })?
+        }
+    )*};
+}
+
+server_set! {
+    k8s_pb::api::core::v1::Pod, status;
+    k8s_pb::api::apps::v1::Deployment, status;
+    k8s_pb::api::apps::v1::StatefulSet, status;
+    k8s_pb::api::batch::v1::Job, status;
+    k8s_pb::api::core::v1::Service, status;
+    k8s_pb::api::core::v1::Node, status;
+    k8s_pb::api::core::v1::Namespace, status;
+    k8s_pb::api::core::v1::Event;
+    k8s_pb::api::events::v1::Event;
+    k8s_pb::api::core::v1::ConfigMap;
+    k8s_pb::api::core::v1::Secret;
+    k8s_pb::api::coordination::v1::Lease;
+    k8s_pb::api::rbac::v1::ClusterRole;
+}
+
+/// The message inside a `k8s\0` + runtime.Unknown body, read with k8s-pb.
+fn message<M: Message + Default>(bytes: &[u8]) -> M {
+    let body = bytes.strip_prefix(b"k8s\0".as_slice()).unwrap();
+    let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(body).unwrap();
+    M::decode(unknown.raw.unwrap().as_slice()).unwrap()
+}
+
+fn comparable_pb<M: ServerSet>(mut m: M) -> M {
+    if let Some(meta) = m.meta() {
+        meta.uid = None;
+        meta.resource_version = None;
+        meta.creation_timestamp = None;
+        meta.generation = None;
+        meta.managed_fields.clear();
+        meta.owner_references.clear();
+    }
+    m.drop_status();
+    m
+}
+
+/// One Go fixture created through envtest (from its JSON) and read back in
+/// protobuf: the message equals the one in Go's `.pb`, modulo what a
+/// server sets. Both are read with k8s-pb, field for field, zero values
+/// included.
+async fn same_protobuf<M>(client: &Client, name: &str, collection: &str) -> Option<String>
+where
+    M: Message + Default + PartialEq + std::fmt::Debug + ServerSet,
+{
+    let mut obj = comparable(golden(name));
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("ownerReferences");
+    }
+    post(client, collection, &obj).await;
+    let path = format!("{collection}/{}", obj["metadata"]["name"].as_str().unwrap());
+    let (code, ct, bytes) = send(client, "GET", &path, None, PREFER_PB, vec![]).await;
+    assert_eq!((code, ct.as_str()), (200, PROTOBUF), "{name}");
+    let ours = comparable_pb(message::<M>(&bytes));
+    let file = format!(
+        "{}/../codec/tests/golden/{name}.pb",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let go = comparable_pb(message::<M>(&std::fs::read(&file).unwrap()));
+    (ours != go).then(|| {
+        // Where the two debug forms part, with some context.
+        let (a, b) = (format!("{ours:?}"), format!("{go:?}"));
+        let at = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+        let from = a[..at].char_indices().rev().nth(200).map_or(0, |(i, _)| i);
+        let window = |s: &str| s[from..].chars().take(400).collect::<String>();
+        format!(
+            "{name}:\n envtest ...{}\n Go      ...{}",
+            window(&a),
+            window(&b)
+        )
+    })
+}
+
+/// envtest's protobuf of each Go golden object is Go's protobuf of it.
+#[tokio::test]
+async fn protobuf_of_go_fixtures_is_what_go_writes() {
+    use k8s_pb::api::{apps, batch, coordination, core, events, rbac};
+    let env = TestEnv::start().await.unwrap();
+    let c = env.client();
+    let ns = "/api/v1/namespaces/shop";
+    let apps_ns = "/apis/apps/v1/namespaces/shop";
+    let differing = [
+        same_protobuf::<core::v1::Namespace>(&c, "namespace", "/api/v1/namespaces").await,
+        same_protobuf::<core::v1::Pod>(&c, "pod-pending", &format!("{ns}/pods")).await,
+        same_protobuf::<apps::v1::Deployment>(&c, "deployment", &format!("{apps_ns}/deployments"))
+            .await,
+        same_protobuf::<apps::v1::Deployment>(
+            &c,
+            "deployment-zero-replicas",
+            &format!("{apps_ns}/deployments"),
+        )
+        .await,
+        same_protobuf::<apps::v1::StatefulSet>(
+            &c,
+            "statefulset",
+            &format!("{apps_ns}/statefulsets"),
+        )
+        .await,
+        same_protobuf::<batch::v1::Job>(&c, "job", "/apis/batch/v1/namespaces/shop/jobs").await,
+        same_protobuf::<core::v1::Service>(&c, "service", &format!("{ns}/services")).await,
+        same_protobuf::<core::v1::Service>(&c, "service-headless", &format!("{ns}/services")).await,
+        same_protobuf::<core::v1::Node>(&c, "node", "/api/v1/nodes").await,
+        same_protobuf::<core::v1::Event>(&c, "event-core", &format!("{ns}/events")).await,
+        same_protobuf::<events::v1::Event>(
+            &c,
+            "event-events",
+            "/apis/events.k8s.io/v1/namespaces/shop/events",
+        )
+        .await,
+        same_protobuf::<core::v1::ConfigMap>(&c, "configmap", &format!("{ns}/configmaps")).await,
+        same_protobuf::<core::v1::ConfigMap>(&c, "configmap-empty", &format!("{ns}/configmaps"))
+            .await,
+        same_protobuf::<core::v1::Secret>(&c, "secret", &format!("{ns}/secrets")).await,
+        same_protobuf::<coordination::v1::Lease>(
+            &c,
+            "lease",
+            "/apis/coordination.k8s.io/v1/namespaces/shop/leases",
+        )
+        .await,
+        same_protobuf::<rbac::v1::ClusterRole>(
+            &c,
+            "clusterrole",
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        )
+        .await,
+    ];
+    let differing: Vec<String> = differing.into_iter().flatten().collect();
+    assert!(differing.is_empty(), "{}", differing.join("\n"));
+}
