@@ -322,11 +322,26 @@ fn zero_of(elem: Elem) -> Option<Value> {
     }
 }
 
+const SCHEMA: &str = "apiextensions-apiserver/pkg/apis/apiextensions/v1.JSONSchemaProps";
+
 fn normalize_elem(v: &mut Value, elem: Elem) {
-    if let Elem::Struct(key) = elem {
-        if let Some(s) = go_struct(key) {
-            normalize_struct(v, s);
+    let key = match elem {
+        Elem::Struct(key) => key,
+        // A CRD schema's "or" types: a schema (or a list of them), or a
+        // boolean or list of names left as they are.
+        Elem::SchemaOrArray | Elem::SchemaOrBool | Elem::SchemaOrStringArray => SCHEMA,
+        _ => return,
+    };
+    let Some(s) = go_struct(key) else {
+        return;
+    };
+    match v {
+        Value::Array(items) if elem == Elem::SchemaOrArray => {
+            for it in items {
+                normalize_struct(it, s);
+            }
         }
+        _ => normalize_struct(v, s),
     }
 }
 

@@ -323,7 +323,12 @@ fn every_listed_kind_has_a_codec_and_a_typed_decoder() {
     // One table (`kinds`) makes both; this checks what it made.
     let listed = crate::typed::listed();
     assert!(listed.len() >= 31, "{} kinds", listed.len());
+    // (Apart from those whose messages lack fields this version's JSON
+    // has: `skew_tests`.)
     for (av, kind, t) in listed {
+        if !crate::json_only_fields(av, kind).is_empty() {
+            continue;
+        }
         assert!(crate::has_protobuf(av, kind), "{av} {kind}: no codec");
         assert!(crate::has_protobuf(av, &format!("{kind}List")));
         assert_eq!(crate::typed::has_typed(t), Some((av, kind)), "{av} {kind}");
