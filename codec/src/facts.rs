@@ -279,10 +279,11 @@ pub fn normalize_json(object: &mut Value) -> bool {
     for it in object["items"].as_array_mut().into_iter().flatten() {
         normalize_struct(it, item);
     }
-    if let Some(meta) = object.get_mut("metadata") {
-        if let Some(s) = go_struct("apimachinery/pkg/apis/meta/v1.ListMeta") {
-            normalize_struct(meta, s);
-        }
+    if let (Some(meta), Some(s)) = (
+        object.get_mut("metadata"),
+        go_struct("apimachinery/pkg/apis/meta/v1.ListMeta"),
+    ) {
+        normalize_struct(meta, s);
     }
     true
 }

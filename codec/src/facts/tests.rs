@@ -13,6 +13,7 @@ fn bridge_tables() -> String {
     )
 }
 
+#[allow(clippy::needless_return)] // one `return` per version, one compiled in
 fn version_table() -> &'static str {
     k8s_openapi::k8s_if_1_33! { return include_str!("../bridge_tables/v1_33.rs"); }
     k8s_openapi::k8s_if_1_34! { return include_str!("../bridge_tables/v1_34.rs"); }
