@@ -1,3 +1,4 @@
 //! The codec's integration tests, one binary.
 
+mod golden;
 mod module_graph;

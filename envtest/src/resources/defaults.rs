@@ -28,9 +28,20 @@ impl IpAllocator {
     }
 }
 
+/// Set `key` unless it holds a value: missing, `null`, `""` and `{}` count
+/// as unset, as Go's defaulting tests a string for `""` and a struct's
+/// fields (Go's JSON form writes absent non-pointer structs as `{}`).
 fn set_default(obj: &mut Value, key: &str, value: Value) {
     if let Some(m) = obj.as_object_mut() {
-        m.entry(key.to_string()).or_insert(value);
+        let unset = match m.get(key) {
+            None | Some(Value::Null) => true,
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Object(o)) => o.is_empty(),
+            Some(_) => false,
+        };
+        if unset {
+            m.insert(key.to_string(), value);
+        }
     }
 }
 
@@ -47,7 +58,8 @@ fn container(c: &mut Value) {
     set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
     set_default(c, "terminationMessagePolicy", json!("File"));
     set_default(c, "resources", json!({}));
-    if let Some(ports) = c["ports"].as_array_mut() {
+    // `get_mut`, not indexing: indexing a missing key stores `null`.
+    if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports {
             set_default(p, "protocol", json!("TCP"));
         }
@@ -63,7 +75,6 @@ fn pod_spec(spec: &mut Value) {
     set_default(spec, "terminationGracePeriodSeconds", json!(30));
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "securityContext", json!({}));
-    set_default(spec, "enableServiceLinks", json!(true));
     for list in ["containers", "initContainers"] {
         // `get_mut`, not indexing: indexing would store `"initContainers": null`.
         if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
@@ -151,8 +162,25 @@ fn admission(plural: &str, obj: &mut Value) {
 }
 
 /// Fill in defaults for a built-in object of `group`/`plural` (`create`
-/// also sets the initial status a real cluster reports).
+/// also sets the initial status a real cluster reports), then give it the
+/// form Go's `encoding/json` writes for it (see [`go_form`]).
 pub fn apply(group: &str, plural: &str, obj: &mut Value, create: bool, ips: &IpAllocator) {
+    fill(group, plural, obj, create, ips);
+    go_form(obj);
+}
+
+/// The form kube-apiserver serves a built-in object in, from the Go facts
+/// of its kind (`informer_codec::facts`): what Go's `omitempty` drops is
+/// dropped (empty lists and maps, `""`, `0`, `false` of non-pointer
+/// fields, nil pointers, zero times), and what Go always writes is there
+/// (non-pointer structs such as a new Deployment's `"status": {}`).
+/// Kinds without facts are left alone. Every stored built-in object goes
+/// through it, so GET, LIST and WATCH agree.
+pub fn go_form(obj: &mut Value) {
+    informer_codec::facts::normalize_json(obj);
+}
+
+fn fill(group: &str, plural: &str, obj: &mut Value, create: bool, ips: &IpAllocator) {
     if group == "admissionregistration.k8s.io" {
         admission(plural, obj);
         return;
@@ -166,6 +194,9 @@ pub fn apply(group: &str, plural: &str, obj: &mut Value, create: bool, ips: &IpA
     match (group, plural) {
         ("", "pods") => {
             pod_spec(spec);
+            // A Pod's own default (Go's `SetDefaults_Pod`), not a pod spec's:
+            // workload templates do not get it.
+            set_default(spec, "enableServiceLinks", json!(true));
             if create {
                 let q = qos(spec);
                 obj["status"] = json!({"phase": "Pending", "qosClass": q});
@@ -217,7 +248,7 @@ pub fn apply(group: &str, plural: &str, obj: &mut Value, create: bool, ips: &IpA
         ("", "services") => {
             set_default(spec, "type", json!("ClusterIP"));
             set_default(spec, "sessionAffinity", json!("None"));
-            if let Some(ports) = spec["ports"].as_array_mut() {
+            if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
                 for p in ports {
                     set_default(p, "protocol", json!("TCP"));
                     let port = p["port"].clone();
@@ -286,5 +317,57 @@ mod tests {
         let mut headless = json!({"spec": {"clusterIP": "None"}});
         apply("", "services", &mut headless, true, &ips);
         assert_eq!(headless["spec"]["clusterIP"], "None");
+    }
+
+    fn nulls(v: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        fn walk(path: String, v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Null => out.push(path),
+                Value::Array(a) => a
+                    .iter()
+                    .enumerate()
+                    .for_each(|(i, x)| walk(format!("{path}[{i}]"), x, out)),
+                Value::Object(m) => m
+                    .iter()
+                    .for_each(|(k, x)| walk(format!("{path}.{k}"), x, out)),
+                _ => {}
+            }
+        }
+        walk(String::new(), v, &mut out);
+        out
+    }
+
+    #[test]
+    fn defaults_write_no_nulls_where_there_are_no_ports() {
+        let ips = IpAllocator::default();
+        let mut pod = json!({"spec": {"containers": [{"name": "a", "image": "nginx"}]}});
+        apply("", "pods", &mut pod, true, &ips);
+        let mut deploy = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "nginx"}]}}}});
+        apply("apps", "deployments", &mut deploy, true, &ips);
+        let mut svc = json!({"spec": {"selector": {"app": "a"}}});
+        apply("", "services", &mut svc, true, &ips);
+        assert_eq!(pod["spec"]["enableServiceLinks"], true);
+        let template = &deploy["spec"]["template"]["spec"];
+        assert!(template.get("enableServiceLinks").is_none(), "{template}");
+        for v in [&pod, &deploy, &svc] {
+            assert_eq!(nulls(v), Vec::<String>::new(), "{v}");
+        }
+        assert!(pod["spec"]["containers"][0].get("ports").is_none());
+        assert!(svc["spec"].get("ports").is_none());
+    }
+
+    #[test]
+    fn empty_structs_and_strings_count_as_unset() {
+        let ips = IpAllocator::default();
+        let mut d = json!({"spec": {"strategy": {}, "template": {"spec": {"restartPolicy": "",
+            "containers": [{"name": "a", "image": "nginx"}]}}}});
+        apply("apps", "deployments", &mut d, true, &ips);
+        assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
+        assert_eq!(d["spec"]["template"]["spec"]["restartPolicy"], "Always");
+        let mut kept = json!({"spec": {"replicas": 0, "strategy": {"type": "Recreate"}}});
+        apply("apps", "deployments", &mut kept, true, &ips);
+        assert_eq!(kept["spec"]["replicas"], 0);
+        assert_eq!(kept["spec"]["strategy"], json!({"type": "Recreate"}));
     }
 }

@@ -26,6 +26,7 @@ mod errors;
 mod existing;
 mod faults;
 mod gc;
+mod go_wire;
 mod impersonation;
 mod junctors;
 mod limits;

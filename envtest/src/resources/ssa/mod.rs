@@ -140,7 +140,7 @@ fn new_entry(
 }
 
 fn set_managed(obj: &mut Value, out: Vec<Value>) {
-    match obj["metadata"].as_object_mut() {
+    match obj.get_mut("metadata").and_then(Value::as_object_mut) {
         Some(m) if out.is_empty() => {
             m.remove("managedFields");
         }

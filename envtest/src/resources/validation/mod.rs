@@ -20,7 +20,8 @@ use crate::error::ApiError;
 use crate::resources::registry::{NameRule, ResourceInfo};
 use serde_json::Value;
 
-/// Decode an object through its kind's type (built-in kinds) or its
+/// Decode an object through its kind's type (built-in kinds; then given
+/// Go's JSON form, see [`crate::resources::defaults::go_form`]) or its
 /// metadata through `ObjectMeta` (custom resources), replacing it with the
 /// decoded value. Answers the paths of the unknown fields it dropped, for
 /// the caller to report to a [`FieldCheck`] with any others it finds.
@@ -29,6 +30,8 @@ pub fn decode_object(info: &ResourceInfo, obj: &mut Value) -> Result<Vec<String>
         Some(decoded) => {
             let d = decoded?;
             *obj = d.value;
+            // Also here, not only in defaulting: status writes skip that.
+            crate::resources::defaults::go_form(obj);
             Ok(d.unknown)
         }
         None => {
