@@ -151,17 +151,20 @@ impl Conv<pb::apis::meta::v1::MicroTime> for MicroTime {
     }
 }
 
+/// Go's `intstr.IntOrString` is a struct of three non-pointer fields, and
+/// its marshaller writes all three: the member `type` does not select is
+/// its zero (`targetPort: 8080` is `{type: 0, intVal: 8080, strVal: ""}`).
 impl Conv<pb::util::intstr::IntOrString> for IntOrString {
     fn to_pb(&self) -> pb::util::intstr::IntOrString {
         match self {
             IntOrString::Int(i) => pb::util::intstr::IntOrString {
                 r#type: Some(0),
                 int_val: Some(*i),
-                str_val: None,
+                str_val: Some(String::new()),
             },
             IntOrString::String(s) => pb::util::intstr::IntOrString {
                 r#type: Some(1),
-                int_val: None,
+                int_val: Some(0),
                 str_val: Some(s.clone()),
             },
         }
