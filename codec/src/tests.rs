@@ -1,3 +1,8 @@
+// Fields whose `Option` comes and goes between Kubernetes versions (a
+// Deployment's `spec`, a ControllerRevision's `data` and `revision` from
+// 1.37) are written with `.into()`, which fills either.
+#![allow(clippy::useless_conversion)]
+
 use super::*;
 use crate::bridge::Conv;
 use k8s_openapi::ByteString;
@@ -170,7 +175,7 @@ proptest! {
         prop_assert_eq!(round_trip(&pod), pod.clone());
         let d = Deployment {
             metadata: meta,
-            spec: Some(DeploymentSpec {
+            spec: DeploymentSpec {
                 replicas,
                 selector: LabelSelector { match_labels: Some([("app".to_string(), "x".to_string())].into()), ..Default::default() },
                 strategy: Some(DeploymentStrategy {
@@ -179,7 +184,8 @@ proptest! {
                 }),
                 template: k8s_openapi::api::core::v1::PodTemplateSpec { metadata: None, spec: Some(spec) },
                 ..Default::default()
-            }),
+            }
+            .into(),
             ..Default::default()
         };
         prop_assert_eq!(round_trip(&d), d.clone());
@@ -202,8 +208,8 @@ fn raw_extension_carries_json_and_enveloped_protobuf() {
             name: Some("r1".into()),
             ..Default::default()
         },
-        data: Some(RawExtension(data.clone())),
-        revision: 3,
+        data: RawExtension(data.clone()).into(),
+        revision: 3i64.into(),
     };
     assert_eq!(round_trip(&rev), rev);
     // A protobuf client embeds an object in its envelope: it reads back as JSON.
