@@ -17,3 +17,6 @@ mod protobuf_sequences;
 mod reflector;
 mod reflector_faults;
 mod shared_informer;
+// Fields k8s-pb lacks exist from Kubernetes 1.36 on.
+#[cfg(any(feature = "v1_36", feature = "v1_37"))]
+mod version_skew;
