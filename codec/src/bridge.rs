@@ -43,6 +43,70 @@ macro_rules! same {
 }
 same!(String, bool, i32, i64, f64);
 
+/// A protobuf value's Go zero: what Go's generated marshaller writes for a
+/// non-pointer field that holds its zero value (`""`, `0`, `false`, an
+/// empty message for a zero `metav1.Time`, a message of zeros for a
+/// struct), and whether a value read is that zero.
+pub(crate) trait GoZero: Sized {
+    /// The zero Go writes.
+    fn go_zero() -> Self;
+    /// Whether this is the zero Go writes.
+    fn is_go_zero(&self) -> bool;
+}
+
+macro_rules! go_zero_default {
+    ($($t:ty),*) => {$(
+        impl GoZero for $t {
+            fn go_zero() -> Self {
+                Self::default()
+            }
+            fn is_go_zero(&self) -> bool {
+                *self == Self::default()
+            }
+        }
+    )*};
+}
+// `metav1.Time` and `MicroTime` are written as an empty message when zero
+// (apimachinery's `time_proto.go`: `Marshal` returns no bytes for a zero
+// time), which prost reads as neither seconds nor nanos set.
+go_zero_default!(
+    String,
+    bool,
+    i32,
+    i64,
+    f64,
+    Vec<u8>,
+    pb::apis::meta::v1::Time,
+    pb::apis::meta::v1::MicroTime,
+    pb::apis::meta::v1::Verbs
+);
+
+/// A zero `resource.Quantity` is written as `"0"` (its `String()`).
+impl GoZero for pb::api::resource::Quantity {
+    fn go_zero() -> Self {
+        Self {
+            string: Some("0".into()),
+        }
+    }
+    fn is_go_zero(&self) -> bool {
+        self.string.as_deref() == Some("0")
+    }
+}
+
+/// A zero `intstr.IntOrString` is the integer 0, all three fields written.
+impl GoZero for pb::util::intstr::IntOrString {
+    fn go_zero() -> Self {
+        Self {
+            r#type: Some(0),
+            int_val: Some(0),
+            str_val: Some(String::new()),
+        }
+    }
+    fn is_go_zero(&self) -> bool {
+        self.r#type.unwrap_or(0) == 0 && self.int_val.unwrap_or(0) == 0
+    }
+}
+
 impl Conv<Vec<u8>> for k8s_openapi::ByteString {
     fn to_pb(&self) -> Vec<u8> {
         self.0.clone()
@@ -60,15 +124,18 @@ fn timestamp(seconds: Option<i64>, nanos: Option<i32>) -> Result<Timestamp, Code
     })
 }
 
+/// A `metav1.Time` carries whole seconds: Go writes `nanos` as 0 and
+/// ignores it when reading (apimachinery's `time_proto.go`), as its JSON
+/// form (RFC 3339 without fractions) has none.
 impl Conv<pb::apis::meta::v1::Time> for Time {
     fn to_pb(&self) -> pb::apis::meta::v1::Time {
         pb::apis::meta::v1::Time {
             seconds: Some(self.0.as_second()),
-            nanos: Some(self.0.subsec_nanosecond()),
+            nanos: Some(0),
         }
     }
     fn from_pb(p: pb::apis::meta::v1::Time) -> Result<Self, CodecError> {
-        timestamp(p.seconds, p.nanos).map(Time)
+        timestamp(p.seconds, None).map(Time)
     }
 }
 
@@ -131,13 +198,22 @@ impl<O: Conv<P>, P> Conv<Box<P>> for Box<O> {
     }
 }
 
-/// How a field nests on each side: `opt` is `Option` on both, `req` a plain
-/// JSON field that protobuf keeps optional (`reqtime` a time, which has no
-/// default to fall back on when the message lacks it), `optvec`/`optmap` a JSON
-/// `Option` of a list/map protobuf keeps bare (empty reads back as absent),
-/// `vec`/`map` bare on both.
+/// How a field nests on each side: `opt` is `Option` on both (a Go
+/// pointer: written when set, a zero kept), `req` a plain JSON field that
+/// protobuf keeps optional (`reqtime` a time, which has no default to fall
+/// back on when the message lacks it), `optvec`/`optmap` a JSON `Option` of
+/// a list/map protobuf keeps bare (empty reads back as absent), `vec`/`map`
+/// bare on both.
+///
+/// Three more for a JSON `Option` by its Go facts (`facts/`): `zopt` a
+/// non-pointer Go field whose zero Go's JSON leaves out (`omitempty`
+/// scalars, times): always written, its zero read as absent; `kopt` a
+/// non-pointer Go field whose zero Go's JSON writes (a struct, a scalar
+/// without `omitempty`): always written, its zero kept; `popt` a Go
+/// pointer (or `[]byte`) whose zero has no JSON form (a zero time): written
+/// when set, its zero read as absent.
 mod nest {
-    use super::{CodecError, Conv};
+    use super::{CodecError, Conv, GoZero};
     use std::collections::BTreeMap;
 
     pub(super) mod opt {
@@ -148,6 +224,33 @@ mod nest {
         pub(crate) fn from<O: Conv<P>, P>(p: Option<P>) -> Result<Option<O>, CodecError> {
             p.map(O::from_pb).transpose()
         }
+        /// Go's zero of the field (a nil pointer).
+        pub(crate) fn zero<P>() -> Option<P> {
+            None
+        }
+    }
+    /// Go's zero of a non-pointer field, as its marshaller writes it.
+    pub(crate) fn written_zero<P: GoZero>() -> Option<P> {
+        Some(P::go_zero())
+    }
+    pub(super) mod zopt {
+        use super::*;
+        pub(crate) fn to<O: Conv<P>, P: GoZero>(o: &Option<O>) -> Option<P> {
+            Some(o.as_ref().map_or_else(P::go_zero, Conv::to_pb))
+        }
+        pub(crate) fn from<O: Conv<P>, P: GoZero>(p: Option<P>) -> Result<Option<O>, CodecError> {
+            p.filter(|p| !p.is_go_zero()).map(O::from_pb).transpose()
+        }
+        pub(crate) use super::written_zero as zero;
+    }
+    pub(super) mod kopt {
+        pub(crate) use super::opt::from;
+        pub(crate) use super::written_zero as zero;
+        pub(crate) use super::zopt::to;
+    }
+    pub(super) mod popt {
+        pub(crate) use super::opt::{to, zero};
+        pub(crate) use super::zopt::from;
     }
     pub(super) mod req {
         use super::*;
@@ -157,9 +260,10 @@ mod nest {
         pub(crate) fn from<O: Conv<P> + Default, P>(p: Option<P>) -> Result<O, CodecError> {
             p.map(O::from_pb).transpose().map(Option::unwrap_or_default)
         }
+        pub(crate) use super::written_zero as zero;
     }
     pub(super) mod reqtime {
-        pub(crate) use super::req::to;
+        pub(crate) use super::req::{to, zero};
         use super::*;
         pub(crate) fn from<O: Conv<P>, P>(p: Option<P>) -> Result<O, CodecError> {
             let p = p.ok_or(CodecError::Field {
@@ -177,6 +281,9 @@ mod nest {
         pub(crate) fn from<O: Conv<P>, P>(p: Vec<P>) -> Result<Vec<O>, CodecError> {
             p.into_iter().map(O::from_pb).collect()
         }
+        pub(crate) fn zero<P>() -> Vec<P> {
+            Vec::new()
+        }
     }
     pub(super) mod optvec {
         use super::*;
@@ -189,6 +296,7 @@ mod nest {
             }
             super::vec::from(p).map(Some)
         }
+        pub(crate) use super::vec::zero;
     }
     pub(super) mod map {
         use super::*;
@@ -201,6 +309,9 @@ mod nest {
             p.into_iter()
                 .map(|(k, v)| O::from_pb(v).map(|v| (k, v)))
                 .collect()
+        }
+        pub(crate) fn zero<P>() -> BTreeMap<String, P> {
+            BTreeMap::new()
         }
     }
     pub(super) mod optmap {
@@ -216,6 +327,7 @@ mod nest {
             }
             super::map::from(p).map(Some)
         }
+        pub(crate) use super::map::zero;
     }
 }
 
@@ -229,6 +341,24 @@ macro_rules! bridge {
         [$(($pf:ident, $of:ident, $m:ident)),*]
         [$(($ef:ident, $($ep:ident)::+, [$(($epf:ident, $eof:ident, $em:ident)),*])),*]
         $($rest:ident)?) => {
+        /// Go's zero of a struct: each of its non-pointer fields' zeros.
+        #[allow(clippy::needless_update)]
+        impl GoZero for k8s_pb::$($pb)::+ {
+            fn go_zero() -> Self {
+                k8s_pb::$($pb)::+ {
+                    $($pf: nest::$m::zero(),)*
+                    $($ef: Some(k8s_pb::$($ep)::+ {
+                        $($epf: nest::$em::zero(),)*
+                        ..Default::default()
+                    }),)*
+                    ..Default::default()
+                }
+            }
+            fn is_go_zero(&self) -> bool {
+                *self == Self::go_zero()
+            }
+        }
+
         #[allow(clippy::needless_update)]
         impl Conv<k8s_pb::$($pb)::+> for k8s_openapi::$($oa)::+ {
             fn to_pb(&self) -> k8s_pb::$($pb)::+ {
@@ -251,6 +381,25 @@ macro_rules! bridge {
             }
         }
     };
+}
+
+/// `json_only!([(k8s-openapi path of a kind, [fields only JSON has that its
+/// messages reach]), ...])`: the kinds read in JSON under this version.
+macro_rules! json_only {
+    ($list:expr) => {
+        pub(crate) const JSON_ONLY: &[(&str, &[&str])] = &$list;
+    };
+}
+
+/// The fields only JSON has that a kind's messages reach under this
+/// version (its k8s-openapi path, `api::core::v1::Pod`): empty when the
+/// kind is read in protobuf.
+pub(crate) fn json_only_fields(path: &str) -> &'static [&'static str] {
+    let path: String = path.split_whitespace().collect();
+    JSON_ONLY
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map_or(&[], |(_, fields)| fields)
 }
 
 // The lines every Kubernetes version k8s-openapi can be built for shares,

@@ -2,14 +2,16 @@
 """Writes a `bridge_tables/v1_NN.rs` (one per k8s-openapi version): one `bridge!` line per protobuf message reachable
 from the built-in kinds envtest serves, naming each field present in both the
 k8s-pb struct and the k8s-openapi struct of the same path, with how the two
-field types nest (`opt`, `req`, `optvec`, `vec`, `optmap`, `map`).
+field types nest (`opt`, `req`, `optvec`, `vec`, `optmap`, `map`), and for single
+values what their Go facts (`facts/`, written by gen_facts.py: run it first)
+make of a Go zero value (`zopt`, `kopt`, `popt`: see bridge.rs).
 
 The compiler checks every line (a wrong name or nesting does not build), so
 this script only saves typing. Run it after bumping k8s-pb or k8s-openapi:
 
     for v in 33 34 35 36 37; do
       python3 codec/src/gen_bridge.py K8S_PB_SRC K8S_OPENAPI_SRC/v1_$v \
-        > codec/src/bridge_tables/v1_$v.rs
+        codec/src/facts > codec/src/bridge_tables/v1_$v.rs
     done
     python3 codec/src/gen_bridge.py --split codec/src/bridge_tables
 
@@ -123,10 +125,22 @@ def oa_structs(root):
     return out
 
 
-def mode(pb_ty, oa_ty):
+def mode(pb_ty, oa_ty, fact):
+    """How a field nests, and for a single value, what its Go facts
+    (`fact`: shape, element, omitempty, omitzero) make of a zero."""
     if pb_ty.startswith("Option<"):
         if oa_ty.startswith("Option<"):
-            return "opt"
+            if fact is None:
+                return "opt"
+            shape, elem, omitempty, omitzero = fact
+            absent = zero_reads_absent(shape, elem, omitempty, omitzero)
+            if shape == "Value":
+                # Always written by Go's marshaller: its zero reads absent
+                # when Go's JSON leaves it out, is kept otherwise.
+                return "zopt" if absent else "kopt"
+            # A pointer (or a `[]byte`): written when set; a zero it points
+            # to reads absent when JSON has no form for it (a zero time).
+            return "popt" if absent and elem in ("Time", "MicroTime", "Byte") else "opt"
         # A required time has no default value to fall back on.
         return "reqtime" if oa_ty.endswith(("::Time", "::MicroTime")) else "req"
     if pb_ty.startswith("Vec<"):
@@ -134,6 +148,33 @@ def mode(pb_ty, oa_ty):
     if pb_ty.startswith("BTreeMap<"):
         return "optmap" if oa_ty.startswith("Option<") else "map"
     raise ValueError(pb_ty)
+
+
+def zero_reads_absent(shape, elem, omitempty, omitzero):
+    """Whether Go's JSON leaves a field out (or writes `null`) when it holds
+    its Go zero value (the same rule as `facts::GoField::zero_reads_absent`)."""
+    if shape == "Value":
+        if elem in ("Time", "MicroTime", "RawExtension"):
+            return True
+        if elem in ("String", "Int", "Bool", "Float"):
+            return omitempty or omitzero
+        return omitzero
+    return omitempty or omitzero
+
+
+def read_facts(folder, version):
+    """The Go facts tables (`facts/common.rs` and `facts/v1_NN.rs`): k8s-openapi
+    path -> Rust field -> (shape, element, omitempty, omitzero)."""
+    out = {}
+    row = re.compile(r'\("[^"]*", "[^"]*", "(\w*)", (\w+), (\w+)(?:\("[^"]*"\))?, (\w+),')
+    for name in ["common.rs", f"{version}.rs"]:
+        text = open(os.path.join(folder, name)).read()
+        for m in re.finditer(r'go_struct!\("[^"]+", "([^"]*)", \[\n(.*?)^\]\)', text, re.S | re.M):
+            fields = out.setdefault(m.group(1), {})
+            for r in row.finditer(m.group(2)):
+                flags = r.group(4)
+                fields[r.group(1)] = (r.group(2), r.group(3), "E" in flags, "Z" in flags)
+    return out
 
 
 def norm(name):
@@ -147,10 +188,14 @@ def refs(ty):
 def main():
     pb = pb_structs(sys.argv[1])
     oa = oa_structs(sys.argv[2])
+    facts = read_facts(sys.argv[3], os.path.basename(sys.argv[2].rstrip("/")))
     oa_by_norm = {k.lower(): k for k in oa}
     seen, todo, lines = set(), list(ROOTS), []
+    # For the JSON-only kinds: what each message reaches, and its fields
+    # only JSON has.
+    edges, json_only = {}, {}
 
-    def fields_of(pb_path, oaf, notes):
+    def fields_of(pb_path, oaf, notes, oa_facts):
         """Pairs (pb field, openapi field, mode) and embedded messages."""
         direct, embeds = [], []
         by_norm = {norm(k): k for k in oaf}
@@ -163,13 +208,15 @@ def main():
                 fields = pb.get(inner[0], []) if inner else []
                 found = sum(norm(n) in by_norm for _, n, _ in fields)
                 if inner and inner[0] not in LEAVES and fields and 2 * found >= len(fields):
-                    sub, _ = fields_of(inner[0], oaf, notes)
+                    sub, _ = fields_of(inner[0], oaf, notes, oa_facts)
                     embeds.append((f"{raw}{name}", inner[0], sub))
                     continue
                 notes.append(f"{name} (protobuf only)")
                 continue
             todo.extend(refs(ty))
-            direct.append((f"{raw}{name}", oname, mode(ty, oaf.pop(oname))))
+            edges.setdefault(pb_path, set()).update(refs(ty))
+            fact = oa_facts.get(oname.removeprefix("r#")) if oa_facts else None
+            direct.append((f"{raw}{name}", oname, mode(ty, oaf.pop(oname), fact)))
         return direct, embeds
 
     def fmt(direct):
@@ -186,8 +233,17 @@ def main():
             continue
         oaf = dict(oa[oa_path])
         notes = []
-        direct, embeds = fields_of(path, oaf, notes)
+        oa_facts = facts.get(oa_path)
+        if oa_facts is None:
+            raise KeyError(f"{oa_path}: no Go facts (run gen_facts.py first)")
+        direct, embeds = fields_of(path, oaf, notes, oa_facts)
+        for e in embeds:
+            edges.setdefault(path, set()).add(e[1])
         notes += [f"{k} (JSON only)" for k in oaf]
+        # A request's own `apiVersion`/`kind` (DeleteOptions) are its type,
+        # named by the envelope, not data.
+        json_only[path] = [f"{oa_path.rsplit('::', 1)[1]}.{k}" for k in oaf
+                           if k not in ("api_version", "kind")]
         if notes:
             lines.append(f"// {path}: " + ", ".join(notes))
         emb = ", ".join(f"({f}, {p}, [{fmt(d)}])" for f, p, d in embeds)
@@ -195,6 +251,27 @@ def main():
         lines.append(f"bridge!({oa_path} => {path} [{fmt(direct)}] [{emb}]{rest});")
     print(HEADER)
     print("\n".join(lines))
+    # The kinds whose messages reach a field only JSON has: read in JSON.
+    kinds = []
+    # A list's metadata is not an object a client keeps (an informer reads
+    # its resourceVersion and continue token), and a Status carries none
+    # to read: ListMeta's JSON-only fields make no kind JSON-only.
+    for root in [r for r in ROOTS if not r.endswith(("::ListMeta", "::Status"))]:
+        reach, stack, lost = set(), ["::".join(root.split("::"))], []
+        while stack:
+            p = stack.pop()
+            if p in reach:
+                continue
+            reach.add(p)
+            lost += json_only.get(p, [])
+            if p.endswith("::ListMeta"):
+                continue
+            stack += sorted(edges.get(p, ()))
+        if lost:
+            names = ", ".join(f'"{n}"' for n in sorted(set(lost)))
+            kinds.append(f'("{root}", &[{names}])')
+    print("// The kinds whose messages reach fields only JSON has (read in JSON):")
+    print(f"json_only!([{', '.join(kinds)}]);")
 
 
 HEADER = "// @generated by gen_bridge.py: do not edit by hand."
@@ -231,7 +308,8 @@ def split(folder):
             f.write("\n".join([HEADER] + [u for u in tables[v] if u not in shared]) + "\n")
 
 
-if len(sys.argv) == 3 and sys.argv[1] == "--split":
-    split(sys.argv[2])
-else:
-    main()
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--split":
+        split(sys.argv[2])
+    else:
+        main()

@@ -39,6 +39,8 @@
 //! ```
 
 mod bridge;
+#[doc(hidden)]
+pub mod facts;
 mod frames;
 mod kinds;
 mod proto;
@@ -112,11 +114,18 @@ pub fn from_protobuf(bytes: &[u8]) -> Result<Value, CodecError> {
 ///
 /// ```
 /// let ev = serde_json::json!({"type": "ADDED", "object": {
-///     "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}});
+///     "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}});
 /// let frame = informer_codec::watch_frame(&ev)?;
 /// let len = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
 /// assert_eq!(len + 4, frame.len());
 /// assert_eq!(informer_codec::from_watch_frame(&frame[4..])?, ev);
+///
+/// // A Namespace's `spec` and `status` are Go structs, always written:
+/// // they read back as Go's JSON has them, `{}`.
+/// let ns = serde_json::json!({"type": "ADDED", "object": {
+///     "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}});
+/// let back = informer_codec::from_watch_frame(&informer_codec::watch_frame(&ns)?[4..])?;
+/// assert_eq!(back["object"]["spec"], serde_json::json!({}));
 /// # Ok::<(), informer_codec::CodecError>(())
 /// ```
 pub fn watch_frame(event: &Value) -> Result<Vec<u8>, CodecError> {
@@ -200,6 +209,26 @@ pub fn has_protobuf(api_version: &str, kind: &str) -> bool {
     proto::has_protobuf(api_version, kind)
 }
 
+/// The fields only JSON has that the messages of a built-in kind (or a
+/// list of it) reach under the Kubernetes version this build selects:
+/// k8s-pb's messages (Kubernetes 1.35) lack them, so such a kind is read
+/// in JSON ([`has_protobuf`] is `false`, no [`Decoder`]) rather than lose
+/// them. Empty for every other kind. Decided when the crate is built, from
+/// the generated bridge tables; `docs/protobuf.md` has the matrix.
+///
+/// ```
+/// let lost = informer_codec::json_only_fields("v1", "Pod");
+/// assert_eq!(lost.is_empty(), informer_codec::has_protobuf("v1", "Pod"));
+/// assert!(informer_codec::json_only_fields("v1", "ConfigMap").is_empty());
+/// ```
+pub fn json_only_fields(api_version: &str, kind: &str) -> &'static [&'static str] {
+    let path = proto::kind_path(api_version, kind).or_else(|| {
+        kind.strip_suffix("List")
+            .and_then(|k| proto::kind_path(api_version, k))
+    });
+    path.map_or(&[], bridge::json_only_fields)
+}
+
 /// A `PartialObjectMetadataList` of `api_version` (`meta.k8s.io/v1` or
 /// `meta.k8s.io/v1beta1`) in protobuf, built straight from JSON objects
 /// (each read for its `metadata` only) and the list's JSON metadata.
@@ -222,6 +251,8 @@ pub fn encode_partial_list(
     proto::encode_partial_list(objects, list_meta, api_version)
 }
 
+#[cfg(test)]
+mod go_style_tests;
 #[cfg(test)]
 mod schema_tests;
 #[cfg(test)]

@@ -52,14 +52,15 @@ macro_rules! codecs {
         listed { $($av:literal $kind:literal => $($path:ident)::+;)* }
         other { $($oav:literal $okind:literal => $($opath:ident)::+;)* }
     ) => {
-        /// The codec of a built-in kind (`None`: JSON only).
+        /// The codec of a built-in kind (`None`: JSON only, or its
+        /// messages lack fields this version's JSON has).
         fn kind_codec(api_version: &str, kind: &str) -> Option<KindCodec> {
             match (api_version, kind) {
-                $(($av, $kind) => Some(KindCodec {
+                $(($av, $kind) if crate::bridge::json_only_fields(stringify!($($path)::+)).is_empty() => Some(KindCodec {
                     encode: encode_as::<k8s_openapi::$($path)::+, k8s_pb::$($path)::+>,
                     decode: decode_as::<k8s_openapi::$($path)::+, k8s_pb::$($path)::+>,
                 }),)*
-                $(($oav, $okind) => Some(KindCodec {
+                $(($oav, $okind) if crate::bridge::json_only_fields(stringify!($($opath)::+)).is_empty() => Some(KindCodec {
                     encode: encode_as::<k8s_openapi::$($opath)::+, k8s_pb::$($opath)::+>,
                     decode: decode_as::<k8s_openapi::$($opath)::+, k8s_pb::$($opath)::+>,
                 }),)*
@@ -75,6 +76,24 @@ macro_rules! codecs {
 }
 
 crate::kinds::builtin_kinds!(codecs);
+
+macro_rules! kind_paths {
+    (
+        listed { $($av:literal $kind:literal => $($path:ident)::+;)* }
+        other { $($oav:literal $okind:literal => $($opath:ident)::+;)* }
+    ) => {
+        /// The k8s-openapi path of a built-in kind (`api::core::v1::Pod`).
+        pub(crate) fn kind_path(api_version: &str, kind: &str) -> Option<&'static str> {
+            match (api_version, kind) {
+                $(($av, $kind) => Some(stringify!($($path)::+)),)*
+                $(($oav, $okind) => Some(stringify!($($opath)::+)),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+crate::kinds::builtin_kinds!(kind_paths);
 
 /// `PartialObjectMetadata`: an object's metadata alone (metadata-only
 /// answers), a message of one field, the `ObjectMeta`.
@@ -427,6 +446,17 @@ fn embedded(raw: Option<Vec<u8>>, what: &'static str) -> Result<serde_json::Valu
             what,
             message: e.to_string(),
         }),
+    }
+}
+
+/// A non-pointer `runtime.RawExtension` is written as an empty message
+/// when it holds nothing, which Go's JSON writes as `null`.
+impl super::bridge::GoZero for pb_runtime::RawExtension {
+    fn go_zero() -> Self {
+        Self { raw: None }
+    }
+    fn is_go_zero(&self) -> bool {
+        self.raw.as_deref().is_none_or(<[u8]>::is_empty)
     }
 }
 
