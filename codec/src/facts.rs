@@ -279,10 +279,11 @@ pub fn normalize_json(object: &mut Value) -> bool {
     for it in object["items"].as_array_mut().into_iter().flatten() {
         normalize_struct(it, item);
     }
-    if let Some(meta) = object.get_mut("metadata") {
-        if let Some(s) = go_struct("apimachinery/pkg/apis/meta/v1.ListMeta") {
-            normalize_struct(meta, s);
-        }
+    if let (Some(meta), Some(s)) = (
+        object.get_mut("metadata"),
+        go_struct("apimachinery/pkg/apis/meta/v1.ListMeta"),
+    ) {
+        normalize_struct(meta, s);
     }
     true
 }
@@ -322,11 +323,26 @@ fn zero_of(elem: Elem) -> Option<Value> {
     }
 }
 
+const SCHEMA: &str = "apiextensions-apiserver/pkg/apis/apiextensions/v1.JSONSchemaProps";
+
 fn normalize_elem(v: &mut Value, elem: Elem) {
-    if let Elem::Struct(key) = elem {
-        if let Some(s) = go_struct(key) {
-            normalize_struct(v, s);
+    let key = match elem {
+        Elem::Struct(key) => key,
+        // A CRD schema's "or" types: a schema (or a list of them), or a
+        // boolean or list of names left as they are.
+        Elem::SchemaOrArray | Elem::SchemaOrBool | Elem::SchemaOrStringArray => SCHEMA,
+        _ => return,
+    };
+    let Some(s) = go_struct(key) else {
+        return;
+    };
+    match v {
+        Value::Array(items) if elem == Elem::SchemaOrArray => {
+            for it in items {
+                normalize_struct(it, s);
+            }
         }
+        _ => normalize_struct(v, s),
     }
 }
 

@@ -256,4 +256,6 @@ mod go_style_tests;
 #[cfg(test)]
 mod schema_tests;
 #[cfg(test)]
+mod skew_tests;
+#[cfg(test)]
 mod tests;

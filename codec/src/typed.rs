@@ -88,7 +88,6 @@ macro_rules! typed_kinds {
 
         /// Whether a type has a typed decoder.
         #[cfg(test)]
-        #[allow(dead_code)]
         pub(crate) fn has_typed(t: TypeId) -> Option<(&'static str, &'static str)> {
             by_type(t).map(|(av, kind, _)| (av, kind))
         }

@@ -5,12 +5,15 @@ use super::*;
 /// The bridge tables of the selected version, as text.
 fn bridge_tables() -> String {
     format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
         include_str!("../bridge_tables/common.rs"),
-        version_table()
+        version_table(),
+        // The lines written by hand (a CRD's schema, discovery documents).
+        include_str!("../bridge.rs")
     )
 }
 
+#[allow(clippy::needless_return)] // one `return` per version, one compiled in
 fn version_table() -> &'static str {
     k8s_openapi::k8s_if_1_33! { return include_str!("../bridge_tables/v1_33.rs"); }
     k8s_openapi::k8s_if_1_34! { return include_str!("../bridge_tables/v1_34.rs"); }
@@ -20,8 +23,8 @@ fn version_table() -> &'static str {
 }
 
 /// Every `bridge!` line's k8s-openapi type and the k8s-openapi fields it
-/// names (its own and its embedded messages').
-pub(crate) fn bridged_fields() -> Vec<(String, Vec<String>)> {
+/// names (its own and its embedded messages'), each with its nesting.
+pub(crate) fn bridged_fields() -> Vec<(String, Vec<(String, String)>)> {
     let mut out = Vec::new();
     for line in bridge_tables()
         .lines()
@@ -36,8 +39,10 @@ pub(crate) fn bridged_fields() -> Vec<(String, Vec<String>)> {
                 let parts: Vec<&str> = t.split(',').map(str::trim).collect();
                 // `(pb field, openapi field, mode)`; an embedded message's
                 // `(pb field, path, [` has no mode.
-                (parts.len() >= 3 && !parts[2].starts_with('['))
-                    .then(|| parts[1].trim_start_matches("r#").to_string())
+                (parts.len() >= 3 && !parts[2].starts_with('[')).then(|| {
+                    let mode = parts[2].split(')').next().unwrap_or("").to_string();
+                    (parts[1].trim_start_matches("r#").to_string(), mode)
+                })
             })
             .collect();
         out.push((oa.to_string(), fields));
@@ -55,13 +60,47 @@ fn every_bridged_field_has_go_facts() {
             missing.push(format!("{oa}: no Go struct"));
             continue;
         };
-        for f in fields {
+        for (f, _) in fields {
             if !s.fields.iter().any(|g| g.rust == f) {
                 missing.push(format!("{oa}.{f}"));
             }
         }
     }
     assert!(missing.is_empty(), "bridged without Go facts: {missing:?}");
+}
+
+/// The nesting a JSON `Option` of a single value has by its Go facts (the
+/// rule `gen_bridge.py` writes the tables by).
+fn expected_mode(f: &GoField) -> &'static str {
+    match (f.shape, f.zero_reads_absent()) {
+        (Shape::Value, true) => "zopt",
+        (Shape::Value, false) => "kopt",
+        (_, true) if matches!(f.elem, Elem::Time | Elem::MicroTime | Elem::Byte) => "popt",
+        _ => "opt",
+    }
+}
+
+#[test]
+fn every_optional_value_nests_by_its_go_facts() {
+    let mut wrong = Vec::new();
+    for (oa, fields) in bridged_fields() {
+        let Some(s) = by_openapi(&oa) else { continue };
+        for (f, mode) in fields {
+            if !["opt", "zopt", "kopt", "popt"].contains(&mode.as_str()) {
+                continue;
+            }
+            let Some(g) = s.fields.iter().find(|g| g.rust == f) else {
+                continue;
+            };
+            if mode != expected_mode(g) {
+                wrong.push(format!(
+                    "{oa}.{f}: {mode}, Go facts say {}",
+                    expected_mode(g)
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 #[test]

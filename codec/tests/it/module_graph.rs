@@ -13,11 +13,15 @@ const LAYERS: &[(&str, u8)] = &[
     ("bridge_tables", 0),
     // The table of built-in kinds, as a macro `proto` and `typed` expand.
     ("kinds", 0),
+    // The Go facts of the bridged types (and their tables, `include!`d).
+    ("facts", 0),
     ("proto", 1),
     ("typed", 2),
     ("frames", 2),
     ("tests", 3),
     ("schema_tests", 3),
+    ("go_style_tests", 3),
+    ("skew_tests", 3),
 ];
 
 #[test]

@@ -423,7 +423,10 @@ fn both_paths<K>(o: &K, strip: bool) -> (K, K)
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + 'static,
 {
-    let v = json_of(o);
+    let mut v = json_of(o);
+    // As kube-apiserver serves it: Go's JSON of the object (its protobuf
+    // carries every non-pointer field, which reads back as that).
+    informer_codec::facts::normalize_json(&mut v);
     let mut json: K = serde_json::from_slice(&serde_json::to_vec(&v).unwrap()).unwrap();
     if strip {
         json.meta_mut().managed_fields = None;
