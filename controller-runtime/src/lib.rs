@@ -29,6 +29,13 @@
 //! controller-runtime = { version = "0.1", default-features = false, features = ["v1_35", "rustls-tls"] }
 //! ```
 //!
+//! Every offered version compiles (CI checks each). Between versions
+//! `k8s-openapi` turns some fields into `Option`s or out of them (a
+//! Deployment's `spec` is no `Option` from 1.37): code meant for several
+//! versions writes such a field with `.into()` and reads it with
+//! `Option::from(&field)`. The version matrix and the changed fields are in
+//! the book's "Kubernetes versions" page (`docs/kubernetes-versions.md`).
+//!
 //! ## TLS and kubeconfig auth
 //!
 //! The default features include `rustls-tls` (rustls on ring): the client

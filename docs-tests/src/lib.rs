@@ -56,6 +56,11 @@ pub struct Reliability;
 #[doc = include_str!("../../docs/macros.md")]
 pub struct Macros;
 
+/// `docs/kubernetes-versions.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/kubernetes-versions.md")]
+pub struct KubernetesVersions;
+
 /// `docs/fleets.md`.
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/fleets.md")]

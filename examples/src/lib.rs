@@ -35,9 +35,13 @@ pub fn init_tracing(default_filter: &str) {
 /// A minimal valid Deployment `name` in `default` running nginx.
 ///
 /// ```
-/// let d = informer_examples::demo_deployment("web", 2);
-/// assert_eq!(d.spec.unwrap().replicas, Some(2));
+/// use informer_examples::{demo_deployment, deployment_spec};
+/// let d = demo_deployment("web", 2);
+/// assert_eq!(deployment_spec(&d).and_then(|s| s.replicas), Some(2));
 /// ```
+// A Deployment's `spec` is an `Option` up to Kubernetes 1.36 and not from
+// 1.37: `.into()` writes it under every version this crate builds for.
+#[allow(clippy::useless_conversion)]
 pub fn demo_deployment(name: &str, replicas: i32) -> Deployment {
     let labels: BTreeMap<String, String> = [("app".to_string(), name.to_string())].into();
     Deployment {
@@ -47,7 +51,7 @@ pub fn demo_deployment(name: &str, replicas: i32) -> Deployment {
             labels: Some(labels.clone()),
             ..ObjectMeta::default()
         },
-        spec: Some(DeploymentSpec {
+        spec: DeploymentSpec {
             replicas: Some(replicas),
             selector: LabelSelector {
                 match_labels: Some(labels.clone()),
@@ -68,9 +72,24 @@ pub fn demo_deployment(name: &str, replicas: i32) -> Deployment {
                 }),
             },
             ..DeploymentSpec::default()
-        }),
+        }
+        .into(),
         ..Deployment::default()
     }
+}
+
+/// `d`'s spec, if it has one, under every Kubernetes version these programs
+/// build for: `Deployment::spec` is an `Option` up to 1.36 and a plain
+/// `DeploymentSpec` from 1.37, and `From` turns a reference to either into
+/// an `Option` of a reference.
+///
+/// ```
+/// use informer_examples::{demo_deployment, deployment_spec};
+/// let d = demo_deployment("web", 3);
+/// assert_eq!(deployment_spec(&d).and_then(|s| s.replicas), Some(3));
+/// ```
+pub fn deployment_spec(d: &Deployment) -> Option<&DeploymentSpec> {
+    Option::from(&d.spec)
 }
 
 /// The API server's answer to a write sent by [`create_with_warnings`] or

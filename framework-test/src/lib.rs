@@ -216,7 +216,9 @@ async fn apply(foo: &Foo, ctx: &ObjectContext<Foo>) -> Result<Action, FooError> 
             return Ok(Action::done());
         }
         Some(existing) => {
-            let replicas = existing.spec.as_ref().and_then(|s| s.replicas);
+            // `spec` is an `Option` up to Kubernetes 1.36 and not from 1.37:
+            // `From` makes either an `Option` of a reference.
+            let replicas = Option::<&DeploymentSpec>::from(&existing.spec).and_then(|s| s.replicas);
             if replicas == Some(foo.spec.replicas) {
                 existing
             } else {
@@ -269,6 +271,9 @@ struct StatusPatch {
 
 /// The Deployment a Foo asks for: nginx pods labelled `app=nginx,
 /// controller=<foo>`, controlled by the Foo.
+// A Deployment's `spec` is an `Option` up to Kubernetes 1.36 and not from
+// 1.37: `.into()` writes it under every version this crate builds for.
+#[allow(clippy::useless_conversion)]
 pub fn desired_deployment(foo: &Foo) -> Deployment {
     let labels = BTreeMap::from([
         ("app".to_string(), "nginx".to_string()),
@@ -288,7 +293,7 @@ pub fn desired_deployment(foo: &Foo) -> Deployment {
             }]),
             ..ObjectMeta::default()
         },
-        spec: Some(DeploymentSpec {
+        spec: DeploymentSpec {
             replicas: Some(foo.spec.replicas),
             selector: LabelSelector {
                 match_labels: Some(labels.clone()),
@@ -309,7 +314,8 @@ pub fn desired_deployment(foo: &Foo) -> Deployment {
                 }),
             },
             ..DeploymentSpec::default()
-        }),
+        }
+        .into(),
         ..Deployment::default()
     }
 }

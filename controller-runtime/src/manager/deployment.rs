@@ -188,6 +188,9 @@ impl ManagerDeployment {
     }
 
     /// The Deployment.
+    // `spec` is an `Option<DeploymentSpec>` up to Kubernetes 1.36 and a
+    // `DeploymentSpec` from 1.37: `.into()` is one spelling for both.
+    #[allow(clippy::useless_conversion)]
     pub fn deployment(&self) -> Deployment {
         let field_env = |name: &str, path: &str| EnvVar {
             name: name.to_string(),
@@ -258,7 +261,7 @@ impl ManagerDeployment {
                 labels: Some(self.labels.clone()),
                 ..ObjectMeta::default()
             },
-            spec: Some(DeploymentSpec {
+            spec: DeploymentSpec {
                 replicas: Some(self.replicas),
                 selector: LabelSelector {
                     match_labels: Some(self.labels.clone()),
@@ -285,10 +288,21 @@ impl ManagerDeployment {
                     }),
                 },
                 ..DeploymentSpec::default()
-            }),
+            }
+            .into(),
             status: None,
         }
     }
+}
+
+/// The spec of `deployment` (the default if it has none), under every
+/// Kubernetes version: the field is an `Option<DeploymentSpec>` up to 1.36
+/// and a `DeploymentSpec` from 1.37.
+#[cfg(test)]
+pub(crate) fn spec_of(deployment: &Deployment) -> DeploymentSpec {
+    Option::<&DeploymentSpec>::from(&deployment.spec)
+        .cloned()
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -296,12 +310,7 @@ mod tests {
     use super::*;
 
     fn pod(d: &ManagerDeployment) -> PodSpec {
-        d.deployment()
-            .spec
-            .unwrap_or_default()
-            .template
-            .spec
-            .unwrap_or_default()
+        spec_of(&d.deployment()).template.spec.unwrap_or_default()
     }
 
     #[test]
@@ -389,7 +398,7 @@ mod tests {
             .replicas(3)
             .labels(BTreeMap::from([("app".to_string(), "w".to_string())]))
             .deployment();
-        let spec = d.spec.unwrap_or_default();
+        let spec = spec_of(&d);
         assert_eq!(spec.replicas, Some(3));
         assert_eq!(
             spec.selector.match_labels,

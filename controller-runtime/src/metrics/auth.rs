@@ -216,9 +216,12 @@ impl MetricsAuth {
     }
 
     async fn review(&self, token: &str, verb: &str, path: &str) -> Result<Decision, String> {
+        // `token` is an `Option<String>` up to Kubernetes 1.35 and a
+        // `String` from 1.36: `.into()` is one spelling for both.
+        #[allow(clippy::useless_conversion)]
         let review = TokenReview {
             spec: TokenReviewSpec {
-                token: Some(token.to_owned()),
+                token: token.to_owned().into(),
                 audiences: None,
             },
             ..TokenReview::default()

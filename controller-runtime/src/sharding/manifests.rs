@@ -172,18 +172,22 @@ impl ShardedDeployment {
     /// Binds [`lease_role`](Self::lease_role) to the ServiceAccount.
     pub fn lease_role_binding(&self) -> RoleBinding {
         let name = format!("{}-sharding", self.deployment.name());
+        // `api_group` is a `String` up to Kubernetes 1.35 and an
+        // `Option<String>` from 1.36: `.into()` is one spelling for both.
+        #[allow(clippy::useless_conversion)]
+        let role_ref = RoleRef {
+            api_group: String::from("rbac.authorization.k8s.io").into(),
+            kind: "Role".to_string(),
+            name: name.clone(),
+        };
         RoleBinding {
             metadata: ObjectMeta {
-                name: Some(name.clone()),
+                name: Some(name),
                 namespace: Some(self.deployment.namespace().to_string()),
                 labels: Some(labels(self.deployment.name())),
                 ..Default::default()
             },
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".to_string(),
-                kind: "Role".to_string(),
-                name,
-            },
+            role_ref,
             subjects: Some(vec![Subject {
                 kind: "ServiceAccount".to_string(),
                 name: self.deployment.name().to_string(),
@@ -220,17 +224,12 @@ fn labels(name: &str) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manager::deployment::spec_of;
 
     #[test]
     fn defaults_agree_with_the_managers() {
-        let pod = |m: &ShardedDeployment| {
-            m.deployment()
-                .spec
-                .unwrap_or_default()
-                .template
-                .spec
-                .unwrap_or_default()
-        };
+        let pod =
+            |m: &ShardedDeployment| spec_of(&m.deployment()).template.spec.unwrap_or_default();
         // The manager serves no health port by default: no probe may point
         // at one.
         let default = ShardedDeployment::new("w", "ops", "img:1");
@@ -265,7 +264,7 @@ mod tests {
             .replicas(5)
             .health_port(8081);
         let d = m.deployment();
-        let spec = d.spec.clone().unwrap_or_default();
+        let spec = spec_of(&d);
         assert_eq!(spec.replicas, Some(5));
         // The selector selects the template's pods.
         assert_eq!(

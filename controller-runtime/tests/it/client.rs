@@ -12,11 +12,14 @@ use kube_client::api::PostParams;
 
 use crate::config_map;
 
+// `spec` is an `Option` up to Kubernetes 1.36 and not from 1.37: `.into()`
+// writes it under both.
+#[allow(clippy::useless_conversion)]
 fn deployment(name: &str) -> Deployment {
     let mut d = Deployment::default();
     d.metadata.name = Some(name.into());
     d.metadata.namespace = Some("default".into());
-    d.spec = Some(DeploymentSpec {
+    d.spec = DeploymentSpec {
         replicas: Some(2),
         selector: LabelSelector {
             match_labels: Some([("app".to_string(), name.to_string())].into()),
@@ -24,7 +27,8 @@ fn deployment(name: &str) -> Deployment {
         },
         template: Default::default(),
         ..Default::default()
-    });
+    }
+    .into();
     d
 }
 

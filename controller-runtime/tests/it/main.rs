@@ -17,6 +17,7 @@ mod finalizer;
 mod fixture;
 mod fleet;
 mod hostile;
+mod kubernetes_versions;
 mod leaderelection;
 mod manager;
 mod metrics_secure;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use controller_runtime::webhook::{
     AdmissionContext, Defaulter, Denial, Validator, Warnings, mutate_path, validate_path,
 };
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::{Value, json};
 
@@ -226,7 +226,11 @@ struct TemplateLabel;
 
 impl Defaulter<Deployment> for TemplateLabel {
     async fn default(&self, d: &mut Deployment, _: &AdmissionContext) -> Result<(), Denial> {
-        let spec = d.spec.get_or_insert_default();
+        // `spec` is an `Option` up to Kubernetes 1.36 and not from 1.37;
+        // every Deployment this test sends has one.
+        let Some(spec) = Option::<&mut DeploymentSpec>::from(&mut d.spec) else {
+            return Ok(());
+        };
         spec.template
             .metadata
             .get_or_insert_default()

@@ -4,7 +4,7 @@
 //! controllers do on a cluster, with conflicts per item path and `force`
 //! taking only the conflicting item.
 
-use crate::status;
+use crate::{spec_of, status};
 use envtest::TestEnv;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -290,7 +290,7 @@ async fn deployment_containers_are_owned_by_name() {
     )
     .await
     .unwrap();
-    let spec = d.spec.unwrap().template.spec.unwrap();
+    let spec = spec_of(&d).template.spec.clone().unwrap();
     let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["app", "proxy"]);
     let env_names: Vec<&str> = spec.containers[0]
@@ -334,7 +334,7 @@ async fn deployment_containers_are_owned_by_name() {
     let d = apply_deployment(&client, "injector", json!([]), false)
         .await
         .unwrap();
-    let spec = d.spec.unwrap().template.spec.unwrap();
+    let spec = spec_of(&d).template.spec.clone().unwrap();
     assert_eq!(spec.containers.len(), 1);
     assert_eq!(spec.containers[0].image.as_deref(), Some("app:1"));
     let env_names: Vec<&str> = spec.containers[0]

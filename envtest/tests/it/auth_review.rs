@@ -264,9 +264,12 @@ async fn malformed_reviews_are_refused() {
 }
 
 async fn token_review(client: &Client, token: &str) -> TokenReviewStatus {
+    // `token` is an `Option<String>` up to Kubernetes 1.35 and a `String`
+    // from 1.36: `.into()` is one spelling for both.
+    #[allow(clippy::useless_conversion)]
     let review = TokenReview {
         spec: TokenReviewSpec {
-            token: Some(token.into()),
+            token: token.to_owned().into(),
             audiences: None,
         },
         ..TokenReview::default()

@@ -1,7 +1,7 @@
 //! Writes: create, update, patch, status subresource, generation, deletion
 //! with finalizers and preconditions, DeleteCollection, namespaces.
 
-use crate::{cm, describe, namespace, raw, status, take};
+use crate::{cm, describe, namespace, raw, spec_mut, spec_of, status, take};
 use envtest::TestEnv;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -165,18 +165,18 @@ async fn generation_and_status_subresource_rules() {
         .await
         .unwrap();
     assert_eq!(d.status.as_ref().unwrap().replicas, Some(3));
-    assert_eq!(d.spec.as_ref().unwrap().replicas, Some(3));
+    assert_eq!(spec_of(&d).replicas, Some(3));
     assert_eq!(d.metadata.generation, Some(2));
     // PUT to /status with the whole object.
     let mut whole = d.clone();
     whole.status.as_mut().unwrap().replicas = Some(4);
-    whole.spec.as_mut().unwrap().replicas = Some(10);
+    spec_mut(&mut whole).replicas = Some(10);
     let d = api
         .replace_status("d", &PostParams::default(), &whole)
         .await
         .unwrap();
     assert_eq!(
-        (d.status.unwrap().replicas, d.spec.unwrap().replicas),
+        (d.status.as_ref().unwrap().replicas, spec_of(&d).replicas),
         (Some(4), Some(3))
     );
     assert_eq!(
@@ -507,7 +507,7 @@ async fn scale_subresource_reads_and_writes_replicas() {
         .unwrap();
     assert_eq!(s.spec.as_ref().unwrap().replicas, Some(5));
     let d = api.get("d").await.unwrap();
-    assert_eq!(d.spec.unwrap().replicas, Some(5));
+    assert_eq!(spec_of(&d).replicas, Some(5));
     assert_eq!(d.metadata.generation, Some(2));
     // A stale resourceVersion on the Scale conflicts.
     let mut stale = s.clone();
@@ -563,14 +563,7 @@ async fn built_in_kinds_are_defaulted_like_a_cluster() {
         .await
         .unwrap();
     assert_eq!(
-        d.spec
-            .as_ref()
-            .unwrap()
-            .strategy
-            .as_ref()
-            .unwrap()
-            .type_
-            .as_deref(),
+        spec_of(&d).strategy.as_ref().unwrap().type_.as_deref(),
         Some("RollingUpdate")
     );
     let mut desired = deployment("d");

@@ -52,6 +52,7 @@ mod webhook_server;
 mod yaml;
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube_client::Client;
 use kube_client::api::{Api, PostParams, WatchEvent};
@@ -60,6 +61,17 @@ use std::time::Duration;
 
 /// Generous bound for anything that should happen "soon".
 pub const WAIT: Duration = Duration::from_secs(10);
+
+/// A Deployment's spec, under every Kubernetes version: the field is an
+/// `Option` up to 1.36 and not from 1.37.
+pub fn spec_of(d: &Deployment) -> &DeploymentSpec {
+    Option::from(&d.spec).expect("a Deployment with a spec")
+}
+
+/// [`spec_of`], to change.
+pub fn spec_mut(d: &mut Deployment) -> &mut DeploymentSpec {
+    Option::from(&mut d.spec).expect("a Deployment with a spec")
+}
 
 /// A ConfigMap with a name, labels and one data entry.
 pub fn cm(name: &str, labels: &[(&str, &str)], v: &str) -> ConfigMap {

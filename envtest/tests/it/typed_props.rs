@@ -4,6 +4,10 @@
 //! object with one field's JSON type changed is refused with 400 naming
 //! that field's path.
 
+// A Deployment's `spec` is an `Option` up to Kubernetes 1.36 and not from
+// 1.37: `.into()` writes it under every offered version.
+#![allow(clippy::useless_conversion)]
+
 use envtest::TestEnv;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
@@ -105,7 +109,7 @@ fn object() -> impl Strategy<Value = (&'static str, Value)> {
                 let sel = BTreeMap::from([("app".to_string(), "x".to_string())]);
                 let d = Deployment {
                     metadata: meta(l),
-                    spec: Some(DeploymentSpec {
+                    spec: DeploymentSpec {
                         replicas: Some(replicas),
                         selector: LabelSelector {
                             match_labels: Some(sel.clone()),
@@ -119,7 +123,8 @@ fn object() -> impl Strategy<Value = (&'static str, Value)> {
                             }),
                         },
                         ..DeploymentSpec::default()
-                    }),
+                    }
+                    .into(),
                     ..Deployment::default()
                 };
                 ("deployments", serde_json::to_value(d).unwrap())

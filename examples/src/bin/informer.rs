@@ -21,13 +21,13 @@ use controller_runtime::informer_core::selector::LabelSelector;
 use controller_runtime::informer_core::shared_informer::handler_fn;
 use controller_runtime::k8s_openapi::api::apps::v1::Deployment;
 use controller_runtime::prelude::*;
-use informer_examples::demo_deployment;
+use informer_examples::{demo_deployment, deployment_spec};
 
 /// How long the self-driving demo may take before it gives up.
 const DEMO_LIMIT: Duration = Duration::from_secs(60);
 
 fn replicas(d: &Deployment) -> i32 {
-    d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+    deployment_spec(d).and_then(|s| s.replicas).unwrap_or(1)
 }
 
 fn print_default_namespace(lister: &Lister<Deployment>) {

@@ -43,6 +43,7 @@ use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::prelude::*;
 use controller_runtime::webhook::WebhookOptions;
 use informer_examples::cluster::{ClusterArgs, demo_banner};
+use informer_examples::deployment_spec;
 use informer_examples::sample::{
     Foo, FooReconciler, FooSpec, Ledger, SECRET_LABEL, manifests, ready_status, v1alpha1, webhooks,
 };
@@ -107,7 +108,7 @@ fn foo(name: &str, deployment: &str, replicas: impl Into<Option<i32>>) -> Foo {
 /// pods become available at once.
 async fn make_available(deployments: &Api<Deployment>, name: &str) -> anyhow::Result<()> {
     let d = deployments.get(name).await?;
-    let replicas = d.spec.and_then(|s| s.replicas).unwrap_or(0);
+    let replicas = deployment_spec(&d).and_then(|s| s.replicas).unwrap_or(0);
     let patch = serde_json::json!({"status": {"replicas": replicas, "availableReplicas": replicas, "readyReplicas": replicas}});
     deployments
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -127,8 +128,7 @@ async fn replicas(deployments: &Api<Deployment>, name: &str) -> anyhow::Result<O
     Ok(deployments
         .get_opt(name)
         .await?
-        .and_then(|d| d.spec)
-        .and_then(|s| s.replicas))
+        .and_then(|d| deployment_spec(&d)?.replicas))
 }
 
 /// What the webhooks did in the demo, for the summary.
@@ -351,10 +351,9 @@ async fn demo() -> anyhow::Result<()> {
         .await?;
     wait_for("beta-web's pod template names the Secret", || async {
         let d = deployments.get("beta-web").await?;
-        let ann = d
-            .spec
-            .and_then(|s| s.template.metadata)
-            .and_then(|m| m.annotations)
+        let ann = deployment_spec(&d)
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.clone())
             .unwrap_or_default();
         Ok(ann.values().any(|v| v.contains("beta-credentials=")))
     })

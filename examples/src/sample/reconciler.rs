@@ -22,6 +22,7 @@ use controller_runtime::prelude::*;
 
 use super::v1::Foo;
 use super::{Ledger, READY, SECRET_LABEL, SECRETS_ANNOTATION};
+use crate::deployment_spec;
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +115,9 @@ async fn secret_versions(foo: &Foo, ctx: &ObjectContext<Foo>) -> Result<String, 
 }
 
 /// The Deployment `foo` asks for.
+// A Deployment's `spec` is an `Option` up to Kubernetes 1.36 and not from
+// 1.37: `.into()` writes it under every version this crate builds for.
+#[allow(clippy::useless_conversion)]
 fn desired_deployment(foo: &Foo, secrets: &str) -> Deployment {
     let labels: BTreeMap<String, String> = [
         ("app".to_string(), "nginx".to_string()),
@@ -134,7 +138,7 @@ fn desired_deployment(foo: &Foo, secrets: &str) -> Deployment {
             owner_references: owner.map(|o| vec![o]),
             ..ObjectMeta::default()
         },
-        spec: Some(DeploymentSpec {
+        spec: DeploymentSpec {
             replicas: Some(foo.spec.replicas.unwrap_or(1)),
             selector: LabelSelector {
                 match_labels: Some(labels.clone()),
@@ -158,14 +162,14 @@ fn desired_deployment(foo: &Foo, secrets: &str) -> Deployment {
                 }),
             },
             ..DeploymentSpec::default()
-        }),
+        }
+        .into(),
         ..Deployment::default()
     }
 }
 
 fn template_secrets(d: &Deployment) -> Option<&str> {
-    d.spec
-        .as_ref()?
+    deployment_spec(d)?
         .template
         .metadata
         .as_ref()?
@@ -272,7 +276,7 @@ impl ObjectReconciler<Foo> for FooReconciler {
             return Err(FooError::NotControlled(dep_name));
         }
         let want = foo.spec.replicas.unwrap_or(1);
-        let have = deployment.spec.as_ref().and_then(|s| s.replicas);
+        let have = deployment_spec(&deployment).and_then(|s| s.replicas);
         let secrets_now = template_secrets(&deployment);
         if have != Some(want) || secrets_now != Some(secrets.as_str()) {
             let patch = serde_json::json!({"spec": {

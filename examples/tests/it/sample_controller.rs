@@ -24,6 +24,7 @@ use controller_runtime::k8s_openapi::api::core::v1::Secret;
 use controller_runtime::kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use controller_runtime::manifests::to_yaml;
 use controller_runtime::rbac::ClusterRole;
+use informer_examples::deployment_spec;
 use informer_examples::sample::{
     FINALIZER, Foo, FooReconciler, FooSpec, READY, SECRET_LABEL, SECRETS_ANNOTATION,
 };
@@ -83,8 +84,7 @@ impl Fixture {
             .get_opt(deployment)
             .await
             .unwrap()
-            .and_then(|d| d.spec)
-            .and_then(|s| s.replicas)
+            .and_then(|d| deployment_spec(&d)?.replicas)
     }
 
     async fn available(&self, foo: &str) -> Option<i32> {
@@ -232,9 +232,9 @@ async fn a_mapped_secret_retriggers_its_foo() {
     .await;
     let annotation = || async {
         let d = f.deployments.get("gamma-web").await.unwrap();
-        d.spec
-            .and_then(|s| s.template.metadata)
-            .and_then(|m| m.annotations)
+        deployment_spec(&d)
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
             .and_then(|a| a.get(SECRETS_ANNOTATION).cloned())
             .unwrap_or_default()
     };
@@ -295,7 +295,7 @@ async fn a_refused_adoption_backs_off_per_key() {
     // The squatter is never adopted or changed.
     let squatter = f.deployments.get("squatter").await.unwrap();
     assert!(squatter.metadata.owner_references.is_none());
-    assert_eq!(squatter.spec.and_then(|s| s.replicas), Some(1));
+    assert_eq!(deployment_spec(&squatter).and_then(|s| s.replicas), Some(1));
     f.stop().await;
 }
 

@@ -23,6 +23,7 @@ use controller_runtime::k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBin
 use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use controller_runtime::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use controller_runtime::kube_client::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use informer_examples::deployment_spec;
 use informer_examples::sample::{
     FooReconciler, SECRET_LABEL, SECRETS_ANNOTATION, manifests, v1alpha1, webhooks,
 };
@@ -266,8 +267,7 @@ async fn the_applied_manifests_run_the_sample_as_their_service_account() {
             .get_opt("legacy-web")
             .await
             .unwrap()
-            .and_then(|d| d.spec)
-            .and_then(|s| s.replicas)
+            .and_then(|d| deployment_spec(&d)?.replicas)
     };
     wait_until(
         "legacy-web created with the defaulted 1 replica",
@@ -294,9 +294,9 @@ async fn the_applied_manifests_run_the_sample_as_their_service_account() {
         .unwrap();
     wait_until("legacy-web's pod template names the Secret", || async {
         let d = deployments.get("legacy-web").await.unwrap();
-        d.spec
-            .and_then(|s| s.template.metadata)
-            .and_then(|m| m.annotations)
+        deployment_spec(&d)
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
             .and_then(|a| a.get(SECRETS_ANNOTATION).cloned())
             .is_some_and(|v| v.starts_with("legacy-credentials="))
     })

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use controller_runtime::k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+use controller_runtime::k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStatus,
+};
 use controller_runtime::k8s_openapi::api::events::v1::Event;
 use controller_runtime::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use controller_runtime::kube_client;
@@ -14,6 +16,12 @@ use crate::wait_until;
 
 const NS: &str = "default";
 const LONG: Duration = Duration::from_secs(20);
+
+/// `d`'s spec, under every Kubernetes version: `Deployment::spec` is an
+/// `Option` up to 1.36 and not from 1.37.
+fn spec_of(d: &Deployment) -> Option<&DeploymentSpec> {
+    Option::from(&d.spec)
+}
 
 /// A Foo `name` in [`NS`] asking for `replicas` of `deployment`.
 fn new_foo(name: &str, deployment: &str, replicas: i32) -> Foo {
@@ -89,8 +97,7 @@ impl Running {
             .get_opt(name)
             .await
             .unwrap()
-            .and_then(|d| d.spec)
-            .and_then(|s| s.replicas)
+            .and_then(|d| spec_of(&d)?.replicas)
     }
 
     /// Stops the manager and waits for it; the server stays up while the
@@ -241,7 +248,7 @@ async fn a_deployment_it_does_not_control_is_not_adopted() {
     .await;
     let taken = t.deployments().get("taken").await.unwrap();
     assert!(taken.owner_references().is_empty());
-    assert_eq!(taken.spec.unwrap().replicas, Some(1));
+    assert_eq!(spec_of(&taken).and_then(|s| s.replicas), Some(1));
     t.stop().await;
 }
 

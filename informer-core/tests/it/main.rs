@@ -19,3 +19,6 @@ mod reflector;
 mod reflector_faults;
 mod retry_layer;
 mod shared_informer;
+// Fields k8s-pb lacks exist from Kubernetes 1.36 on.
+#[cfg(any(feature = "v1_36", feature = "v1_37"))]
+mod version_skew;

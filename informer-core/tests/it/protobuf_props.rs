@@ -6,6 +6,10 @@
 //! through envtest, listed and watched by a protobuf and a JSON
 //! lister-watcher side by side.
 
+// A Deployment's `spec` is an `Option` up to Kubernetes 1.36 and not from
+// 1.37: `.into()` writes it under every offered version.
+#![allow(clippy::useless_conversion)]
+
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::Duration;
@@ -209,7 +213,7 @@ fn deployment() -> impl Strategy<Value = Deployment> {
             let labels: BTreeMap<String, String> = [("app".to_string(), "x".to_string())].into();
             Deployment {
                 metadata,
-                spec: Some(DeploymentSpec {
+                spec: DeploymentSpec {
                     replicas,
                     selector: LabelSelector {
                         match_labels: Some(labels.clone()),
@@ -230,7 +234,8 @@ fn deployment() -> impl Strategy<Value = Deployment> {
                         spec: Some(spec),
                     },
                     ..DeploymentSpec::default()
-                }),
+                }
+                .into(),
                 status: None,
             }
         })

@@ -1,6 +1,10 @@
 //! create_or_update / create_or_patch against a scripted server that keeps
 //! one object and records every request.
 
+// A Deployment's `spec` is an `Option` up to Kubernetes 1.36 and not from
+// 1.37: `.into()` writes it under both.
+#![allow(clippy::useless_conversion)]
+
 use std::sync::Arc;
 
 use http::{Method, Request, Response};
@@ -11,6 +15,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use super::*;
+use crate::manager::deployment::spec_of;
 
 const PATH: &str = "/apis/apps/v1/namespaces/ns/deployments";
 
@@ -104,10 +109,11 @@ fn web() -> Deployment {
     let mut d = Deployment::default();
     d.metadata.name = Some("web".into());
     d.metadata.namespace = Some("ns".into());
-    d.spec = Some(DeploymentSpec {
+    d.spec = DeploymentSpec {
         replicas: Some(1),
         ..DeploymentSpec::default()
-    });
+    }
+    .into();
     d
 }
 
@@ -122,7 +128,9 @@ fn stored_web() -> Deployment {
 }
 
 fn replicas(d: &mut Deployment, n: i32) {
-    d.spec.get_or_insert_default().replicas = Some(n);
+    let mut spec = spec_of(d);
+    spec.replicas = Some(n);
+    d.spec = spec.into();
 }
 
 fn get() -> (Method, String) {
@@ -139,7 +147,7 @@ async fn an_absent_object_is_mutated_and_created() {
     .await
     .unwrap();
     assert_eq!(result, OperationResult::Created);
-    assert_eq!(d.spec.unwrap().replicas, Some(3));
+    assert_eq!(spec_of(&d).replicas, Some(3));
     assert_eq!(server.methods(), [get(), (Method::POST, PATH.to_owned())]);
 }
 
@@ -203,8 +211,8 @@ async fn create_or_patch_patches_spec_and_status_separately() {
     );
     assert_eq!(server.body(1), json!({"spec": {"replicas": 5}}));
     assert_eq!(server.body(2), json!({"status": {"readyReplicas": 1}}));
-    assert_eq!(d.status.unwrap().ready_replicas, Some(1));
-    assert_eq!(d.spec.unwrap().replicas, Some(5));
+    assert_eq!(d.status.as_ref().unwrap().ready_replicas, Some(1));
+    assert_eq!(spec_of(&d).replicas, Some(5));
 }
 
 #[tokio::test]
