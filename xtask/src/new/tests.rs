@@ -150,12 +150,16 @@ fn the_demo_and_envtest_stay_out_of_the_release_build() {
     let cargo = file(&rendered, "Cargo.toml");
     assert!(cargo.contains(r#"default = ["demo"]"#));
     assert!(cargo.contains(r#"demo = ["dep:envtest"]"#));
-    assert!(cargo.contains(r#"envtest = { package = "informer-envtest", path = "/checkout/envtest", optional = true }"#));
+    assert!(cargo.contains(
+        r#"envtest = { package = "informer-envtest", path = "/checkout/envtest", optional = true }"#
+    ));
     let dev = cargo
         .split("[dev-dependencies]")
         .nth(1)
         .expect("dev-dependencies");
-    assert!(dev.contains(r#"envtest = { package = "informer-envtest", path = "/checkout/envtest" }"#));
+    assert!(
+        dev.contains(r#"envtest = { package = "informer-envtest", path = "/checkout/envtest" }"#)
+    );
     assert!(file(&rendered, "Dockerfile").contains("cargo build --release --no-default-features"));
     let main = file(&rendered, "src/main.rs");
     assert!(main.contains("#[cfg(feature = \"demo\")]\nasync fn demo("));
@@ -174,9 +178,9 @@ fn the_demo_and_envtest_stay_out_of_the_release_build() {
     let mut version = project(true);
     version.framework = Framework::Version("0.1".into());
     let cargo = files(&version).expect("render");
-    assert!(
-        file(&cargo, "Cargo.toml").contains(r#"envtest = { package = "informer-envtest", version = "0.1", optional = true }"#)
-    );
+    assert!(file(&cargo, "Cargo.toml").contains(
+        r#"envtest = { package = "informer-envtest", version = "0.1", optional = true }"#
+    ));
 }
 
 #[test]
@@ -308,7 +312,9 @@ fn names_reach_the_files() {
     let cargo = file(files, "Cargo.toml");
     assert!(cargo.contains(r#"name = "demo""#));
     assert!(cargo.contains(r#"controller-runtime = { path = "/checkout/controller-runtime" }"#));
-    assert!(cargo.contains(r#"envtest = { package = "informer-envtest", path = "/checkout/envtest" }"#));
+    assert!(
+        cargo.contains(r#"envtest = { package = "informer-envtest", path = "/checkout/envtest" }"#)
+    );
     assert!(file(files, "src/controller.rs").contains("status.conditions.set_condition("));
 
     let cluster = super::files(&project(false)).expect("render");
