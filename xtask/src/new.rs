@@ -128,16 +128,9 @@ pub enum Framework {
 }
 
 impl Framework {
-    /// The dependency specification of the framework's crate `krate`.
-    fn dependency(&self, krate: &str) -> String {
-        match self {
-            Framework::Version(v) if package_name(krate) == krate => toml_string(v),
-            _ => format!("{{ {} }}", self.dependency_fields(krate)),
-        }
-    }
-
-    /// The same as the fields of an inline table (`path = "..."`), for a
-    /// table that adds more (`optional = true`). `krate` is the name the
+    /// The fields of the inline table that depends on the framework's crate
+    /// `krate` (`path = "..."`), to which the template adds more
+    /// (`default-features = false`, `optional = true`). `krate` is the name the
     /// project's code uses (and the framework's directory); a package
     /// published under another name gets `package = "..."` first.
     fn dependency_fields(&self, krate: &str) -> String {
@@ -275,10 +268,9 @@ impl Project {
             ),
             ("namespaced", self.namespaced.to_string()),
             (
-                "controller_runtime_dep",
-                self.framework.dependency("controller-runtime"),
+                "controller_runtime_dep_inline",
+                self.framework.dependency_fields("controller-runtime"),
             ),
-            ("envtest_dep", self.framework.dependency("envtest")),
             (
                 "envtest_dep_inline",
                 self.framework.dependency_fields("envtest"),

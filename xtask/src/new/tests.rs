@@ -151,14 +151,14 @@ fn the_demo_and_envtest_stay_out_of_the_release_build() {
     assert!(cargo.contains(r#"default = ["demo"]"#));
     assert!(cargo.contains(r#"demo = ["dep:envtest"]"#));
     assert!(cargo.contains(
-        r#"envtest = { package = "informer-envtest", path = "/checkout/envtest", optional = true }"#
+        r#"envtest = { package = "informer-envtest", path = "/checkout/envtest", default-features = false, optional = true }"#
     ));
     let dev = cargo
         .split("[dev-dependencies]")
         .nth(1)
         .expect("dev-dependencies");
     assert!(
-        dev.contains(r#"envtest = { package = "informer-envtest", path = "/checkout/envtest" }"#)
+        dev.contains(r#"envtest = { package = "informer-envtest", path = "/checkout/envtest", default-features = false }"#)
     );
     assert!(file(&rendered, "Dockerfile").contains("cargo build --release --no-default-features"));
     let main = file(&rendered, "src/main.rs");
@@ -172,14 +172,14 @@ fn the_demo_and_envtest_stay_out_of_the_release_build() {
     let cargo = files(&git).expect("render");
     assert!(
         file(&cargo, "Cargo.toml").contains(
-            r#"envtest = { package = "informer-envtest", git = "https://example.invalid/informer-rs", optional = true }"#
+            r#"envtest = { package = "informer-envtest", git = "https://example.invalid/informer-rs", default-features = false, optional = true }"#
         )
     );
     let mut version = project(true);
     version.framework = Framework::Version("0.1".into());
     let cargo = files(&version).expect("render");
     assert!(file(&cargo, "Cargo.toml").contains(
-        r#"envtest = { package = "informer-envtest", version = "0.1", optional = true }"#
+        r#"envtest = { package = "informer-envtest", version = "0.1", default-features = false, optional = true }"#
     ));
 }
 
@@ -311,9 +311,9 @@ fn names_reach_the_files() {
     assert!(file(files, "src/bin/manifests.rs").contains("demo::manifests::render(&watch)"));
     let cargo = file(files, "Cargo.toml");
     assert!(cargo.contains(r#"name = "demo""#));
-    assert!(cargo.contains(r#"controller-runtime = { path = "/checkout/controller-runtime" }"#));
+    assert!(cargo.contains(r#"controller-runtime = { path = "/checkout/controller-runtime", default-features = false, features = ["v1_34", "rustls-tls"] }"#));
     assert!(
-        cargo.contains(r#"envtest = { package = "informer-envtest", path = "/checkout/envtest" }"#)
+        cargo.contains(r#"envtest = { package = "informer-envtest", path = "/checkout/envtest", default-features = false }"#)
     );
     assert!(file(files, "src/controller.rs").contains("status.conditions.set_condition("));
 
@@ -326,20 +326,20 @@ fn names_reach_the_files() {
 #[test]
 fn framework_sources() {
     assert_eq!(
-        Framework::Git("https://example.invalid/informer-rs".into()).dependency("envtest"),
-        r#"{ package = "informer-envtest", git = "https://example.invalid/informer-rs" }"#
+        Framework::Git("https://example.invalid/informer-rs".into()).dependency_fields("envtest"),
+        r#"package = "informer-envtest", git = "https://example.invalid/informer-rs""#
     );
     assert_eq!(
-        Framework::Version("0.1".into()).dependency("envtest"),
-        r#"{ package = "informer-envtest", version = "0.1" }"#
+        Framework::Version("0.1".into()).dependency_fields("envtest"),
+        r#"package = "informer-envtest", version = "0.1""#
     );
     assert_eq!(
-        Framework::Version("0.1".into()).dependency("controller-runtime"),
-        r#""0.1""#
+        Framework::Version("0.1".into()).dependency_fields("controller-runtime"),
+        r#"version = "0.1""#
     );
     assert_eq!(
-        Framework::Path(PathBuf::from(r#"/odd "dir"\x"#)).dependency("envtest"),
-        r#"{ package = "informer-envtest", path = "/odd \"dir\"\\x/envtest" }"#
+        Framework::Path(PathBuf::from(r#"/odd "dir"\x"#)).dependency_fields("envtest"),
+        r#"package = "informer-envtest", path = "/odd \"dir\"\\x/envtest""#
     );
 }
 
@@ -431,4 +431,24 @@ fn one_existing_file_blocks_the_whole_write() {
     assert!(matches!(&err, NewError::Exists(p) if p.len() == 1), "{err}");
     assert!(!dir.join("Cargo.toml").exists(), "nothing else was written");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The Kubernetes version is picked on one line: controller-runtime's
+/// features in `Cargo.toml`; no other line of the project names one (envtest
+/// follows through feature unification).
+#[test]
+fn the_kubernetes_version_is_one_line_of_the_project() {
+    let rendered = files(&project(true)).expect("render");
+    let naming: Vec<(&str, &str)> = rendered
+        .iter()
+        .flat_map(|(path, text)| text.lines().map(move |line| (*path, line)))
+        .filter(|(_, line)| {
+            let code = line.split('#').next().unwrap_or("");
+            code.contains("\"v1_")
+        })
+        .collect();
+    assert_eq!(naming.len(), 1, "{naming:?}");
+    assert_eq!(naming[0].0, "Cargo.toml");
+    assert!(naming[0].1.starts_with("controller-runtime = {"));
+    assert!(naming[0].1.contains(r#"default-features = false, features = ["v1_34", "rustls-tls"]"#));
 }
