@@ -15,7 +15,16 @@ use parking_lot::Mutex;
 use serde_json::json;
 
 use super::*;
-use crate::manager::deployment::spec_of;
+
+/// The spec of `deployment` (the default if it has none) under every
+/// Kubernetes version: an `Option` up to 1.36, not from 1.37. (The client
+/// layer's own copy of the manager's test helper: a layer imports only the
+/// layers below it.)
+fn spec_of(deployment: &Deployment) -> DeploymentSpec {
+    Option::<&DeploymentSpec>::from(&deployment.spec)
+        .cloned()
+        .unwrap_or_default()
+}
 
 const PATH: &str = "/apis/apps/v1/namespaces/ns/deployments";
 
