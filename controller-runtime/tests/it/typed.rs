@@ -213,7 +213,12 @@ async fn typed_reconcile_applies_records_finalizes_and_sees_the_deletion() {
         widgets(&client).get_opt("w1").await.unwrap().is_none()
     })
     .await;
-    assert_eq!(seen.cleanups.load(Ordering::SeqCst), 1);
+    // At least once: the cleanup must be idempotent (finalizer docs). A
+    // reconcile queued by another watch (the owned ConfigMap's deletion by
+    // the garbage collector) may read the widget from the cache before its
+    // own deletion arrives there, and clean up again; seen once in CI's
+    // existing-cluster run, where ConfigMaps arrive in protobuf.
+    assert!(seen.cleanups.load(Ordering::SeqCst) >= 1);
     wait_until(LONG, "the owned ConfigMap is collected", || async {
         configmaps(&client)
             .get_opt(&cm_name("w1"))
