@@ -2,11 +2,13 @@
 # A deployed sample operator on the "existing cluster" of .ci/run, which
 # tests in existing-cluster mode must leave as it is.
 #
-#   .ci/deployed-sample.sh deploy   KUBECONFIG MANIFESTS_BIN
+#   .ci/deployed-sample.sh deploy   KUBECONFIG SAMPLE_CONTROLLER_BIN
 #   .ci/deployed-sample.sh snapshot KUBECONFIG
 #   .ci/deployed-sample.sh names
 #
-# deploy: the sample's CRD (as its `manifests` binary writes it) with one
+# deploy: the sample's CRD (as `sample-controller --print-crd` writes it:
+# the file of its `manifests` binary, whose name a scaffolded project built
+# into the same target directory also uses) with one
 # more field in every version's spec schema (`tier`), a Foo `prod/live`
 # that sets it, and the sample's RBAC (ClusterRole and ClusterRoleBinding
 # `foo-controller`, ServiceAccount `default/foo-controller`).
@@ -24,10 +26,10 @@ names)
   echo "customresourcedefinition.apiextensions.k8s.io/$crd"
   ;;
 deploy)
-  kc="$2" manifests="$3"
+  kc="$2" sample="$3"
   k() { "$kubectl" --kubeconfig "$kc" "$@"; }
   # The CRD as JSON (kubectl converts; nothing is sent), plus `tier`.
-  "$manifests" --only crd --stdout \
+  "$sample" --print-crd \
     | k create --dry-run=client -o json -f - \
     | python3 -c '
 import json, sys
@@ -54,7 +56,7 @@ EOF
     then break; fi
     sleep 0.2
   done
-  "$manifests" --only rbac --stdout | k create -f -
+  "$sample" --print-rbac | k create -f -
   ;;
 snapshot)
   kc="$2"
