@@ -279,10 +279,16 @@ impl ObjectReconciler<Foo> for FooReconciler {
         let have = deployment_spec(&deployment).and_then(|s| s.replicas);
         let secrets_now = template_secrets(&deployment);
         if have != Some(want) || secrets_now != Some(secrets.as_str()) {
-            let patch = serde_json::json!({"spec": {
-                "replicas": want,
+            let mut spec = serde_json::json!({
                 "template": {"metadata": {"annotations": {SECRETS_ANNOTATION: secrets}}},
-            }});
+            });
+            // `replicas` only when it differs: written with the template's
+            // annotation from a cache that has not seen a scale yet, it would
+            // undo that scale without this reconcile knowing.
+            if have != Some(want) {
+                spec["replicas"] = serde_json::json!(want);
+            }
+            let patch = serde_json::json!({ "spec": spec });
             deployments
                 .patch(&dep_name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
