@@ -487,6 +487,14 @@ async fn readyz_names_the_informer_that_has_not_synced() {
         .unwrap();
     let health = mgr.health_addr().unwrap();
     let (stop, run) = spawn_manager(&mgr);
+    // Until the start has asked discovery whether widgets are served, the
+    // check says the informers are not started; then it names the one
+    // that cannot sync.
+    let started = || async {
+        let (_, body) = http_get(health, "/readyz").await;
+        !body.contains("informers not started")
+    };
+    wait_until(Duration::from_secs(10), "the informers started", started).await;
     let (status, body) = http_get(health, "/readyz").await;
     assert_eq!(status, 500);
     assert!(

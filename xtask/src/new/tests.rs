@@ -450,5 +450,9 @@ fn the_kubernetes_version_is_one_line_of_the_project() {
     assert_eq!(naming.len(), 1, "{naming:?}");
     assert_eq!(naming[0].0, "Cargo.toml");
     assert!(naming[0].1.starts_with("controller-runtime = {"));
-    assert!(naming[0].1.contains(r#"default-features = false, features = ["v1_34", "rustls-tls"]"#));
+    assert!(
+        naming[0]
+            .1
+            .contains(r#"default-features = false, features = ["v1_34", "rustls-tls"]"#)
+    );
 }
