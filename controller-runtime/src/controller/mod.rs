@@ -65,14 +65,16 @@
 
 pub mod dynamic;
 pub mod fleet;
+mod lanes;
+mod members;
 mod metrics;
 mod outcome;
+mod runnable;
 mod source;
 mod worker;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use informer_core::shared_informer::InformerError;
@@ -89,13 +91,14 @@ use crate::object::{Object, ScopeInfo};
 use crate::predicate::Predicate;
 use crate::reconcile::{IntoReconciler, Reconciler};
 use crate::request::Request;
-use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
+use crate::workqueue::{Queue, RateLimiter};
 pub use dynamic::DynamicControllerBuilder;
 pub use fleet::{FleetController, FleetControllerBuilder};
-use metrics::ControllerMetrics;
 use outcome::DynReconciler;
+use runnable::{ControllerRunnable, HubSide};
 pub(crate) use source::OwnedKind;
 use source::{EventFilters, KindSource, PendingSource, Source, describe_kind};
+use worker::{Engine, EngineConfig};
 
 /// Errors of a running controller (reported by the manager).
 #[derive(Debug, thiserror::Error)]
@@ -215,6 +218,17 @@ impl Settings {
         Ok(name)
     }
 
+    /// What the engine runs with; one cluster's reconciles may hold
+    /// `per_cluster` of the workers.
+    fn engine_config(&self, mgr: &Manager, per_cluster: usize) -> EngineConfig {
+        EngineConfig {
+            workers: self.max_concurrent,
+            per_cluster: per_cluster.clamp(1, self.max_concurrent.max(1)),
+            reconcile_timeout: self.reconcile_timeout,
+            cache_sync_timeout: mgr.cache_sync_timeout(),
+        }
+    }
+
     /// Validates, claims the name and registers the controller with `mgr`.
     /// `reconciler` is made once the name is known (its events carry it).
     fn register(
@@ -230,28 +244,22 @@ impl Settings {
         }
         mgr.watches_resources(&name, sources.iter().map(|s| s.resource().clone()));
         let reconciler = reconciler(&name);
-        let limiter: Box<dyn RateLimiter<Request>> = self
-            .rate_limiter
-            .take()
-            .unwrap_or_else(|| Box::new(default_controller_rate_limiter()));
-        let queue = Queue::builder()
-            .name(name.clone())
-            .rate_limiter(limiter)
-            .metrics(mgr.workqueue_metrics())
-            .build();
-        let name: Arc<str> = name.into();
-        let runnable = worker::ControllerRunnable {
-            name: Arc::clone(&name),
-            reconciler,
-            queue: queue.clone(),
-            sources,
-            workers: self.max_concurrent,
-            reconcile_timeout: self.reconcile_timeout,
-            cache_sync_timeout: mgr.cache_sync_timeout(),
-            metrics: ControllerMetrics::new(mgr.metrics(), &name),
-            next_id: AtomicU64::new(1),
-        };
-        mgr.add_runnable(runnable);
+        let engine = Engine::new(
+            name.into(),
+            self.engine_config(mgr, self.max_concurrent),
+            self.rate_limiter.take(),
+            mgr,
+        );
+        let (name, queue) = (Arc::clone(&engine.name), engine.queue.clone());
+        mgr.add_runnable(ControllerRunnable {
+            engine,
+            hub: Some(HubSide {
+                sources,
+                reconciler,
+            }),
+            fleet: None,
+            leader_only: true,
+        });
         Ok(Controller { name, queue })
     }
 }
