@@ -93,33 +93,12 @@ use crate::object::{Object, ScopeInfo};
 use crate::predicate::Predicate;
 use crate::reconcile::{IntoReconciler, Reconciler};
 use crate::request::{ClusterRequest, Request};
-use crate::workqueue::{Queue, RateLimiter};
+use crate::workqueue::RateLimiter;
 
-/// A fleet controller registered with a manager: a handle to its name and
-/// queue.
-#[derive(Debug, Clone)]
-pub struct FleetController {
-    name: Arc<str>,
-    queue: Queue<ClusterRequest>,
-}
-
-impl FleetController {
-    /// The controller's name (its `controller` metric label).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The controller's workqueue.
-    pub fn queue(&self) -> &Queue<ClusterRequest> {
-        &self.queue
-    }
-
-    /// Enqueues a request, as a generic event would (dropped when its
-    /// cluster is not attached by the time a worker takes it).
-    pub fn enqueue(&self, req: ClusterRequest) {
-        self.queue.add(req);
-    }
-}
+/// A fleet controller registered with a manager: a handle to its name,
+/// to enqueue a [`ClusterRequest`] (dropped when its cluster is not
+/// attached by the time a worker takes it) and to the queue's length.
+pub type FleetController = super::Controller<ClusterRequest>;
 
 impl Manager {
     /// Starts building a controller for kind `K` in every cluster of this

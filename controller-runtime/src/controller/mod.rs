@@ -126,28 +126,62 @@ pub enum ControllerError {
     },
 }
 
-/// A controller registered with a manager: a handle to its name and queue.
+/// A controller registered with a manager: a handle to its name, to
+/// enqueue requests from outside the cluster and to its queue's length
+/// (`T` is [`ClusterRequest`](crate::request::ClusterRequest) for a
+/// [fleet controller](fleet::FleetController)). The queue itself stays the
+/// controller's.
+///
+/// ```no_run
+/// # use controller_runtime::prelude::*;
+/// # use k8s_openapi::api::core::v1::ConfigMap;
+/// # struct R;
+/// # impl Reconciler for R {
+/// #     type Error = std::convert::Infallible;
+/// #     async fn reconcile(&self, _: Request, _: CallInfo) -> Result<Action, Self::Error> { Ok(Action::done()) }
+/// # }
+/// # fn demo(mgr: Manager) -> Result<(), ManagerError> {
+/// let controller = mgr.controller::<ConfigMap>().complete(R)?;
+/// controller.enqueue(Request::new(Some("default"), "settings"));
+/// assert_eq!(controller.len(), 1);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
-pub struct Controller {
+pub struct Controller<T = Request> {
     name: Arc<str>,
-    queue: Queue<Request>,
+    queue: Queue<T>,
 }
 
-impl Controller {
+impl<T: Clone + Eq + std::hash::Hash + Send + Sync + 'static> Controller<T> {
     /// The controller's name (its `controller` metric label).
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// The controller's workqueue (for example to enqueue a request from
-    /// outside the cluster, or to look at its length).
-    pub fn queue(&self) -> &Queue<Request> {
-        &self.queue
+    /// Enqueues a request, as a generic event would.
+    pub fn enqueue(&self, req: T) {
+        self.queue.add(req);
     }
 
-    /// Enqueues a request, as a generic event would.
-    pub fn enqueue(&self, req: Request) {
-        self.queue.add(req);
+    /// How many requests wait to be reconciled (not counting those being
+    /// reconciled, nor those waiting for a delay).
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether no request waits to be reconciled.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Whether no request waits and none is being reconciled.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.queue.processing() == 0
+    }
+
+    /// The controller's workqueue (sharding requeues through it).
+    pub(crate) fn queue(&self) -> &Queue<T> {
+        &self.queue
     }
 }
 
