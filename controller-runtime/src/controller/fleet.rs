@@ -81,9 +81,10 @@ use kube_client::core::metadata::PartialObjectMeta;
 
 use super::members::{FleetSide, ReconcilerFactory, SourceFactory};
 use super::runnable::{ControllerRunnable, HubSide};
-use super::source::{EventFilters, KindSource, Source, describe_kind};
+use super::source::{EventFilters, KindSource, Source, Watched, describe_kind};
 use super::worker::Engine;
 use super::{BuilderError, Settings};
+use crate::cache::{Cache, ScopedInformer};
 use crate::cluster::Cluster;
 use crate::handler::{
     EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler,
@@ -216,7 +217,71 @@ impl<K: Object> FleetControllerBuilder<K> {
     where
         K::Scope: ScopeInfo,
     {
-        self.watches_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), Vec::new())
+        self.owns_with::<C>(Vec::new())
+    }
+
+    /// [`owns`](Self::owns), with predicates on `C`'s events.
+    pub fn owns_with<C: Object>(self, predicates: Vec<Box<dyn Predicate<C>>>) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
+        self.watches_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), predicates)
+    }
+
+    /// [`owns`](Self::owns), caching `C`'s metadata only in every cluster
+    /// (see [`ControllerBuilder::owns_metadata`](super::ControllerBuilder::owns_metadata)).
+    ///
+    /// ```no_run
+    /// # use controller_runtime::prelude::*;
+    /// # use k8s_openapi::api::apps::v1::Deployment;
+    /// # use k8s_openapi::api::core::v1::Secret;
+    /// # use controller_runtime::controller::FleetControllerBuilder;
+    /// # fn demo(mgr: Manager) -> FleetControllerBuilder<Deployment> {
+    /// mgr.fleet_controller::<Deployment>().owns_metadata::<Secret>()
+    /// # }
+    /// ```
+    pub fn owns_metadata<C: Object>(self) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
+        self.owns_metadata_with::<C>(Vec::new())
+    }
+
+    /// [`owns_metadata`](Self::owns_metadata), with predicates on the
+    /// metadata events of `C`.
+    pub fn owns_metadata_with<C: Object>(
+        self,
+        predicates: Vec<Box<dyn Predicate<PartialObjectMeta<C>>>>,
+    ) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
+        self.watches_metadata_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), predicates)
+    }
+
+    /// Reconciles whatever `handler` maps the metadata events of `W` to,
+    /// in the cluster of the event, caching `W`'s metadata only.
+    pub fn watches_metadata<W: Object>(
+        self,
+        handler: impl EventHandler<PartialObjectMeta<W>>,
+    ) -> Self {
+        self.watches_metadata_with::<W>(handler, Vec::new())
+    }
+
+    /// [`watches_metadata`](Self::watches_metadata), with predicates.
+    pub fn watches_metadata_with<W: Object>(
+        mut self,
+        handler: impl EventHandler<PartialObjectMeta<W>>,
+        predicates: Vec<Box<dyn Predicate<PartialObjectMeta<W>>>>,
+    ) -> Self {
+        self.sources.push(source_in_each(
+            |cache| cache.metadata_informer::<W>(),
+            Arc::new(handler),
+            Arc::new(predicates),
+            format!("{} metadata", describe_kind::<W>()),
+            ApiResource::erase::<W>(&()),
+        ));
+        self
     }
 
     /// Reconciles whatever `handler` maps `W`'s events to, in the cluster
@@ -240,10 +305,12 @@ impl<K: Object> FleetControllerBuilder<K> {
         handler: impl EventHandler<W>,
         predicates: Vec<Box<dyn Predicate<W>>>,
     ) -> Self {
-        self.sources.push(kind_source::<W>(
+        self.sources.push(source_in_each(
+            |cache| cache.informer::<W>(),
             Arc::new(handler),
             Arc::new(predicates),
             describe_kind::<W>(),
+            ApiResource::erase::<W>(&()),
         ));
         self
     }
@@ -313,10 +380,12 @@ impl<K: Object> FleetControllerBuilder<K> {
         if !self.mgr.claim_controller_name(&name) {
             return Err(BuilderError::DuplicateName(name).into());
         }
-        let mut sources = vec![kind_source::<K>(
+        let mut sources = vec![source_in_each(
+            |cache| cache.informer::<K>(),
             Arc::new(EnqueueRequestForObject),
             Arc::new(self.for_predicates),
             describe_kind::<K>(),
+            ApiResource::erase::<K>(&()),
         )];
         sources.extend(self.sources);
         let shared = Arc::new(reconciler);
@@ -365,20 +434,23 @@ impl<K: Object> FleetControllerBuilder<K> {
     }
 }
 
-/// The source of `W` in whichever cluster it is made for.
-fn kind_source<W: Object>(
-    handler: Arc<dyn EventHandler<W>>,
-    predicates: Arc<Vec<Box<dyn Predicate<W>>>>,
+/// The source of `X` (a kind, or a kind's metadata) in whichever cluster
+/// it is made for, from that cluster's `informer`.
+fn source_in_each<X: Watched>(
+    informer: fn(&Cache) -> ScopedInformer<X>,
+    handler: Arc<dyn EventHandler<X>>,
+    predicates: Arc<Vec<Box<dyn Predicate<X>>>>,
     description: String,
+    resource: ApiResource,
 ) -> SourceFactory {
     Box::new(move |cluster: &Cluster, filters: &EventFilters| {
         Box::new(KindSource {
-            informer: cluster.cache().informer::<W>(),
+            informer: informer(cluster.cache()),
             handler: Arc::clone(&handler),
             predicates: Arc::clone(&predicates),
             filters: Arc::clone(filters),
             description: description.clone(),
-            resource: ApiResource::erase::<W>(&()),
+            resource: resource.clone(),
         }) as Box<dyn Source>
     })
 }
