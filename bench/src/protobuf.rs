@@ -185,7 +185,11 @@ fn pod(namespace: &str, i: usize) -> Pod {
     }
 }
 
-async fn seed_pods(client: &Client, namespace: &str, objects: usize) -> Result<(), BenchError> {
+pub(crate) async fn seed_pods(
+    client: &Client,
+    namespace: &str,
+    objects: usize,
+) -> Result<(), BenchError> {
     // An empty namespace first (the ConfigMap fixture creates it).
     fixtures::seed(client, namespace, 0)
         .await
