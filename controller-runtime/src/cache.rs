@@ -53,6 +53,7 @@ pub use scope::CacheScope;
 
 /// Errors of the cache reader.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CacheError {
     /// Reads need the manager to run (it starts the informers).
     #[error("the cache is not started: run the manager before reading {kind}")]

@@ -83,18 +83,15 @@ pub use kube_client;
 /// [`manager::Runnable`].
 pub use tokio_util::sync::CancellationToken;
 
-// The vocabulary every layer speaks, named at the root alone (one path
-// each, plus the prelude).
+// One path per item. The vocabulary every layer speaks is named at the
+// root (its modules are private); everything else at its module alone
+// (`cache::Cache`, `manager::Manager`, `reconcile::Reconciler`, ...). The
+// prelude re-exports the everyday names of both for a glob import, and is
+// the one second path.
 pub use action::Action;
 pub use error::BoxError;
 pub use request::{ClusterRequest, Request, RequestError};
 pub use terminal::{Terminal, TerminalError, is_terminal};
-
-pub use cache::{Cache, CacheError, ListOptions};
-pub use controller::{Controller, ControllerBuilder};
-pub use manager::{Manager, ManagerError};
-pub use object::Object;
-pub use reconcile::{CallInfo, Cleanup, ObjectContext, ObjectReconciler, Reconciler};
 
 // The modules in layers, each importing only those below it (see
 // `docs/architecture.md`; `tests/it/module_graph.rs` checks it).
@@ -140,6 +137,14 @@ mod macro_support;
 mod visibility;
 #[doc(hidden)]
 pub use macro_support::__private;
+
+/// Hooks for this workspace's own tests and benchmarks, not an API (it may
+/// change in any release): the shard ring, so that a test predicts which
+/// replica owns an object without a running membership.
+#[doc(hidden)]
+pub mod __test_support {
+    pub use crate::sharding::ring::Ring;
+}
 
 #[doc = include_str!("../docs/derive-custom-resource.md")]
 pub use informer_macros::CustomResource;
