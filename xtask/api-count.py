@@ -6,7 +6,8 @@
 2. What a user can name, from rustdoc's HTML (run `cargo doc -p
    controller-runtime --no-deps` first, with the default features):
    - paths: one page per item per path a user can write it at (an item
-     re-exported at three paths has three pages);
+     re-exported at three paths has three pages), plus the re-exports
+     rustdoc lists instead of a page (`pub use` of a public item);
    - members: inherent methods, fields and variants on those pages, and
      the methods of the crate's own traits.
 
@@ -60,6 +61,10 @@ def doc_counts(target):
     kinds, members = Counter(), 0
     for d, _, files in os.walk(base):
         for f in files:
+            if f == "index.html":
+                with open(os.path.join(d, f), encoding="utf-8") as fh:
+                    kinds["reexport"] += len(set(re.findall(r'id="reexport\.(\w+)"', fh.read())))
+                continue
             kind = f.split(".", 1)[0]
             if kind not in KINDS or not f.endswith(".html"):
                 continue

@@ -244,11 +244,13 @@ impl Cache {
 
     /// Adds `options` to those of `K`'s informers (merged: both selectors
     /// apply). Informers of `K` handed out before keep their options.
+    #[cfg_attr(not(feature = "sharding"), allow(dead_code))]
     pub(crate) fn add_options<K: Resource<DynamicType = ()>>(&self, options: InformerOptions) {
         self.add_options_for(&K::group(&()), &K::kind(&()), options);
     }
 
     /// [`add_options`](Self::add_options) of the kind `kind` of API `group`.
+    #[cfg_attr(not(feature = "sharding"), allow(dead_code))]
     pub(crate) fn add_options_for(&self, group: &str, kind: &str, options: InformerOptions) {
         let key = (group.to_owned(), kind.to_owned());
         let mut added = self.shared.added.lock();

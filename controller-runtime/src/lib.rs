@@ -36,6 +36,24 @@
 //! `Option::from(&field)`. The version matrix and the changed fields are in
 //! the book's "Kubernetes versions" page (`docs/kubernetes-versions.md`).
 //!
+//! ## Optional parts
+//!
+//! `sharding` (sharded controllers: the [`sharding`] module and the derive's
+//! `sharding(...)`) and `manifests` (YAML rendering: `manifests::to_yaml`)
+//! are default features. A program that turns the defaults off to pick a
+//! version gets neither unless it names them, so a controller that does not
+//! shard or render YAML does not compile them (nor `xxhash-rust` and
+//! `serde-saphyr`):
+//!
+//! ```toml
+//! [dependencies]
+//! controller-runtime = { version = "0.1", default-features = false, features = ["v1_35", "rustls-tls", "sharding", "manifests"] }
+//! ```
+//!
+//! A derive that declares `sharding` without the feature fails to compile
+//! with a message naming it. The webhook server is always built (its TLS and
+//! certificate code also serves the secure metrics endpoint).
+//!
 //! ## TLS and kubeconfig auth
 //!
 //! The default features include `rustls-tls` (rustls on ring): the client
@@ -111,6 +129,7 @@ pub mod finalizer;
 pub mod handler;
 pub mod healthz;
 pub mod leaderelection;
+#[cfg(feature = "manifests")]
 pub mod manifests;
 pub mod predicate;
 pub mod rbac;
@@ -128,12 +147,13 @@ pub mod manager;
 // 5. Controller.
 pub mod controller;
 // 6. Sharded controllers.
+#[cfg(feature = "sharding")]
 pub mod sharding;
 // 7. Derive support.
 pub mod prelude;
 
 mod macro_support;
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "sharding", feature = "manifests"))]
 mod visibility;
 #[doc(hidden)]
 pub use macro_support::__private;
@@ -142,6 +162,7 @@ pub use macro_support::__private;
 /// change in any release): the shard ring, so that a test predicts which
 /// replica owns an object without a running membership.
 #[doc(hidden)]
+#[cfg(feature = "sharding")]
 pub mod __test_support {
     pub use crate::sharding::ring::Ring;
 }

@@ -22,6 +22,7 @@ pub use kube_client::{Api, Client, Resource, ResourceExt};
 pub use crate::CancellationToken;
 pub use crate::action::Action;
 pub use crate::cache::{Cache, ListOptions};
+pub use crate::controller::ControllerBuilder;
 pub use crate::events::{EventInfo, EventRecorder, EventType};
 pub use crate::finalizer::{FinalizerError, FinalizerEvent};
 pub use crate::handler::{EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler};
