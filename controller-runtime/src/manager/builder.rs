@@ -124,7 +124,7 @@ impl ManagerBuilder {
     /// when `timeout` passes first.
     ///
     /// ```no_run
-    /// # async fn demo(client: kube_client::Client) -> Result<(), controller_runtime::ManagerError> {
+    /// # async fn demo(client: kube_client::Client) -> Result<(), controller_runtime::manager::ManagerError> {
     /// use std::time::Duration;
     /// use controller_runtime::manager::Manager;
     /// // The CRD is applied by the same Helm release, maybe after this pod starts.

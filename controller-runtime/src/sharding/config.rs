@@ -17,6 +17,7 @@ use super::ring::Ring;
 
 /// Errors of sharding settings.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A setting breaks a rule.
     #[error("invalid sharding config: {reason}")]
@@ -93,10 +94,10 @@ pub enum ShardMode {
 
 /// Prefix of the label naming an object's shard: the label is
 /// `sharding.informer-rs.io/<ring>`, its value the shard's identity.
-pub const SHARD_LABEL_PREFIX: &str = "sharding.informer-rs.io/";
+pub(crate) const SHARD_LABEL_PREFIX: &str = "sharding.informer-rs.io/";
 /// Prefix of the label the sharder sets while it moves an object away from
 /// its shard: `drain.sharding.informer-rs.io/<ring>`.
-pub const DRAIN_LABEL_PREFIX: &str = "drain.sharding.informer-rs.io/";
+pub(crate) const DRAIN_LABEL_PREFIX: &str = "drain.sharding.informer-rs.io/";
 
 /// Which ring to join, as whom, and how fast; see the [module
 /// documentation](self).
@@ -106,8 +107,7 @@ pub const DRAIN_LABEL_PREFIX: &str = "drain.sharding.informer-rs.io/";
 /// use controller_runtime::sharding::config::ShardingConfig;
 /// let cfg = ShardingConfig::new("operators", "widgets").identity("replica-a");
 /// assert!(cfg.validate().is_ok());
-/// assert_eq!(cfg.shard_lease_name(), "replica-a");
-/// assert_eq!(cfg.ring_state_name(), "widgets-sharding-ring");
+/// assert_eq!(cfg.shard_label(), "sharding.informer-rs.io/widgets");
 /// let bad = cfg.clone().renew_deadline(Duration::from_secs(30));
 /// assert!(bad.validate().is_err());
 /// ```
@@ -214,23 +214,23 @@ impl ShardingConfig {
     }
 
     /// The name of this replica's shard Lease (its identity).
-    pub fn shard_lease_name(&self) -> &str {
+    pub(crate) fn shard_lease_name(&self) -> &str {
         &self.identity
     }
 
     /// The name of the Lease holding the ring's state (epoch and members).
-    pub fn ring_state_name(&self) -> String {
+    pub(crate) fn ring_state_name(&self) -> String {
         format!("{}-sharding-ring", self.ring)
     }
 
     /// The name of the Lease the sharder is elected on.
-    pub fn sharder_lease_name(&self) -> String {
+    pub(crate) fn sharder_lease_name(&self) -> String {
         format!("{}-sharding-leader", self.ring)
     }
 
     /// The leader-election settings of the sharder's Lease (same timing and
     /// identity).
-    pub fn sharder_election(&self) -> LeaderElectionConfig {
+    pub(crate) fn sharder_election(&self) -> LeaderElectionConfig {
         LeaderElectionConfig::new(&self.namespace, self.sharder_lease_name(), &self.identity)
             .timing(self.timing)
     }
