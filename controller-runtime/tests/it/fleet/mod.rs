@@ -8,12 +8,14 @@
 //! `sharded` spreads a fleet controller's `(cluster, key)`s over replicas;
 //! `trust` refuses kubeconfig Secrets with credentials from outside them
 //! and logs none of a Secret's data; `disengage` sees a leaving member's
-//! running reconcile cancelled; `restart` kills a member's API server and
+//! running reconcile cancelled; `isolation` freezes two members while a
+//! third keeps its pace; `restart` kills a member's API server and
 //! starts it again, empty or from its data, and sees it reconciled again.
 
 mod controllers;
 mod derive;
 mod disengage;
+mod isolation;
 mod memory;
 mod providers;
 mod restart;
