@@ -49,7 +49,8 @@ struct Args {
     runs: Option<usize>,
     /// Only these scenarios (comma-separated: workqueue, indexer,
     /// controller, watch, fanout, sync, protobuf, scope, sharding, relist,
-    /// webhook, fleet).
+    /// webhook, fleet; `sharding-recovery` runs only the sharding
+    /// scenario's kill-recovery cases).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Initial-sync sizes instead of the default ones (comma-separated).
@@ -265,6 +266,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if wanted("sharding") {
             sharding::run(&client, &config, &plan, &mut out).await?;
+        } else if wanted("sharding-recovery") {
+            sharding::recovery_only(&client, &config, &plan, &mut out).await?;
         }
         if wanted("fleet") {
             let bin = args

@@ -390,3 +390,17 @@ pub async fn run(
     }
     recovery::run(client, server, plan, out).await
 }
+
+/// Only the recovery case (`--only sharding-recovery`): its rows, the
+/// rest of the scenario not run.
+pub async fn recovery_only(
+    client: &Client,
+    server: &kube_client::Config,
+    plan: &Plan,
+    out: &mut Records,
+) -> Result<(), BenchError> {
+    fixtures::seed(client, NAMESPACE, plan.sharding_objects)
+        .await
+        .map_err(BenchError::msg)?;
+    recovery::run(client, server, plan, out).await
+}

@@ -13,7 +13,8 @@
 //! - `ring` (private): the consistent hash ring (virtual nodes, a hash stable across
 //!   processes and releases) and the shard key of an object (its own
 //!   `namespace/name`, or its controller owner's).
-//! - [`config`]: which ring, which identity, the Lease timings.
+//! - [`config`]: which ring, which identity, the Lease timings, how fast
+//!   the sharder writes labels.
 //! - `view` (private): a replica's view of the ring, read from Leases (the
 //!   [`RingView`](membership::RingView) a membership hands out): the epoch and
 //!   its members, each member's acknowledged epoch, and when each shard
