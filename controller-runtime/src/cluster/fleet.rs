@@ -1,15 +1,15 @@
 //! The fleet: the clusters a manager reconciles besides its own, engaged
 //! and disengaged while it runs.
 //!
-//! Engaging a cluster gives it an engagement task (while the manager runs):
-//! it asks the cluster's API server for its version until it answers
-//! (retrying with [`EngageBackoff`]), then starts the cluster's informers
-//! and *attaches* it, which is when fleet controllers start watching it;
-//! it keeps looking every `probe_interval` (a look fails too while one of
-//! the cluster's informers is forbidden to list) and reports the cluster's
-//! [`ClusterHealth`] (metrics, and `/readyz` if asked, see
-//! [`Fleet::readyz_threshold`]) without ever stopping the manager or the
-//! other clusters. Disengaging detaches the cluster first
+//! Engaging a cluster gives it an engagement task while the manager runs
+//! (see `engagement.rs`): it asks the cluster's API server for its version
+//! until it answers (retrying with jittered [`EngageBackoff`]), then starts
+//! the cluster's informers and *attaches* it, which is when fleet
+//! controllers start watching it; it keeps looking every `probe_interval`
+//! and reports the cluster's [`ClusterHealth`] (`Ready` only while it
+//! answers, its informers have synced and none is forbidden to list; the
+//! metrics, and `/readyz` if asked, see [`Fleet::readyz_threshold`])
+//! without ever stopping the manager or the other clusters. Disengaging detaches the cluster first
 //! (controllers remove their handlers and forget its requests), then stops
 //! its informers and its event writer and removes its metric series (the
 //! fleet's and its informers' `informer_*{cluster}`).
@@ -26,15 +26,13 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::engagement::Engaged;
 use super::health::{ClusterHealth, EngageBackoff};
 use super::metrics::FleetMetrics;
 use super::permissions::ListAccess;
 use super::{Cluster, ClusterOptions};
 use crate::healthz::{Checks, check_fn};
 use crate::metrics::{ClusterInformerMetrics, Metrics, MetricsError, PrometheusInformerMetrics};
-
-/// How long a disengaged cluster's informers and event writer get to stop.
-const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a cluster could not be engaged.
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +96,6 @@ struct Engagement {
     informer_metrics: ClusterInformerMetrics,
     /// Whose informers' lists the cluster forbids.
     access: Arc<ListAccess>,
-    health: Arc<Mutex<ClusterHealth>>,
     stop: CancellationToken,
     task: Option<JoinHandle<()>>,
 }
@@ -154,11 +151,11 @@ impl Fleet {
             &self.inner.options,
             Some(Arc::clone(&access) as _),
         );
+        cluster.set_health(ClusterHealth::Pending);
         let mut engagement = Engagement {
             cluster: cluster.clone(),
             informer_metrics,
             access,
-            health: Arc::new(Mutex::new(ClusterHealth::Pending)),
             stop: CancellationToken::new(),
             task: None,
         };
@@ -206,7 +203,7 @@ impl Fleet {
     /// What the fleet knows of the engaged cluster `name`.
     pub fn health(&self, name: &str) -> Option<ClusterHealth> {
         let state = self.inner.state.lock();
-        state.engaged.get(name).map(|e| e.health.lock().clone())
+        state.engaged.get(name).map(|e| e.cluster.health())
     }
 
     /// Follows the attached clusters (those whose informers run).
@@ -254,6 +251,40 @@ impl Fleet {
         }
     }
 
+    pub(super) fn backoff(&self) -> EngageBackoff {
+        self.inner.backoff
+    }
+
+    /// How long a member's informers may take to sync before it is
+    /// reported failing (the manager's cache-sync timeout).
+    pub(super) fn sync_timeout(&self) -> Duration {
+        self.inner.options.cache_sync_timeout
+    }
+
+    pub(super) fn metrics(&self) -> &FleetMetrics {
+        &self.inner.metrics
+    }
+
+    /// Starts `cluster`'s informers and lets fleet controllers in, unless
+    /// it was disengaged meanwhile (checked under the fleet's lock, which
+    /// `disengage` takes to remove it before detaching it); `false` then.
+    pub(super) fn attach(&self, cluster: &Cluster, stop: &CancellationToken) -> bool {
+        let state = self.inner.state.lock();
+        let current = state
+            .engaged
+            .get(cluster.name())
+            .is_some_and(|e| e.cluster.same_as(cluster));
+        if !current || stop.is_cancelled() {
+            return false;
+        }
+        cluster.start_informers();
+        let (name, cluster) = (cluster.name_arc(), cluster.clone());
+        self.inner.attached.send_modify(|attached| {
+            attached.insert(name, cluster);
+        });
+        true
+    }
+
     fn detach(&self, name: &str) {
         self.inner
             .attached
@@ -264,7 +295,6 @@ impl Fleet {
         let run = Engaged {
             cluster: engagement.cluster.clone(),
             access: Arc::clone(&engagement.access),
-            health: Arc::clone(&engagement.health),
             stop: engagement.stop.clone(),
             fleet: self.clone(),
         };
@@ -307,10 +337,10 @@ impl Fleet {
             let down: Vec<String> = state
                 .engaged
                 .iter()
-                .filter_map(|(n, e)| match &*e.health.lock() {
+                .filter_map(|(n, e)| match e.cluster.health() {
                     ClusterHealth::Ready => None,
                     ClusterHealth::Failing { error, .. } => Some(format!("{n} ({error})")),
-                    ClusterHealth::Pending => Some(format!("{n} (not reached yet)")),
+                    ClusterHealth::Pending => Some(format!("{n} (not ready yet)")),
                 })
                 .collect();
             if down.len() <= threshold {
@@ -326,110 +356,6 @@ impl Fleet {
         if let Err(error) = self.inner.readyz.add("fleet clusters", check) {
             tracing::warn!(%error, "cannot add the fleet's readiness check");
         }
-    }
-}
-
-/// One running engagement.
-struct Engaged {
-    cluster: Cluster,
-    access: Arc<ListAccess>,
-    health: Arc<Mutex<ClusterHealth>>,
-    stop: CancellationToken,
-    fleet: Fleet,
-}
-
-impl Engaged {
-    async fn run(self) {
-        let name = self.cluster.name().to_string();
-        let writer = self
-            .cluster
-            .take_event_writer()
-            .map(|w| tokio::spawn(w.run(self.stop.clone())));
-        let backoff = self.fleet.inner.backoff;
-        let metrics = &self.fleet.inner.metrics;
-        let client = self.cluster.client();
-        let mut delay = backoff.initial;
-        let mut attached = false;
-        loop {
-            let look = tokio::select! {
-                () = self.stop.cancelled() => break,
-                look = tokio::time::timeout(backoff.probe_timeout, client.apiserver_version()) => look,
-            };
-            // Answering is not enough: its informers must be let list.
-            let forbidden = self.access.forbidden();
-            let look = match look {
-                Ok(Ok(_)) if !forbidden.is_empty() => {
-                    Err(format!("forbidden (403) to list: {}", forbidden.join(", ")))
-                }
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(error)) => Err(error.to_string()),
-                Err(_) => Err(format!("no answer within {:?}", backoff.probe_timeout)),
-            };
-            let wait = match look {
-                Ok(()) => {
-                    if !attached {
-                        self.attach();
-                        attached = true;
-                        tracing::info!(cluster = %name, "cluster reached; informers started");
-                    }
-                    *self.health.lock() = ClusterHealth::Ready;
-                    metrics.answered(&name);
-                    delay = backoff.initial;
-                    backoff.probe_interval
-                }
-                Err(error) => {
-                    let failures = {
-                        let mut health = self.health.lock();
-                        let failures = match &*health {
-                            ClusterHealth::Failing { failures, .. } => failures + 1,
-                            _ => 1,
-                        };
-                        *health = ClusterHealth::Failing {
-                            failures,
-                            error: error.clone(),
-                        };
-                        failures
-                    };
-                    metrics.failed(&name);
-                    tracing::warn!(cluster = %name, %error, failures, retry_in = ?delay, "cluster not ready");
-                    let wait = delay;
-                    delay = backoff.next(delay);
-                    wait
-                }
-            };
-            tokio::select! {
-                () = self.stop.cancelled() => break,
-                () = tokio::time::sleep(wait) => {}
-            }
-        }
-        let give_up = Instant::now() + STOP_TIMEOUT;
-        if !self.cluster.stop_informers(give_up).await {
-            tracing::warn!(cluster = %name, "informers did not stop in time");
-        }
-        if let Some(writer) = writer
-            && tokio::time::timeout_at(give_up, writer).await.is_err()
-        {
-            tracing::warn!(cluster = %name, "event writer did not stop in time");
-        }
-    }
-
-    /// Starts the informers and lets fleet controllers in, unless the
-    /// cluster was disengaged meanwhile (checked under the fleet's lock,
-    /// which `disengage` takes to remove it before detaching it).
-    fn attach(&self) {
-        let state = self.fleet.inner.state.lock();
-        let current = state
-            .engaged
-            .get(self.cluster.name())
-            .is_some_and(|e| e.cluster.same_as(&self.cluster));
-        if !current || self.stop.is_cancelled() {
-            return;
-        }
-        self.cluster.start_informers();
-        let (name, cluster) = (self.cluster.inner.name.clone(), self.cluster.clone());
-        self.fleet.inner.attached.send_modify(|attached| {
-            attached.insert(name, cluster);
-        });
     }
 }
 

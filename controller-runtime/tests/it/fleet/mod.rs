@@ -9,11 +9,14 @@
 //! `trust` refuses kubeconfig Secrets with credentials from outside them
 //! and logs none of a Secret's data; `disengage` sees a leaving member's
 //! running reconcile cancelled; `restart` kills a member's API server and
-//! starts it again, empty or from its data, and sees it reconciled again.
+//! starts it again, empty or from its data, and sees it reconciled again;
+//! `health` sees a member that answers but whose informers cannot sync
+//! kept out of `Ready`.
 
 mod controllers;
 mod derive;
 mod disengage;
+mod health;
 mod memory;
 mod providers;
 mod restart;

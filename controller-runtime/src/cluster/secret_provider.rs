@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::fleet::Fleet;
-use super::kubeconfig::{MemberClientOptions, ProviderError};
+use super::member_client::{MemberClientOptions, ProviderError};
 use super::provider::Provider;
 use crate::error::BoxError;
 use crate::rbac::Permissions;
