@@ -13,10 +13,15 @@
 //! of clients or kubeconfigs), a [`SecretProvider`] (kubeconfigs in
 //! labelled Secrets of the manager's own cluster, watched), or a program
 //! calling [`Fleet::engage`] and [`Fleet::disengage`] itself (as tests do
-//! with envtest servers). A cluster that does not answer is retried with
+//! with envtest servers). [`Fleet::filter`] decides which clusters engage
+//! (by name and labels, [`ClusterInfo`]), [`Fleet::on_engage`] hooks run
+//! on each before it is attached, and [`Fleet::index_field`] indexes every
+//! member's cache. A cluster is ready when it answers, its informers have
+//! synced and they may list; one that is not is retried with jittered
 //! [`EngageBackoff`] and reported ([`ClusterHealth`], the metrics
 //! `controller_runtime_fleet_*`, and `/readyz` when
-//! [`Fleet::readyz_threshold`] asks) while the others go on. Clients made
+//! [`Fleet::readyz_threshold`] asks) while the others go on. Members'
+//! informers run on every replica, so a new leader finds them synced. Clients made
 //! from kubeconfigs ([`MemberClientOptions`]) accept inline credentials
 //! only unless told otherwise, leave retries to the informers and time
 //! out.
@@ -36,8 +41,10 @@
 //! ```
 
 mod engagement;
+mod every_member;
 mod fleet;
 mod health;
+mod hooks;
 mod member_client;
 mod metrics;
 mod permissions;
@@ -60,7 +67,9 @@ use tokio::time::Instant;
 pub(crate) use fleet::Attached;
 pub use fleet::{Fleet, FleetError};
 pub use health::{ClusterHealth, EngageBackoff};
+pub use hooks::ClusterInfo;
 pub use member_client::{MemberClientOptions, ProviderError};
+pub(crate) use provider::DynProvider;
 pub use provider::Provider;
 pub use secret_provider::{KUBECONFIG_KEY, SecretProvider};
 pub use static_provider::StaticProvider;

@@ -1,6 +1,6 @@
 //! One engaged cluster's task while the manager runs: reach it (retrying
-//! with jittered backoff), attach it (start its informers, let fleet
-//! controllers in), then keep looking at it and report its health:
+//! with jittered backoff), run the engage hooks, attach it (start its
+//! informers, let fleet controllers in), then keep looking at it and report its health:
 //! `Ready` only while it answers, its informers have synced and none of
 //! them is forbidden to list.
 
@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::Cluster;
 use super::fleet::Fleet;
 use super::health::ClusterHealth;
+use super::hooks::run_hooks;
 use super::permissions::ListAccess;
 
 /// How long a disengaged cluster's informers and event writer get to stop.
@@ -150,8 +151,8 @@ impl Engaged {
         }
     }
 
-    /// Asks the API server for its version; once it answers, attaches the
-    /// cluster (the first time), then sees whether its informers may list
+    /// Asks the API server for its version; once it answers, runs the
+    /// engage hooks and attaches the cluster (the first time), then sees whether its informers may list
     /// and have synced.
     async fn look(&self, attached: &mut bool) -> Look {
         let backoff = self.fleet.backoff();
@@ -162,6 +163,10 @@ impl Engaged {
             Err(_) => return Look::Down(format!("no answer within {:?}", backoff.probe_timeout)),
         }
         if !*attached {
+            // The hooks run again at each look until they all succeed.
+            if let Err(error) = run_hooks(&self.fleet.hooks(), &self.cluster).await {
+                return Look::Down(error);
+            }
             if !self.attach() {
                 // Disengaged meanwhile: the stop token ends the task.
                 return Look::Down("disengaged".to_string());

@@ -27,7 +27,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::engagement::Engaged;
+use super::every_member::{EveryMember, MemberSetup};
 use super::health::{ClusterHealth, EngageBackoff};
+use super::hooks::{ClusterInfo, Hook};
 use super::metrics::FleetMetrics;
 use super::permissions::ListAccess;
 use super::{Cluster, ClusterOptions};
@@ -44,6 +46,9 @@ pub enum FleetError {
     /// A cluster of that name is engaged already (disengage it first).
     #[error("cluster {0:?} is engaged already")]
     AlreadyEngaged(String),
+    /// The fleet's [filter](Fleet::filter) keeps the cluster out.
+    #[error("cluster {0:?} is kept out by the fleet's filter")]
+    Filtered(String),
 }
 
 /// The attached clusters (informers started), by name, as fleet
@@ -81,6 +86,8 @@ struct Inner {
     readyz_threshold: AtomicUsize,
     state: Mutex<State>,
     attached: watch::Sender<Attached>,
+    /// The filter, hooks and indexes of every member.
+    every: EveryMember,
 }
 
 #[derive(Default)]
@@ -88,6 +95,9 @@ struct State {
     /// Set while the manager runs: engagements get their task at once.
     running: Option<CancellationToken>,
     engaged: BTreeMap<Arc<str>, Engagement>,
+    /// Run on each member as it is engaged (under this lock, so that none
+    /// is missed by one added meanwhile).
+    setups: Vec<MemberSetup>,
 }
 
 struct Engagement {
@@ -128,16 +138,41 @@ impl Fleet {
                 readyz_threshold: AtomicUsize::new(usize::MAX),
                 state: Mutex::new(State::default()),
                 attached: watch::Sender::new(Attached::new()),
+                every: EveryMember::default(),
             }),
         })
     }
 
     /// Engages the cluster `name` reached through `client`: while the
     /// manager runs (at once, or when it starts), the cluster is reached,
-    /// its informers started and fleet controllers reconcile in it. Returns
-    /// the cluster (its informers are not running yet).
+    /// its [engage hooks](Self::on_engage) run, its informers started and
+    /// fleet controllers reconcile in it. Returns the cluster (its
+    /// informers are not running yet). The same as
+    /// [`engage_with`](Self::engage_with) a [`ClusterInfo`] without labels.
     pub fn engage(&self, name: &str, client: Client) -> Result<Cluster, FleetError> {
+        self.engage_with(ClusterInfo::new(name), client)
+    }
+
+    /// [`engage`](Self::engage) the cluster `info` names, unless the
+    /// fleet's [filter](Self::filter) keeps it out
+    /// ([`FleetError::Filtered`]). Providers give the labels they know
+    /// (a [`SecretProvider`](super::SecretProvider) the Secret's).
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: controller_runtime::manager::Manager, client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::collections::BTreeMap;
+    /// use controller_runtime::cluster::ClusterInfo;
+    /// let labels = BTreeMap::from([("region".to_string(), "eu".to_string())]);
+    /// mgr.fleet().engage_with(ClusterInfo::new("edge-1").with_labels(labels), client)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn engage_with(&self, info: ClusterInfo, client: Client) -> Result<Cluster, FleetError> {
+        let name = info.name();
         validate_name(name)?;
+        if !self.inner.every.admits(&info) {
+            tracing::info!(cluster = name, "cluster kept out by the fleet's filter");
+            return Err(FleetError::Filtered(name.to_string()));
+        }
         let mut state = self.inner.state.lock();
         if state.engaged.contains_key(name) {
             return Err(FleetError::AlreadyEngaged(name.to_string()));
@@ -152,6 +187,9 @@ impl Fleet {
             Some(Arc::clone(&access) as _),
         );
         cluster.set_health(ClusterHealth::Pending);
+        for setup in &state.setups {
+            setup(&cluster);
+        }
         let mut engagement = Engagement {
             cluster: cluster.clone(),
             informer_metrics,
@@ -249,6 +287,29 @@ impl Fleet {
             self.inner.metrics.disengaged(&name);
             engagement.informer_metrics.remove_series();
         }
+    }
+
+    /// Runs `setup` on every engaged member now (starting the informers it
+    /// requested in those attached already) and on every member engaged
+    /// later, before its informers start.
+    pub(super) fn add_setup(&self, setup: MemberSetup) {
+        let mut state = self.inner.state.lock();
+        for engagement in state.engaged.values() {
+            setup(&engagement.cluster);
+            if engagement.cluster.cache().is_started() {
+                engagement.cluster.informer_factory().start();
+            }
+        }
+        state.setups.push(setup);
+    }
+
+    pub(super) fn every(&self) -> &EveryMember {
+        &self.inner.every
+    }
+
+    /// The engage hooks, in the order they were added.
+    pub(super) fn hooks(&self) -> Vec<Hook> {
+        self.inner.every.hooks()
     }
 
     pub(super) fn backoff(&self) -> EngageBackoff {

@@ -1,15 +1,12 @@
 //! The simplest provider: a fixed list of clusters, each a client or a
 //! kubeconfig of the program's own.
 
-use std::sync::Arc;
-
-use futures::future::BoxFuture;
 use kube_client::Client;
 use kube_client::config::Kubeconfig;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::fleet::Fleet;
+use super::fleet::{Fleet, FleetError};
 use super::member_client::{MemberClientOptions, ProviderError};
 use super::provider::Provider;
 use crate::error::BoxError;
@@ -22,7 +19,8 @@ enum Reach {
 /// A fixed list of clusters, engaged when the manager starts and
 /// disengaged when it stops: each a client, or a kubeconfig (its current
 /// context). A kubeconfig that gives no client stops the manager with a
-/// [`ProviderError`] naming the cluster; an unreachable cluster does not.
+/// [`ProviderError`] naming the cluster; an unreachable cluster does not,
+/// and one the fleet's [filter](Fleet::filter) keeps out is skipped.
 ///
 /// The kubeconfigs are the program's own, so they are trusted: `exec`,
 /// `auth-provider` and file references are allowed (unlike the
@@ -109,26 +107,25 @@ impl Provider for StaticProvider {
         "static".to_string()
     }
 
-    fn run(
-        self: Arc<Self>,
-        fleet: Fleet,
-        stop: CancellationToken,
-    ) -> BoxFuture<'static, Result<(), BoxError>> {
+    async fn run(&self, fleet: Fleet, stop: CancellationToken) -> Result<(), BoxError> {
         let clusters = std::mem::take(&mut *self.clusters.lock());
-        Box::pin(async move {
-            for (name, reach) in clusters {
-                let client = match reach {
-                    Reach::Client(client) => client,
-                    Reach::Kubeconfig(kubeconfig) => {
-                        self.options
-                            .client_from_kubeconfig(&name, *kubeconfig)
-                            .await?
-                    }
-                };
-                fleet.engage(&name, client).map_err(ProviderError::from)?;
+        for (name, reach) in clusters {
+            let client = match reach {
+                Reach::Client(client) => client,
+                Reach::Kubeconfig(kubeconfig) => {
+                    self.options
+                        .client_from_kubeconfig(&name, *kubeconfig)
+                        .await?
+                }
+            };
+            match fleet.engage(&name, client) {
+                Ok(_) => {}
+                // Logged by the fleet; the others go on.
+                Err(FleetError::Filtered(_)) => {}
+                Err(error) => return Err(ProviderError::from(error).into()),
             }
-            stop.cancelled().await;
-            Ok(())
-        })
+        }
+        stop.cancelled().await;
+        Ok(())
     }
 }
