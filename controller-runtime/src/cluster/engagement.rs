@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -100,16 +101,35 @@ impl Verdicts {
     }
 }
 
+impl Fleet {
+    /// Starts the engagement task of `cluster` (its list access seen
+    /// through `access`), until `stop`.
+    pub(super) fn spawn_engagement(
+        &self,
+        cluster: Cluster,
+        access: Arc<ListAccess>,
+        stop: CancellationToken,
+    ) -> JoinHandle<()> {
+        let run = Engaged {
+            cluster,
+            access,
+            stop,
+            fleet: self.clone(),
+        };
+        tokio::spawn(run.run())
+    }
+}
+
 /// One running engagement.
-pub(super) struct Engaged {
-    pub(super) cluster: Cluster,
-    pub(super) access: Arc<ListAccess>,
-    pub(super) stop: CancellationToken,
-    pub(super) fleet: Fleet,
+struct Engaged {
+    cluster: Cluster,
+    access: Arc<ListAccess>,
+    stop: CancellationToken,
+    fleet: Fleet,
 }
 
 impl Engaged {
-    pub(super) async fn run(self) {
+    async fn run(self) {
         let name = self.cluster.name().to_string();
         let writer = self
             .cluster

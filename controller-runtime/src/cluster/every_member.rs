@@ -7,43 +7,17 @@
 //! all again.
 
 use std::any::TypeId;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use informer_core::shared_informer::InformerError;
 use informer_core::store::StoreError;
-use parking_lot::Mutex;
 
 use super::Cluster;
 use super::fleet::Fleet;
-use super::hooks::{ClusterInfo, Filter, Hook};
+use super::hooks::{ClusterInfo, Hook};
 use crate::cache::CacheError;
 use crate::error::BoxError;
 use crate::object::Object;
-
-/// Run on each member as it is engaged, before its informers start.
-pub(super) type MemberSetup = Arc<dyn Fn(&Cluster) + Send + Sync>;
-
-/// The fleet's filter, hooks and field indexes.
-#[derive(Default)]
-pub(super) struct EveryMember {
-    filter: Mutex<Option<Filter>>,
-    hooks: Mutex<Vec<Hook>>,
-    /// The fleet-wide field indexes, by kind and field.
-    indexes: Mutex<HashSet<(TypeId, String)>>,
-}
-
-impl EveryMember {
-    /// Whether the filter (if any) lets `info` engage.
-    pub(super) fn admits(&self, info: &ClusterInfo) -> bool {
-        let filter = self.filter.lock().clone();
-        filter.is_none_or(|keep| keep(info))
-    }
-
-    pub(super) fn hooks(&self) -> Vec<Hook> {
-        self.hooks.lock().clone()
-    }
-}
 
 impl Fleet {
     /// Lets only the clusters for which `keep` returns `true` engage: any

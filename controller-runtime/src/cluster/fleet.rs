@@ -26,10 +26,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::engagement::Engaged;
-use super::every_member::{EveryMember, MemberSetup};
 use super::health::{ClusterHealth, EngageBackoff};
-use super::hooks::{ClusterInfo, Hook};
+use super::hooks::{ClusterInfo, EveryMember, Hook, MemberSetup};
 use super::metrics::FleetMetrics;
 use super::permissions::ListAccess;
 use super::{Cluster, ClusterOptions};
@@ -353,13 +351,11 @@ impl Fleet {
     }
 
     fn spawn(&self, engagement: &Engagement) -> JoinHandle<()> {
-        let run = Engaged {
-            cluster: engagement.cluster.clone(),
-            access: Arc::clone(&engagement.access),
-            stop: engagement.stop.clone(),
-            fleet: self.clone(),
-        };
-        tokio::spawn(run.run())
+        self.spawn_engagement(
+            engagement.cluster.clone(),
+            Arc::clone(&engagement.access),
+            engagement.stop.clone(),
+        )
     }
 
     /// Makes the manager's `/readyz` fail (check `fleet clusters`, naming

@@ -5,10 +5,12 @@
 //! ([`Fleet::on_engage`](super::Fleet::on_engage)); a hook that fails keeps
 //! the cluster out (`Failing`, retried with the fleet's backoff).
 
-use std::collections::BTreeMap;
+use std::any::TypeId;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use parking_lot::Mutex;
 
 use super::Cluster;
 use crate::error::BoxError;
@@ -85,6 +87,30 @@ impl Hook {
             name: name.into(),
             run: Arc::new(move |cluster| Box::pin(hook(cluster))),
         }
+    }
+}
+
+/// Run on each member as it is engaged, before its informers start.
+pub(super) type MemberSetup = Arc<dyn Fn(&Cluster) + Send + Sync>;
+
+/// The fleet's filter, hooks and field indexes.
+#[derive(Default)]
+pub(super) struct EveryMember {
+    pub(super) filter: Mutex<Option<Filter>>,
+    pub(super) hooks: Mutex<Vec<Hook>>,
+    /// The fleet-wide field indexes, by kind and field.
+    pub(super) indexes: Mutex<HashSet<(TypeId, String)>>,
+}
+
+impl EveryMember {
+    /// Whether the filter (if any) lets `info` engage.
+    pub(super) fn admits(&self, info: &ClusterInfo) -> bool {
+        let filter = self.filter.lock().clone();
+        filter.is_none_or(|keep| keep(info))
+    }
+
+    pub(super) fn hooks(&self) -> Vec<Hook> {
+        self.hooks.lock().clone()
     }
 }
 
