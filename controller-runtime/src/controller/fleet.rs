@@ -23,20 +23,33 @@
 //! [`ObjectContext::cluster`](crate::reconcile::ObjectContext::cluster)
 //! its name; a request-form [`Reconciler`](crate::reconcile::Reconciler)
 //! gets the name in [`CallInfo::cluster`](crate::reconcile::CallInfo) and
-//! looks the cluster up in [`Manager::fleet`]. A request of a cluster whose
-//! caches have not synced yet waits (parked until they sync); one whose cluster
-//! left is dropped. The workers serve every cluster, but one cluster's
-//! requests hold at most
+//! looks the cluster up in [`Manager::fleet`].
+//!
+//! The workers serve every cluster, and one cluster's trouble stays its
+//! own. A request of a cluster whose caches have not synced yet, or which
+//! the fleet reports `Failing`, waits parked (it holds no worker and
+//! nothing looks at it again) until the cluster is synced and healthy; one
+//! whose cluster left is dropped. When a cluster starts failing, its
+//! running reconciles let go of their workers (they go on in the
+//! background, and end as usual). One cluster's requests hold at most
 //! [`max_concurrent_reconciles_per_cluster`](FleetControllerBuilder::max_concurrent_reconciles_per_cluster)
-//! of them (default: all but one), so that reconciles hanging on one
-//! cluster's stalled API server leave the others' going.
+//! of the workers (default: all but one); the next ones wait parked until
+//! one of its reconciles ends. The default rate limiter's overall bucket
+//! is one per cluster. The controller follows the same rules as a
+//! [`Manager::controller`] otherwise: the same settings, errors and log
+//! lines, and its caches in each cluster must sync within the manager's
+//! cache-sync timeout (past it the error is logged with the cluster's name
+//! and the cluster's requests go on waiting, since one member never fails
+//! the controller or the others).
 //!
 //! A fleet controller is a leader-only runnable: with leader election,
 //! only the leader reconciles the fleet; a sharded one
 //! ([`ShardedFleetExt::sharded`](crate::sharding::fleet::ShardedFleetExt))
 //! runs on every replica, each reconciling its share of the
 //! `(cluster, namespace, name)`s. The manager's own cluster is not
-//! part of the fleet; a [`Manager::controller`] reconciles it.
+//! part of the fleet; a [`Manager::controller`] reconciles it, or the
+//! fleet controller itself with
+//! [`engage_local_cluster`](FleetControllerBuilder::engage_local_cluster).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -59,21 +72,19 @@
 //! # Ok(()) }
 //! ```
 
-mod runner;
-
-use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use kube_client::core::ApiResource;
 use kube_client::core::metadata::PartialObjectMeta;
-use parking_lot::Mutex;
 
-use super::metrics::ControllerMetrics;
-use super::source::{EventFilters, KindSource, Source, describe_kind};
+use super::members::{FleetSide, ReconcilerFactory, SourceFactory};
+use super::runnable::{ControllerRunnable, HubSide};
+use super::source::{EventFilters, KindSource, Source, Watched, describe_kind};
+use super::worker::Engine;
 use super::{BuilderError, Settings};
+use crate::cache::{Cache, ScopedInformer};
 use crate::cluster::Cluster;
 use crate::handler::{
     EnqueueRequestForObject, EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler,
@@ -83,38 +94,12 @@ use crate::object::{Object, ScopeInfo};
 use crate::predicate::Predicate;
 use crate::reconcile::{IntoReconciler, Reconciler};
 use crate::request::{ClusterRequest, Request};
-use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
-use runner::{FleetRunnable, ReconcilerFactory};
+use crate::workqueue::RateLimiter;
 
-/// Makes a watch's source for one cluster, with the controller-wide
-/// filters.
-type SourceFactory = Box<dyn Fn(&Cluster, &EventFilters) -> Box<dyn Source> + Send + Sync>;
-
-/// A fleet controller registered with a manager: a handle to its name and
-/// queue.
-#[derive(Debug, Clone)]
-pub struct FleetController {
-    name: Arc<str>,
-    queue: Queue<ClusterRequest>,
-}
-
-impl FleetController {
-    /// The controller's name (its `controller` metric label).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The controller's workqueue.
-    pub fn queue(&self) -> &Queue<ClusterRequest> {
-        &self.queue
-    }
-
-    /// Enqueues a request, as a generic event would (dropped when its
-    /// cluster is not attached by the time a worker takes it).
-    pub fn enqueue(&self, req: ClusterRequest) {
-        self.queue.add(req);
-    }
-}
+/// A fleet controller registered with a manager: a handle to its name,
+/// to enqueue a [`ClusterRequest`] (dropped when its cluster is not
+/// attached by the time a worker takes it) and to the queue's length.
+pub type FleetController = super::Controller<ClusterRequest>;
 
 impl Manager {
     /// Starts building a controller for kind `K` in every cluster of this
@@ -129,6 +114,7 @@ impl Manager {
             rate_limiter: None,
             per_cluster: None,
             leader_only: true,
+            local_cluster: false,
             _kind: PhantomData,
         }
     }
@@ -146,6 +132,8 @@ pub struct FleetControllerBuilder<K> {
     per_cluster: Option<usize>,
     /// Runs only on the leader (not when sharded: every replica works).
     leader_only: bool,
+    /// Reconciles the manager's own cluster too.
+    local_cluster: bool,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -177,6 +165,39 @@ impl<K: Object> FleetControllerBuilder<K> {
         self
     }
 
+    /// Reconciles the manager's own cluster too (Go multicluster-runtime's
+    /// "engage with the local cluster"): one controller, one name, one
+    /// queue and one set of workers for the manager's cluster and every
+    /// member. In the manager's own cluster the reconciler gets the
+    /// manager's client and cache,
+    /// [`ObjectContext::cluster`](crate::reconcile::ObjectContext::cluster)
+    /// and [`CallInfo::cluster`](crate::reconcile::CallInfo) are `None`,
+    /// and its caches must sync within the manager's cache-sync timeout,
+    /// as for a [`Manager::controller`] (the controller fails otherwise);
+    /// its requests are [`ClusterRequest`]s with the cluster `""` (the
+    /// name of [`Manager::cluster`]).
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use controller_runtime::prelude::*;
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # struct Stamp;
+    /// # impl ObjectReconciler<ConfigMap> for Stamp {
+    /// #     type Error = kube_client::Error;
+    /// #     async fn reconcile(&self, _: Arc<ConfigMap>, _: &ObjectContext<ConfigMap>) -> Result<Action, Self::Error> { Ok(Action::done()) }
+    /// # }
+    /// # fn demo(mgr: Manager) -> Result<(), ManagerError> {
+    /// mgr.fleet_controller::<ConfigMap>()
+    ///     .named("stamp")
+    ///     .engage_local_cluster()
+    ///     .complete(Stamp)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn engage_local_cluster(mut self) -> Self {
+        self.local_cluster = true;
+        self
+    }
+
     /// Filters the events of `K` alone, in every cluster.
     pub fn for_event_filter(mut self, predicate: impl Predicate<K>) -> Self {
         self.for_predicates.push(Box::new(predicate));
@@ -196,7 +217,71 @@ impl<K: Object> FleetControllerBuilder<K> {
     where
         K::Scope: ScopeInfo,
     {
-        self.watches_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), Vec::new())
+        self.owns_with::<C>(Vec::new())
+    }
+
+    /// [`owns`](Self::owns), with predicates on `C`'s events.
+    pub fn owns_with<C: Object>(self, predicates: Vec<Box<dyn Predicate<C>>>) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
+        self.watches_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), predicates)
+    }
+
+    /// [`owns`](Self::owns), caching `C`'s metadata only in every cluster
+    /// (see [`ControllerBuilder::owns_metadata`](super::ControllerBuilder::owns_metadata)).
+    ///
+    /// ```no_run
+    /// # use controller_runtime::prelude::*;
+    /// # use k8s_openapi::api::apps::v1::Deployment;
+    /// # use k8s_openapi::api::core::v1::Secret;
+    /// # use controller_runtime::controller::FleetControllerBuilder;
+    /// # fn demo(mgr: Manager) -> FleetControllerBuilder<Deployment> {
+    /// mgr.fleet_controller::<Deployment>().owns_metadata::<Secret>()
+    /// # }
+    /// ```
+    pub fn owns_metadata<C: Object>(self) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
+        self.owns_metadata_with::<C>(Vec::new())
+    }
+
+    /// [`owns_metadata`](Self::owns_metadata), with predicates on the
+    /// metadata events of `C`.
+    pub fn owns_metadata_with<C: Object>(
+        self,
+        predicates: Vec<Box<dyn Predicate<PartialObjectMeta<C>>>>,
+    ) -> Self
+    where
+        K::Scope: ScopeInfo,
+    {
+        self.watches_metadata_with::<C>(EnqueueRequestForOwner::controller_of::<K>(), predicates)
+    }
+
+    /// Reconciles whatever `handler` maps the metadata events of `W` to,
+    /// in the cluster of the event, caching `W`'s metadata only.
+    pub fn watches_metadata<W: Object>(
+        self,
+        handler: impl EventHandler<PartialObjectMeta<W>>,
+    ) -> Self {
+        self.watches_metadata_with::<W>(handler, Vec::new())
+    }
+
+    /// [`watches_metadata`](Self::watches_metadata), with predicates.
+    pub fn watches_metadata_with<W: Object>(
+        mut self,
+        handler: impl EventHandler<PartialObjectMeta<W>>,
+        predicates: Vec<Box<dyn Predicate<PartialObjectMeta<W>>>>,
+    ) -> Self {
+        self.sources.push(source_in_each(
+            |cache| cache.metadata_informer::<W>(),
+            Arc::new(handler),
+            Arc::new(predicates),
+            format!("{} metadata", describe_kind::<W>()),
+            ApiResource::erase::<W>(&()),
+        ));
+        self
     }
 
     /// Reconciles whatever `handler` maps `W`'s events to, in the cluster
@@ -220,10 +305,12 @@ impl<K: Object> FleetControllerBuilder<K> {
         handler: impl EventHandler<W>,
         predicates: Vec<Box<dyn Predicate<W>>>,
     ) -> Self {
-        self.sources.push(kind_source::<W>(
+        self.sources.push(source_in_each(
+            |cache| cache.informer::<W>(),
             Arc::new(handler),
             Arc::new(predicates),
             describe_kind::<W>(),
+            ApiResource::erase::<W>(&()),
         ));
         self
     }
@@ -238,18 +325,18 @@ impl<K: Object> FleetControllerBuilder<K> {
     /// How many of the workers one cluster's requests may hold at once (at
     /// least 1; default: one less than
     /// [`max_concurrent_reconciles`](Self::max_concurrent_reconciles), at
-    /// least 1). A request of a cluster at its share waits (looked at again
-    /// shortly) while the others' requests go first, so a cluster whose API
-    /// server hangs holds at most this many workers, never all of them. A
-    /// controller with one worker gets no such protection: give it a
-    /// [`reconcile_timeout`](Self::reconcile_timeout).
+    /// least 1). A request of a cluster at its share waits parked (holding
+    /// no worker) until one of the cluster's reconciles ends, while the
+    /// others' requests go first, so a cluster whose API server hangs
+    /// holds at most this many workers until the fleet reports it
+    /// `Failing`, then none.
     pub fn max_concurrent_reconciles_per_cluster(mut self, n: usize) -> Self {
         self.per_cluster = Some(n.max(1));
         self
     }
 
     /// The workqueue's rate limiter (default: per-request exponential 5 ms
-    /// to 1000 s, and an overall 10/s burst-100 bucket).
+    /// to 1000 s, and an overall 10/s burst-100 bucket per cluster).
     pub fn rate_limiter(mut self, limiter: impl RateLimiter<ClusterRequest> + 'static) -> Self {
         self.rate_limiter = Some(Box::new(limiter));
         self
@@ -293,10 +380,12 @@ impl<K: Object> FleetControllerBuilder<K> {
         if !self.mgr.claim_controller_name(&name) {
             return Err(BuilderError::DuplicateName(name).into());
         }
-        let mut sources = vec![kind_source::<K>(
+        let mut sources = vec![source_in_each(
+            |cache| cache.informer::<K>(),
             Arc::new(EnqueueRequestForObject),
             Arc::new(self.for_predicates),
             describe_kind::<K>(),
+            ApiResource::erase::<K>(&()),
         )];
         sources.extend(self.sources);
         let shared = Arc::new(reconciler);
@@ -307,54 +396,61 @@ impl<K: Object> FleetControllerBuilder<K> {
                 cluster.event_recorder(name),
             )))
         });
-        let limiter = self
-            .rate_limiter
-            .unwrap_or_else(|| Box::new(default_controller_rate_limiter()));
-        let queue = Queue::builder()
-            .name(name.clone())
-            .rate_limiter(limiter)
-            .metrics(self.mgr.workqueue_metrics())
-            .build();
-        let name: Arc<str> = name.into();
-        let runnable = FleetRunnable {
-            name: Arc::clone(&name),
-            fleet: self.mgr.fleet().clone(),
-            metrics: self.mgr.metrics().clone(),
-            sources,
-            filters: Arc::new(self.event_filters),
-            reconcilers,
-            queue: queue.clone(),
-            workers: self.settings.max_concurrent,
-            per_cluster: self
-                .per_cluster
-                .unwrap_or(self.settings.max_concurrent.saturating_sub(1))
-                .clamp(1, self.settings.max_concurrent),
-            reconcile_timeout: self.settings.reconcile_timeout,
-            cache_sync_timeout: self.mgr.cache_sync_timeout(),
-            controller_metrics: ControllerMetrics::new(self.mgr.metrics(), &name),
-            next_id: AtomicU64::new(1),
-            members: Mutex::new(HashMap::new()),
+        let per_cluster = self
+            .per_cluster
+            .unwrap_or(self.settings.max_concurrent.saturating_sub(1));
+        let filters: EventFilters = Arc::new(self.event_filters);
+        let hub = self.local_cluster.then(|| {
+            let own = self.mgr.cluster();
+            let sources: Vec<Box<dyn Source>> =
+                sources.iter().map(|make| make(own, &filters)).collect();
+            self.mgr
+                .watches_resources(&name, sources.iter().map(|s| s.resource().clone()));
+            HubSide {
+                sources,
+                reconciler: reconcilers(own, &name),
+            }
+        });
+        let engine = Engine::new(
+            name.into(),
+            self.settings.engine_config(&self.mgr, per_cluster),
+            self.rate_limiter,
+            &self.mgr,
+        );
+        let (name, queue) = (Arc::clone(&engine.name), engine.queue.clone());
+        self.mgr.add_runnable(ControllerRunnable {
+            engine,
+            hub,
+            fleet: Some(FleetSide {
+                fleet: self.mgr.fleet().clone(),
+                metrics: self.mgr.metrics().clone(),
+                sources,
+                filters,
+                reconcilers,
+            }),
             leader_only: self.leader_only,
-        };
-        self.mgr.add_runnable(runnable);
+        });
         Ok(FleetController { name, queue })
     }
 }
 
-/// The source of `W` in whichever cluster it is made for.
-fn kind_source<W: Object>(
-    handler: Arc<dyn EventHandler<W>>,
-    predicates: Arc<Vec<Box<dyn Predicate<W>>>>,
+/// The source of `X` (a kind, or a kind's metadata) in whichever cluster
+/// it is made for, from that cluster's `informer`.
+fn source_in_each<X: Watched>(
+    informer: fn(&Cache) -> ScopedInformer<X>,
+    handler: Arc<dyn EventHandler<X>>,
+    predicates: Arc<Vec<Box<dyn Predicate<X>>>>,
     description: String,
+    resource: ApiResource,
 ) -> SourceFactory {
     Box::new(move |cluster: &Cluster, filters: &EventFilters| {
         Box::new(KindSource {
-            informer: cluster.cache().informer::<W>(),
+            informer: informer(cluster.cache()),
             handler: Arc::clone(&handler),
             predicates: Arc::clone(&predicates),
             filters: Arc::clone(filters),
             description: description.clone(),
-            resource: ApiResource::erase::<W>(&()),
+            resource: resource.clone(),
         }) as Box<dyn Source>
     })
 }

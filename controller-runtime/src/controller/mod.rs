@@ -65,14 +65,16 @@
 
 pub mod dynamic;
 pub mod fleet;
+mod lanes;
+mod members;
 mod metrics;
 mod outcome;
+mod runnable;
 mod source;
 mod worker;
 
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use informer_core::shared_informer::InformerError;
@@ -89,13 +91,14 @@ use crate::object::{Object, ScopeInfo};
 use crate::predicate::Predicate;
 use crate::reconcile::{IntoReconciler, Reconciler};
 use crate::request::Request;
-use crate::workqueue::{Queue, RateLimiter, default_controller_rate_limiter};
+use crate::workqueue::{Queue, RateLimiter};
 pub use dynamic::DynamicControllerBuilder;
 pub use fleet::{FleetController, FleetControllerBuilder};
-use metrics::ControllerMetrics;
 use outcome::DynReconciler;
+use runnable::{ControllerRunnable, HubSide};
 pub(crate) use source::OwnedKind;
 use source::{EventFilters, KindSource, PendingSource, Source, describe_kind};
+use worker::{Engine, EngineConfig};
 
 /// Errors of a running controller (reported by the manager).
 #[derive(Debug, thiserror::Error)]
@@ -123,28 +126,62 @@ pub enum ControllerError {
     },
 }
 
-/// A controller registered with a manager: a handle to its name and queue.
+/// A controller registered with a manager: a handle to its name, to
+/// enqueue requests from outside the cluster and to its queue's length
+/// (`T` is [`ClusterRequest`](crate::request::ClusterRequest) for a
+/// [fleet controller](fleet::FleetController)). The queue itself stays the
+/// controller's.
+///
+/// ```no_run
+/// # use controller_runtime::prelude::*;
+/// # use k8s_openapi::api::core::v1::ConfigMap;
+/// # struct R;
+/// # impl Reconciler for R {
+/// #     type Error = std::convert::Infallible;
+/// #     async fn reconcile(&self, _: Request, _: CallInfo) -> Result<Action, Self::Error> { Ok(Action::done()) }
+/// # }
+/// # fn demo(mgr: Manager) -> Result<(), ManagerError> {
+/// let controller = mgr.controller::<ConfigMap>().complete(R)?;
+/// controller.enqueue(Request::new(Some("default"), "settings"));
+/// assert_eq!(controller.len(), 1);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
-pub struct Controller {
+pub struct Controller<T = Request> {
     name: Arc<str>,
-    queue: Queue<Request>,
+    queue: Queue<T>,
 }
 
-impl Controller {
+impl<T: Clone + Eq + std::hash::Hash + Send + Sync + 'static> Controller<T> {
     /// The controller's name (its `controller` metric label).
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// The controller's workqueue (for example to enqueue a request from
-    /// outside the cluster, or to look at its length).
-    pub fn queue(&self) -> &Queue<Request> {
-        &self.queue
+    /// Enqueues a request, as a generic event would.
+    pub fn enqueue(&self, req: T) {
+        self.queue.add(req);
     }
 
-    /// Enqueues a request, as a generic event would.
-    pub fn enqueue(&self, req: Request) {
-        self.queue.add(req);
+    /// How many requests wait to be reconciled (not counting those being
+    /// reconciled, nor those waiting for a delay).
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether no request waits to be reconciled.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Whether no request waits and none is being reconciled.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.queue.processing() == 0
+    }
+
+    /// The controller's workqueue (sharding requeues through it).
+    pub(crate) fn queue(&self) -> &Queue<T> {
+        &self.queue
     }
 }
 
@@ -215,6 +252,17 @@ impl Settings {
         Ok(name)
     }
 
+    /// What the engine runs with; one cluster's reconciles may hold
+    /// `per_cluster` of the workers.
+    fn engine_config(&self, mgr: &Manager, per_cluster: usize) -> EngineConfig {
+        EngineConfig {
+            workers: self.max_concurrent,
+            per_cluster: per_cluster.clamp(1, self.max_concurrent.max(1)),
+            reconcile_timeout: self.reconcile_timeout,
+            cache_sync_timeout: mgr.cache_sync_timeout(),
+        }
+    }
+
     /// Validates, claims the name and registers the controller with `mgr`.
     /// `reconciler` is made once the name is known (its events carry it).
     fn register(
@@ -230,28 +278,22 @@ impl Settings {
         }
         mgr.watches_resources(&name, sources.iter().map(|s| s.resource().clone()));
         let reconciler = reconciler(&name);
-        let limiter: Box<dyn RateLimiter<Request>> = self
-            .rate_limiter
-            .take()
-            .unwrap_or_else(|| Box::new(default_controller_rate_limiter()));
-        let queue = Queue::builder()
-            .name(name.clone())
-            .rate_limiter(limiter)
-            .metrics(mgr.workqueue_metrics())
-            .build();
-        let name: Arc<str> = name.into();
-        let runnable = worker::ControllerRunnable {
-            name: Arc::clone(&name),
-            reconciler,
-            queue: queue.clone(),
-            sources,
-            workers: self.max_concurrent,
-            reconcile_timeout: self.reconcile_timeout,
-            cache_sync_timeout: mgr.cache_sync_timeout(),
-            metrics: ControllerMetrics::new(mgr.metrics(), &name),
-            next_id: AtomicU64::new(1),
-        };
-        mgr.add_runnable(runnable);
+        let engine = Engine::new(
+            name.into(),
+            self.engine_config(mgr, self.max_concurrent),
+            self.rate_limiter.take(),
+            mgr,
+        );
+        let (name, queue) = (Arc::clone(&engine.name), engine.queue.clone());
+        mgr.add_runnable(ControllerRunnable {
+            engine,
+            hub: Some(HubSide {
+                sources,
+                reconciler,
+            }),
+            fleet: None,
+            leader_only: true,
+        });
         Ok(Controller { name, queue })
     }
 }

@@ -30,7 +30,7 @@ use crate::cache::{Cache, ScopedInformer};
 use crate::handler::EventHandler;
 use crate::predicate::Predicate;
 use crate::request::Request;
-use crate::workqueue::{AddOptions, Priority, Queue};
+use crate::workqueue::Priority;
 
 /// The controller-wide filters
 /// ([`with_event_filter`](super::ControllerBuilder::with_event_filter)):
@@ -75,21 +75,11 @@ pub(crate) trait Source: Send + Sync + 'static {
     fn register(&self, sink: Arc<dyn RequestSink>) -> Result<SourceRegistration, InformerError>;
 }
 
-/// Where a source's requests go: a controller's queue, or (for a fleet
-/// controller) its queue with the cluster added to each request.
+/// Where a source's requests go: a controller's queue, with the cluster
+/// of the source added to each request.
 pub(crate) trait RequestSink: Send + Sync + 'static {
     /// Queues `req` at `priority`.
     fn add(&self, req: Request, priority: Priority);
-}
-
-impl RequestSink for Queue<Request> {
-    fn add(&self, req: Request, priority: Priority) {
-        if priority == Priority::NORMAL {
-            Queue::add(self, req);
-        } else {
-            self.add_with(req, AddOptions::new().priority(priority));
-        }
-    }
 }
 
 /// A registered source: its informer handler is removed when it is
@@ -316,7 +306,18 @@ mod tests {
     use super::*;
     use crate::handler::EnqueueRequestForObject;
     use crate::predicate::from_fn;
+    use crate::workqueue::{AddOptions, Queue};
     use k8s_openapi::api::core::v1::ConfigMap;
+
+    impl RequestSink for Queue<Request> {
+        fn add(&self, req: Request, priority: Priority) {
+            if priority == Priority::NORMAL {
+                Queue::add(self, req);
+            } else {
+                self.add_with(req, AddOptions::new().priority(priority));
+            }
+        }
+    }
 
     fn cm(name: &str, rv: &str) -> Arc<ConfigMap> {
         let mut cm = ConfigMap::default();

@@ -1,5 +1,6 @@
 //! `fleet` in `#[controller(...)]`: the derived controller can also run
-//! over the manager's fleet of clusters (`setup_fleet`; with `sharding`,
+//! over the manager's fleet of clusters (`setup_fleet`, or
+//! `setup_hub_and_fleet` for the manager's own cluster too; with `sharding`,
 //! also over a ring's replicas, `setup_fleet_sharded`), with the RBAC of
 //! each member cluster (`fleet_member_permissions`, `fleet_member_rbac`)
 //! apart from the manager's own cluster's (`fleet_hub_permissions`,
@@ -57,6 +58,7 @@ pub fn items(
         return TokenStream::new();
     }
     let members = member_permissions(args);
+    let wiring = quote!(#(#owned)* #(#calls)* .complete(#reconciler));
     let leases = if args.leader_election {
         quote!(.leases())
     } else if args.sharding.is_some() {
@@ -82,9 +84,24 @@ pub fn items(
         ) -> ::core::result::Result<#cr::controller::FleetController, #cr::manager::ManagerError> {
             mgr.fleet_controller::<#for_>()
                 .named(Self::CONTROLLER_NAME)
-                #(#owned)*
-                #(#calls)*
-                .complete(#reconciler)
+                #wiring
+        }
+
+        /// Registers this reconciler as one controller of `mgr` for the
+        /// manager's own cluster and every cluster of its fleet (one
+        /// name, one queue, one set of workers): the wiring of
+        /// [`Self::setup`] in each, instead of calling both `setup` and
+        /// [`Self::setup_fleet`]. In the manager's own cluster
+        /// `ctx.cluster()` is `None`. The manager's own cluster needs
+        /// [`Self::rbac`] besides [`Self::fleet_hub_rbac`].
+        pub fn setup_hub_and_fleet(
+            self,
+            mgr: &#cr::manager::Manager,
+        ) -> ::core::result::Result<#cr::controller::FleetController, #cr::manager::ManagerError> {
+            mgr.fleet_controller::<#for_>()
+                .named(Self::CONTROLLER_NAME)
+                .engage_local_cluster()
+                #wiring
         }
 
         /// What the controller needs in each member cluster of the

@@ -287,3 +287,68 @@ async fn a_cluster_whose_server_dies_never_stops_the_manager() {
 
     stop_manager(stop, task).await;
 }
+
+/// Counts the reconciles of each ConfigMap.
+#[derive(Default)]
+struct Count(Mutex<BTreeMap<String, usize>>);
+
+impl ObjectReconciler<ConfigMap> for Count {
+    type Error = kube_client::Error;
+
+    async fn reconcile(
+        &self,
+        cm: Arc<ConfigMap>,
+        _: &ObjectContext<ConfigMap>,
+    ) -> Result<Action, Self::Error> {
+        *self.0.lock().entry(cm.name_any()).or_default() += 1;
+        Ok(Action::done())
+    }
+}
+
+/// `owns_metadata` on the fleet builder: a Secret made in a member with a
+/// ConfigMap as its controller owner reconciles that ConfigMap there.
+#[tokio::test]
+async fn a_fleet_controller_owns_by_metadata_in_each_member() {
+    use k8s_openapi::api::core::v1::Secret;
+    if envtest::skip_on_existing_cluster("several in-process API servers") {
+        return;
+    }
+    let own = TestEnv::start().await.unwrap();
+    let member = TestEnv::start().await.unwrap();
+    let mgr = Manager::builder(own.client())
+        .fleet_backoff(fast_backoff())
+        .build()
+        .await
+        .unwrap();
+    let count = Arc::new(Count::default());
+    mgr.fleet_controller::<ConfigMap>()
+        .named("meta-owner")
+        .owns_metadata::<Secret>()
+        .complete(Arc::clone(&count))
+        .unwrap();
+    let (stop, task) = spawn_manager(&mgr);
+    mgr.fleet().engage("m", member.client()).unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(member.client(), member.namespace());
+    let owner = cms
+        .create(&PostParams::default(), &source("owner", "1"))
+        .await
+        .unwrap();
+    let reconciles = || count.0.lock().get("owner").copied().unwrap_or(0);
+    eventually(LONG, "the owner reconciled", || async {
+        (reconciles() > 0).then_some(())
+    })
+    .await;
+    let before = reconciles();
+    let mut secret = Secret::default();
+    secret.metadata.name = Some("owned".into());
+    secret.metadata.owner_references = owner.controller_owner_ref(&()).map(|o| vec![o]);
+    Api::<Secret>::namespaced(member.client(), member.namespace())
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    eventually(LONG, "the owner reconciled for its Secret", || async {
+        (reconciles() > before).then_some(())
+    })
+    .await;
+    stop_manager(stop, task).await;
+}

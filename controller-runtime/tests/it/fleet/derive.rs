@@ -3,7 +3,8 @@
 //! the generated RBAC, enforced by the servers: the hub's identity holds
 //! `fleet_hub_rbac` alone (the SecretProvider reads the kubeconfig
 //! Secrets), each member's identity `fleet_member_rbac` alone; no request
-//! is forbidden anywhere.
+//! is forbidden anywhere. `setup_hub_and_fleet` reconciles the manager's
+//! own cluster and the members in one controller.
 
 use std::collections::BTreeMap;
 
@@ -211,6 +212,46 @@ async fn a_derived_controller_reconciles_in_two_clusters_under_the_generated_rba
     for env in [&hub, &members[0], &members[1]] {
         let denied = forbidden(env);
         assert!(denied.is_empty(), "outside the generated RBAC: {denied:?}");
+    }
+    stop_manager(stop, task).await;
+}
+
+/// `setup_hub_and_fleet`: one derived controller, under one name,
+/// reconciles the manager's own cluster and two members.
+#[tokio::test]
+async fn one_derived_controller_reconciles_the_hub_and_two_members() {
+    if envtest::skip_on_existing_cluster("several in-process API servers") {
+        return;
+    }
+    let hub = TestEnv::start().await.unwrap();
+    let members = [
+        TestEnv::start().await.unwrap(),
+        TestEnv::start().await.unwrap(),
+    ];
+    let mgr = Manager::builder(hub.client())
+        .fleet_backoff(fast_backoff())
+        .build()
+        .await
+        .unwrap();
+    let controller = FleetCopier.setup_hub_and_fleet(&mgr).unwrap();
+    assert_eq!(controller.name(), "fleet-copier");
+    let (stop, task) = spawn_manager(&mgr);
+    for (i, member) in members.iter().enumerate() {
+        mgr.fleet()
+            .engage(&format!("m{i}"), member.client())
+            .unwrap();
+    }
+    for env in [&hub, &members[0], &members[1]] {
+        let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+        let mut cm = crate::config_map(env.namespace(), "app");
+        cm.metadata.labels = Some(BTreeMap::from([(LABEL.into(), "yes".into())]));
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    for (env, want) in [(&hub, "own"), (&members[0], "m0"), (&members[1], "m1")] {
+        eventually(LONG, &format!("the copy in {want}"), || async {
+            (copied(env, "app").await.as_deref() == Some(want)).then_some(())
+        })
+        .await;
     }
     stop_manager(stop, task).await;
 }

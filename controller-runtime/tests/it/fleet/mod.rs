@@ -8,7 +8,8 @@
 //! `sharded` spreads a fleet controller's `(cluster, key)`s over replicas;
 //! `trust` refuses kubeconfig Secrets with credentials from outside them
 //! and logs none of a Secret's data; `disengage` sees a leaving member's
-//! running reconcile cancelled; `restart` kills a member's API server and
+//! running reconcile cancelled; `isolation` freezes two members while a
+//! third keeps its pace; `restart` kills a member's API server and
 //! starts it again, empty or from its data, and sees it reconciled again;
 //! `health` sees a member that answers but whose informers cannot sync
 //! kept out of `Ready`; `engage_hooks` keeps members out by the fleet's
@@ -23,6 +24,7 @@ mod disengage;
 mod engage_hooks;
 mod field_index;
 mod health;
+mod isolation;
 mod memory;
 mod providers;
 mod restart;

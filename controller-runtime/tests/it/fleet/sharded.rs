@@ -208,9 +208,7 @@ async fn converged(
         let done = owners
             .iter()
             .all(|(k, owner)| last.get(k) == Some(&(owner.clone(), v.to_string())));
-        let idle = replicas
-            .iter()
-            .all(|r| r.controller.queue().is_empty() && r.controller.queue().processing() == 0)
+        let idle = replicas.iter().all(|r| r.controller.is_idle())
             && timeline.spans.lock().iter().all(|s| s.end.is_some());
         (done && idle).then_some(())
     })
