@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 mod fleet;
 mod protobuf;
+mod webhook;
 
 /// The sides, in column order.
 pub const SIDES: [&str; 3] = ["informer-rs", "kube-runtime", "floor"];
@@ -416,6 +417,7 @@ fn targets(session: &Session) -> String {
     sharding_targets(session, &mut line);
     protobuf::targets(session, &mut line);
     fleet::targets(session, &mut line);
+    webhook::targets(session, &mut line);
     let relist = session
         .records
         .iter()
@@ -703,7 +705,7 @@ mod tests {
         assert_ne!(why("update-reconciles"), "-");
         assert_ne!(why("relist-peak"), "-");
         assert_ne!(why("metadata-heap"), "-");
-        for key in protobuf::KEYS.iter().chain(&fleet::KEYS) {
+        for key in protobuf::KEYS.iter().chain(&fleet::KEYS).chain(&webhook::KEYS) {
             assert_ne!(why(key), "-", "{key}");
         }
         assert_eq!(why("no-such-target"), "-");
