@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use controller_runtime::Manager;
 use controller_runtime::cluster::StaticProvider;
+use controller_runtime::manager::Manager;
 use controller_runtime::prelude::*;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;

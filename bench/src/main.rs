@@ -13,6 +13,7 @@ mod fixtures;
 mod fleet;
 mod heap;
 mod indexer;
+mod profile;
 mod protobuf;
 mod record;
 mod relist;
@@ -48,20 +49,25 @@ struct Args {
     runs: Option<usize>,
     /// Only these scenarios (comma-separated: workqueue, indexer,
     /// controller, watch, fanout, sync, protobuf, scope, sharding, relist,
-    /// webhook, fleet).
+    /// webhook, fleet; `sharding-recovery` runs only the sharding
+    /// scenario's kill-recovery cases).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Initial-sync sizes instead of the default ones (comma-separated).
     #[arg(long, value_delimiter = ',')]
     sync_sizes: Vec<usize>,
     /// Write the JSON records here.
-    #[arg(long, required_unless_present = "touch")]
+    #[arg(long, required_unless_present_any = ["touch", "profile"])]
     out: Option<PathBuf>,
     /// Not a bench run: make the writes of one watch-event measurement
     /// (`NAMESPACE:EVENTS:ROUND`) and exit. The protobuf scenario starts
     /// this program so, to keep the writes' CPU time out of its own.
     #[arg(long, hide = true)]
     touch: Option<String>,
+    /// Not a bench run: one phase of the protobuf scenario, alone and
+    /// repeated, for a profiler (`SIDE:PHASE:N:REPS`; see `profile.rs`).
+    #[arg(long, hide = true)]
+    profile: Option<String>,
     /// The commit measured (`git describe`-like, `+dirty` when the work
     /// tree had changes), recorded in the JSON for the report.
     #[arg(long)]
@@ -216,6 +222,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(spec) = &args.touch {
         return runtime.block_on(touch(&args.server, spec));
     }
+    if let Some(spec) = &args.profile {
+        return runtime.block_on(async {
+            let client = Client::try_from(Config::new(args.server.parse()?))?;
+            profile::run(&client, &args.server, spec).await?;
+            Ok(())
+        });
+    }
     let out_path = args.out.clone().ok_or("--out is required")?;
     let records = runtime.block_on(async {
         let config = Config::new(args.server.parse()?);
@@ -253,6 +266,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if wanted("sharding") {
             sharding::run(&client, &config, &plan, &mut out).await?;
+        } else if wanted("sharding-recovery") {
+            sharding::recovery_only(&client, &config, &plan, &mut out).await?;
         }
         if wanted("fleet") {
             let bin = args

@@ -10,7 +10,12 @@
 //! the bytes of the list pages on the wire per object (see `wire`) and the
 //! CPU per watch event (the writes made by another process). The protobuf and JSON rows
 //! share the kube-runtime column (one kube-runtime sync per run).
+//!
+//! The protobuf rows' floor column is the same list pages decoded in
+//! memory by the same decoder (see [`floor`]): CPU, time and heap, so that
+//! the report gives the sync's ratio to its decoding alone.
 
+mod floor;
 mod wire;
 
 pub use wire::{Writer, write_all};
@@ -185,7 +190,11 @@ fn pod(namespace: &str, i: usize) -> Pod {
     }
 }
 
-async fn seed_pods(client: &Client, namespace: &str, objects: usize) -> Result<(), BenchError> {
+pub(crate) async fn seed_pods(
+    client: &Client,
+    namespace: &str,
+    objects: usize,
+) -> Result<(), BenchError> {
     // An empty namespace first (the ConfigMap fixture creates it).
     fixtures::seed(client, namespace, 0)
         .await
@@ -233,8 +242,8 @@ struct Kind<'a, K> {
     objects: usize,
 }
 
-/// One kind: the three syncs alternating in order, `runs` times; then the
-/// bytes of its list on the wire in both encodings.
+/// One kind: the three syncs alternating in order and the protobuf floor,
+/// `runs` times; then the bytes of its list on the wire in both encodings.
 async fn measure<K>(kind: &Kind<'_, K>, runs: usize, out: &mut Records) -> Result<(), BenchError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -252,8 +261,10 @@ where
             strip: true,
         },
     );
+    let pb_pages = wire::pages::<K>(kind.client, kind.namespace, true).await?;
     // One unmeasured warm-up each: connections, lazy statics, and the
     // server's encoded forms.
+    floor::floor::<K>(&pb_pages, objects, true).await?;
     ours(api.clone(), objects, pb_read).await?;
     ours(api.clone(), objects, json_read).await?;
     kube(api.clone(), objects).await?;
@@ -267,23 +278,27 @@ where
             let json = ours(api.clone(), objects, json_read).await?;
             (ours(api.clone(), objects, pb_read).await?, json, k)
         };
+        let f = floor::floor::<K>(&pb_pages, objects, true).await?;
         push(out, &pb_case, OURS, pb, objects);
         push(out, &pb_case, KUBE, k, objects);
+        push(out, &pb_case, FLOOR, f, objects);
         push(out, &json_case, OURS, json, objects);
         push(out, &json_case, KUBE, k, objects);
         eprintln!(
-            "protobuf {objects} {} run {run}: CPU/object protobuf {:.1} µs, JSON {:.1} µs, kube-runtime {:.1} µs; sync {:.0} / {:.0} / {:.0} ms",
+            "protobuf {objects} {} run {run}: CPU/object protobuf {:.1} µs, JSON {:.1} µs, kube-runtime {:.1} µs, protobuf floor {:.1} µs; sync {:.0} / {:.0} / {:.0} ms",
             kind.name,
             pb.cpu.as_secs_f64() * 1e6 / objects as f64,
             json.cpu.as_secs_f64() * 1e6 / objects as f64,
             k.cpu.as_secs_f64() * 1e6 / objects as f64,
+            f.cpu.as_secs_f64() * 1e6 / objects as f64,
             pb.elapsed.as_secs_f64() * 1e3,
             json.elapsed.as_secs_f64() * 1e3,
             k.elapsed.as_secs_f64() * 1e3,
         );
     }
-    let pb = wire::bytes_per_object::<K>(kind.client, kind.namespace, objects, true).await?;
-    let json = wire::bytes_per_object::<K>(kind.client, kind.namespace, objects, false).await?;
+    let pb = wire::bytes_per_object(&pb_pages, objects);
+    let json_pages = wire::pages::<K>(kind.client, kind.namespace, false).await?;
+    let json = wire::bytes_per_object(&json_pages, objects);
     // kube-runtime reads JSON.
     for (case, ours) in [(&pb_case, pb), (&json_case, json)] {
         let m = Metric {
@@ -299,14 +314,35 @@ where
     Ok(())
 }
 
-/// ConfigMaps with managedFields kept: informer-rs in protobuf and in JSON.
+/// The client CPU per object of `case`.
+fn cpu(case: &str) -> Metric<'_> {
+    Metric {
+        scenario: "protobuf",
+        case,
+        metric: "client CPU per object",
+        unit: "µs/object",
+        higher_is_better: false,
+    }
+}
+
+/// ConfigMaps with managedFields kept: informer-rs in protobuf and in JSON,
+/// and the protobuf floor keeping them too.
 async fn kept(
-    api: &Api<ConfigMap>,
-    objects: usize,
+    kind: &Kind<'_, ConfigMap>,
     runs: usize,
     out: &mut Records,
 ) -> Result<(), BenchError> {
+    let (api, objects) = (&kind.api, kind.objects);
+    let pages = wire::pages::<ConfigMap>(kind.client, kind.namespace, true).await?;
     for run in 0..runs {
+        let f = floor::floor::<ConfigMap>(&pages, objects, false).await?;
+        out.push(
+            &cpu(&format!(
+                "{objects} ConfigMaps, managedFields kept, protobuf"
+            )),
+            FLOOR,
+            f.cpu.as_secs_f64() * 1e6 / objects as f64,
+        );
         for protobuf in [run % 2 == 0, run % 2 != 0] {
             let s = ours(
                 api.clone(),
@@ -320,13 +356,7 @@ async fn kept(
             let enc = if protobuf { "protobuf" } else { "JSON" };
             let case = format!("{objects} ConfigMaps, managedFields kept, {enc}");
             out.push(
-                &Metric {
-                    scenario: "protobuf",
-                    case: &case,
-                    metric: "client CPU per object",
-                    unit: "µs/object",
-                    higher_is_better: false,
-                },
+                &cpu(&case),
                 OURS,
                 s.cpu.as_secs_f64() * 1e6 / objects as f64,
             );
@@ -414,16 +444,15 @@ pub async fn run(
         fixtures::seed(client, &ns, objects)
             .await
             .map_err(BenchError::msg)?;
-        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
         let kind = Kind {
-            api: cms.clone(),
+            api: Api::<ConfigMap>::namespaced(client.clone(), &ns),
             client,
             namespace: &ns,
             name: "ConfigMaps",
             objects,
         };
         measure(&kind, plan.runs, out).await?;
-        kept(&cms, objects, plan.runs, out).await?;
+        kept(&kind, plan.runs, out).await?;
         watch_events(client, writer, &ns, objects, plan.runs, out).await?;
         let ns = format!("protobuf-pod-{objects}");
         seed_pods(client, &ns, objects).await?;

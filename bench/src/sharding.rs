@@ -25,13 +25,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use controller_runtime::Manager;
+use controller_runtime::__test_support::Ring;
 use controller_runtime::cache::ScopedInformer;
+use controller_runtime::manager::Manager;
 use controller_runtime::reconcile::{CallInfo, Reconciler};
 use controller_runtime::sharding::config::{ShardMode, ShardingConfig};
 use controller_runtime::sharding::controller::ShardedExt;
 use controller_runtime::sharding::membership::Membership;
-use controller_runtime::sharding::ring::Ring;
 use controller_runtime::{Action, Request};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -111,7 +111,7 @@ impl Done {
 }
 
 struct Sharded {
-    cache: controller_runtime::Cache,
+    cache: controller_runtime::cache::Cache,
     done: Arc<Done>,
 }
 
@@ -388,5 +388,19 @@ pub async fn run(
             }
         }
     }
+    recovery::run(client, server, plan, out).await
+}
+
+/// Only the recovery case (`--only sharding-recovery`): its rows, the
+/// rest of the scenario not run.
+pub async fn recovery_only(
+    client: &Client,
+    server: &kube_client::Config,
+    plan: &Plan,
+    out: &mut Records,
+) -> Result<(), BenchError> {
+    fixtures::seed(client, NAMESPACE, plan.sharding_objects)
+        .await
+        .map_err(BenchError::msg)?;
     recovery::run(client, server, plan, out).await
 }

@@ -22,9 +22,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use controller_runtime::cache::Cache;
+use controller_runtime::manager::Manager;
 use controller_runtime::reconcile::{CallInfo, Reconciler};
 use controller_runtime::{Action, Request};
-use controller_runtime::{Cache, Manager};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::{Patch, PatchParams, PostParams};

@@ -53,6 +53,7 @@ pub use scope::CacheScope;
 
 /// Errors of the cache reader.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CacheError {
     /// Reads need the manager to run (it starts the informers).
     #[error("the cache is not started: run the manager before reading {kind}")]
@@ -243,11 +244,13 @@ impl Cache {
 
     /// Adds `options` to those of `K`'s informers (merged: both selectors
     /// apply). Informers of `K` handed out before keep their options.
+    #[cfg_attr(not(feature = "sharding"), allow(dead_code))]
     pub(crate) fn add_options<K: Resource<DynamicType = ()>>(&self, options: InformerOptions) {
         self.add_options_for(&K::group(&()), &K::kind(&()), options);
     }
 
     /// [`add_options`](Self::add_options) of the kind `kind` of API `group`.
+    #[cfg_attr(not(feature = "sharding"), allow(dead_code))]
     pub(crate) fn add_options_for(&self, group: &str, kind: &str, options: InformerOptions) {
         let key = (group.to_owned(), kind.to_owned());
         let mut added = self.shared.added.lock();

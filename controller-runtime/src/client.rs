@@ -44,6 +44,7 @@ use crate::terminal::Terminal;
 
 /// Errors of the client helpers.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The object already has a controller owner other than this one.
     #[error(

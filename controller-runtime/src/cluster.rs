@@ -13,10 +13,15 @@
 //! of clients or kubeconfigs), a [`SecretProvider`] (kubeconfigs in
 //! labelled Secrets of the manager's own cluster, watched), or a program
 //! calling [`Fleet::engage`] and [`Fleet::disengage`] itself (as tests do
-//! with envtest servers). A cluster that does not answer is retried with
+//! with envtest servers). [`Fleet::filter`] decides which clusters engage
+//! (by name and labels, [`ClusterInfo`]), [`Fleet::on_engage`] hooks run
+//! on each before it is attached, and [`Fleet::index_field`] indexes every
+//! member's cache. A cluster is ready when it answers, its informers have
+//! synced and they may list; one that is not is retried with jittered
 //! [`EngageBackoff`] and reported ([`ClusterHealth`], the metrics
 //! `controller_runtime_fleet_*`, and `/readyz` when
-//! [`Fleet::readyz_threshold`] asks) while the others go on. Clients made
+//! [`Fleet::readyz_threshold`] asks) while the others go on. Members'
+//! informers run on every replica, so a new leader finds them synced. Clients made
 //! from kubeconfigs ([`MemberClientOptions`]) accept inline credentials
 //! only unless told otherwise, leave retries to the informers and time
 //! out.
@@ -35,13 +40,19 @@
 //! # }
 //! ```
 
+mod engagement;
+mod every_member;
 mod fleet;
 mod health;
-mod kubeconfig;
+mod hooks;
+mod member_client;
 mod metrics;
 mod permissions;
 mod provider;
-mod secrets;
+mod secret_provider;
+mod static_provider;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,14 +61,18 @@ use informer_core::factory::SharedInformerFactory;
 use informer_core::metrics::InformerMetrics;
 use kube_client::Client;
 use parking_lot::Mutex;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 pub(crate) use fleet::Attached;
 pub use fleet::{Fleet, FleetError};
 pub use health::{ClusterHealth, EngageBackoff};
-pub use kubeconfig::{MemberClientOptions, ProviderError};
-pub use provider::{Provider, StaticProvider};
-pub use secrets::{KUBECONFIG_KEY, SecretProvider};
+pub use hooks::ClusterInfo;
+pub use member_client::{MemberClientOptions, ProviderError};
+pub(crate) use provider::DynProvider;
+pub use provider::Provider;
+pub use secret_provider::{KUBECONFIG_KEY, SecretProvider};
+pub use static_provider::StaticProvider;
 
 use crate::cache::{Cache, CacheScope};
 use crate::events::{ApiEventSink, EventRecorder, EventWriter, RecorderConfig};
@@ -90,6 +105,8 @@ struct Inner {
     /// (the manager's event writer for its own cluster, the fleet's
     /// engagement for the others).
     writer: Mutex<Option<EventWriter<ApiEventSink>>>,
+    /// What the fleet knows of it (always `Ready` for the manager's own).
+    health: watch::Sender<ClusterHealth>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -147,6 +164,7 @@ impl Cluster {
                 cache,
                 recorder,
                 writer: Mutex::new(Some(writer)),
+                health: watch::Sender::new(ClusterHealth::Ready),
             }),
         }
     }
@@ -186,6 +204,45 @@ impl Cluster {
     /// `controller` as their `reportingController`.
     pub fn event_recorder(&self, controller: &str) -> EventRecorder {
         self.inner.recorder.for_controller(controller)
+    }
+
+    /// What the fleet knows of this cluster now: `Ready` only while it
+    /// answers, its informers have synced and none is forbidden to list;
+    /// always `Ready` for the manager's own cluster. The controller side
+    /// parks the requests of a cluster that is not `Ready`.
+    pub(crate) fn health(&self) -> ClusterHealth {
+        self.inner.health.borrow().clone()
+    }
+
+    /// Follows [`health`](Self::health): `changed()` wakes on every change
+    /// (for example to put parked requests back once the cluster is
+    /// `Ready` again). Not called here yet: it is the controller side's
+    /// hook.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn watch_health(&self) -> watch::Receiver<ClusterHealth> {
+        self.inner.health.subscribe()
+    }
+
+    /// Sets what the fleet knows of this cluster, waking watchers only on
+    /// a change.
+    pub(crate) fn set_health(&self, health: ClusterHealth) {
+        self.inner.health.send_if_modified(|now| {
+            let changed = *now != health;
+            *now = health;
+            changed
+        });
+    }
+
+    /// The informers started in this cluster that have not synced yet, by
+    /// description.
+    pub(crate) fn unsynced(&self) -> Vec<String> {
+        self.inner
+            .factory
+            .synced()
+            .into_iter()
+            .filter(|(_, synced)| !synced)
+            .map(|(informer, _)| informer)
+            .collect()
     }
 
     /// The writer of this cluster's events, once.

@@ -47,6 +47,7 @@ pub use writer::EventWriter;
 
 /// Errors of event recording.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EventsError {
     /// Writing an event to the API server failed.
     #[error("{op} of event {namespace}/{name} failed: {source}")]

@@ -54,6 +54,7 @@ use crate::action::Action;
 
 /// Errors of the finalizer helper.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FinalizerError<E: StdError + 'static> {
     /// The apply step failed.
     #[error("apply failed: {0}")]

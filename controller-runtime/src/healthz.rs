@@ -42,6 +42,7 @@ use parking_lot::RwLock;
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HealthzError {
     /// A check with this name is already registered.
     #[error("health check {0:?} is already registered")]

@@ -65,6 +65,7 @@ pub use timing::{
 
 /// Errors of leader election.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LeaderElectionError {
     /// The settings break a rule (lease > renew deadline > 1.2 x retry).
     #[error("invalid leader election config: {reason}")]

@@ -36,6 +36,24 @@
 //! `Option::from(&field)`. The version matrix and the changed fields are in
 //! the book's "Kubernetes versions" page (`docs/kubernetes-versions.md`).
 //!
+//! ## Optional parts
+//!
+//! `sharding` (sharded controllers: the [`sharding`] module and the derive's
+//! `sharding(...)`) and `manifests` (YAML rendering: `manifests::to_yaml`)
+//! are default features. A program that turns the defaults off to pick a
+//! version gets neither unless it names them, so a controller that does not
+//! shard or render YAML does not compile them (nor `xxhash-rust` and
+//! `serde-saphyr`):
+//!
+//! ```toml
+//! [dependencies]
+//! controller-runtime = { version = "0.1", default-features = false, features = ["v1_35", "rustls-tls", "sharding", "manifests"] }
+//! ```
+//!
+//! A derive that declares `sharding` without the feature fails to compile
+//! with a message naming it. The webhook server is always built (its TLS and
+//! certificate code also serves the secure metrics endpoint).
+//!
 //! ## TLS and kubeconfig auth
 //!
 //! The default features include `rustls-tls` (rustls on ring): the client
@@ -83,18 +101,15 @@ pub use kube_client;
 /// [`manager::Runnable`].
 pub use tokio_util::sync::CancellationToken;
 
-// The vocabulary every layer speaks, named at the root alone (one path
-// each, plus the prelude).
+// One path per item. The vocabulary every layer speaks is named at the
+// root (its modules are private); everything else at its module alone
+// (`cache::Cache`, `manager::Manager`, `reconcile::Reconciler`, ...). The
+// prelude re-exports the everyday names of both for a glob import, and is
+// the one second path.
 pub use action::Action;
 pub use error::BoxError;
 pub use request::{ClusterRequest, Request, RequestError};
 pub use terminal::{Terminal, TerminalError, is_terminal};
-
-pub use cache::{Cache, CacheError, ListOptions};
-pub use controller::{Controller, ControllerBuilder};
-pub use manager::{Manager, ManagerError};
-pub use object::Object;
-pub use reconcile::{CallInfo, Cleanup, ObjectContext, ObjectReconciler, Reconciler};
 
 // The modules in layers, each importing only those below it (see
 // `docs/architecture.md`; `tests/it/module_graph.rs` checks it).
@@ -114,6 +129,7 @@ pub mod finalizer;
 pub mod handler;
 pub mod healthz;
 pub mod leaderelection;
+#[cfg(feature = "manifests")]
 pub mod manifests;
 pub mod predicate;
 pub mod rbac;
@@ -131,15 +147,25 @@ pub mod manager;
 // 5. Controller.
 pub mod controller;
 // 6. Sharded controllers.
+#[cfg(feature = "sharding")]
 pub mod sharding;
 // 7. Derive support.
 pub mod prelude;
 
 mod macro_support;
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "sharding", feature = "manifests"))]
 mod visibility;
 #[doc(hidden)]
 pub use macro_support::__private;
+
+/// Hooks for this workspace's own tests and benchmarks, not an API (it may
+/// change in any release): the shard ring, so that a test predicts which
+/// replica owns an object without a running membership.
+#[doc(hidden)]
+#[cfg(feature = "sharding")]
+pub mod __test_support {
+    pub use crate::sharding::ring::Ring;
+}
 
 #[doc = include_str!("../docs/derive-custom-resource.md")]
 pub use informer_macros::CustomResource;

@@ -16,6 +16,11 @@ pub mod __private {
 
     pub use crate::crd;
 
+    /// Generated code of a derive that declares `sharding(...)` calls it:
+    /// nothing with the `sharding` feature, a compile error naming the
+    /// feature without it.
+    pub use crate::__require_sharding as require_sharding;
+
     use serde_json::Value;
 
     use crate::object::Object;
@@ -82,6 +87,27 @@ pub mod __private {
         schemars::JsonSchema,
     )]
     pub struct NoStatus {}
+}
+
+/// See `__private::require_sharding`.
+#[cfg(feature = "sharding")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __require_sharding {
+    () => {};
+}
+
+/// See `__private::require_sharding`.
+#[cfg(not(feature = "sharding"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __require_sharding {
+    () => {
+        ::core::compile_error!(
+            "`sharding` in `#[controller(...)]` needs controller-runtime's `sharding` feature: \
+             add it to the dependency's `features`"
+        );
+    };
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use serde::Serialize;
 
 /// Why a manifest could not be rendered.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RenderError {
     /// The manifest could not be written as YAML.
     #[error("could not render the manifest as YAML: {0}")]

@@ -80,6 +80,7 @@ pub use secure::{
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MetricsError {
     /// Creating or registering a collector failed (for example a name
     /// registered twice).

@@ -3,7 +3,7 @@
 //!
 //! Layer 7 (derive support, the top): re-exports from every layer.
 //!
-//! The manager and its controllers, the typed and request-based reconcile,
+//! The manager and the `Controller` derive, the typed and request-based reconcile,
 //! actions and terminal errors, events, finalizers, handlers and predicates,
 //! the common client types (`Api`, `Client`, patch and list parameters), the
 //! `Resource`/`ResourceExt` traits, and `Arc`.
@@ -22,7 +22,7 @@ pub use kube_client::{Api, Client, Resource, ResourceExt};
 pub use crate::CancellationToken;
 pub use crate::action::Action;
 pub use crate::cache::{Cache, ListOptions};
-pub use crate::controller::{Controller, ControllerBuilder};
+pub use crate::controller::ControllerBuilder;
 pub use crate::events::{EventInfo, EventRecorder, EventType};
 pub use crate::finalizer::{FinalizerError, FinalizerEvent};
 pub use crate::handler::{EnqueueRequestForOwner, EnqueueRequestsFromMapFunc, EventHandler};
@@ -32,5 +32,7 @@ pub use crate::predicate::{GenerationChanged, Predicate};
 pub use crate::reconcile::{CallInfo, Cleanup, ObjectContext, ObjectReconciler, Reconciler};
 pub use crate::request::{ClusterRequest, Request};
 pub use crate::terminal::{Terminal, TerminalError};
-/// The derive of a reconciler's controller (`#[derive(Controller)]`).
+/// The derive of a reconciler's controller (`#[derive(Controller)]`). The
+/// controller it builds is [`controller::Controller`](crate::controller::Controller),
+/// not in the prelude: one name, one item.
 pub use informer_macros::Controller;

@@ -13,6 +13,7 @@ use kube_core::Resource;
 /// Why a [`Request`] could not be made: a malformed workqueue key, or an
 /// object without a name.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RequestError {
     /// A workqueue key could not be turned into a [`Request`].
     #[error("invalid request key {key:?}: {reason}")]

@@ -87,10 +87,65 @@
 //! use controller_runtime::sharding::controller::complete_sharded;
 //! ```
 //!
+//! One path per item (issue 45): the modules' items are not also at the
+//! root, the prelude's `Controller` is the derive alone, and the ring's
+//! internals are crate-private:
+//!
+//! ```compile_fail
+//! use controller_runtime::Manager;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::Reconciler;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::Cache;
+//! ```
+//!
+//! ```compile_fail
+//! fn f(_: controller_runtime::prelude::Controller) {}
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::sharding::ring::Ring;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::sharding::view::RingView;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::sharding::labels::Labelled;
+//! ```
+//!
+//! `IntoReconciler` is sealed:
+//!
+//! ```compile_fail
+//! use controller_runtime::reconcile::{ByRequest, IntoReconciler, Reconciler};
+//! struct Mine<R>(R);
+//! impl<R: Reconciler> IntoReconciler<(), ByRequest> for Mine<R> {
+//!     type Reconciler = R;
+//!     fn into_reconciler(
+//!         self,
+//!         _: &controller_runtime::cache::Cache,
+//!         _: &controller_runtime::kube_client::Client,
+//!         _: controller_runtime::events::EventRecorder,
+//!     ) -> R {
+//!         self.0
+//!     }
+//! }
+//! ```
+//!
 //! The paths that stay:
 //!
 //! ```
 //! use controller_runtime::manifests::{RenderError, to_yaml};
 //! use controller_runtime::{Action, BoxError, Request, Terminal, TerminalError};
 //! use controller_runtime::webhook::{Clock, WebhookOptions};
+//! use controller_runtime::controller::Controller;
+//! use controller_runtime::manager::Manager;
+//! use controller_runtime::reconcile::Reconciler;
+//! use controller_runtime::sharding::copy_shard_labels;
+//! use controller_runtime::sharding::membership::RingView;
 //! ```

@@ -171,7 +171,7 @@ impl ObjectReconciler<Foo> for FooReconciler {
 }
 
 /// Registers the Foo controller with `mgr`: for Foos, owning Deployments.
-pub fn setup(mgr: &Manager) -> Result<Controller, ManagerError> {
+pub fn setup(mgr: &Manager) -> Result<controller_runtime::controller::Controller, ManagerError> {
     mgr.controller::<Foo>()
         .named(CONTROLLER)
         .owns::<Deployment>()

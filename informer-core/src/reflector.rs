@@ -39,6 +39,7 @@
 //! The reflector stops when its [`CancellationToken`] is cancelled.
 
 mod backoff;
+mod events;
 mod fifo_store;
 mod initial_events;
 mod run;
@@ -130,6 +131,65 @@ pub trait ReflectorStore<K>: Send + Sync {
     fn replace_finish(&self, resource_version: &str) {
         let _ = resource_version;
     }
+    /// The changes of the watch events that arrived together (read in one
+    /// wake-up), oldest first. The same as calling [`add`](Self::add),
+    /// [`update`](Self::update) and [`delete`](Self::delete) for each in
+    /// order, which is what the default does; a store can take them all
+    /// under one lock and wake its reader once.
+    fn watch_batch(&self, changes: Vec<WatchChange<K>>) {
+        for change in changes {
+            match change {
+                WatchChange::Added(obj) => self.add(obj),
+                WatchChange::Modified(obj) => self.update(obj),
+                WatchChange::Deleted(obj) => self.delete(obj),
+            }
+        }
+    }
+}
+
+/// One object change of a watch, as [`ReflectorStore::watch_batch`] takes
+/// it (bookmarks only move the resource version and never reach the store).
+///
+/// ```
+/// use informer_core::reflector::{ReflectorStore, WatchChange};
+/// use std::sync::Mutex;
+///
+/// #[derive(Default)]
+/// struct Log(Mutex<Vec<String>>);
+///
+/// impl ReflectorStore<String> for Log {
+///     fn add(&self, obj: String) { self.0.lock().unwrap().push(format!("+{obj}")) }
+///     fn update(&self, obj: String) { self.0.lock().unwrap().push(format!("~{obj}")) }
+///     fn delete(&self, obj: String) { self.0.lock().unwrap().push(format!("-{obj}")) }
+///     fn replace(&self, _list: Vec<String>, _rv: &str) {}
+///     fn resync(&self) {}
+/// }
+///
+/// let log = Log::default();
+/// log.watch_batch(vec![
+///     WatchChange::Added("a".into()),
+///     WatchChange::Modified("a".into()),
+///     WatchChange::Deleted("a".into()),
+/// ]);
+/// assert_eq!(*log.0.lock().unwrap(), ["+a", "~a", "-a"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchChange<K> {
+    /// `ADDED`: for [`ReflectorStore::add`].
+    Added(K),
+    /// `MODIFIED`: for [`ReflectorStore::update`].
+    Modified(K),
+    /// `DELETED`: for [`ReflectorStore::delete`].
+    Deleted(K),
+}
+
+impl<K> WatchChange<K> {
+    /// The object changed.
+    pub fn object(&self) -> &K {
+        match self {
+            Self::Added(o) | Self::Modified(o) | Self::Deleted(o) => o,
+        }
+    }
 }
 
 impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
@@ -165,6 +225,9 @@ impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
     }
     fn replace_finish(&self, resource_version: &str) {
         (**self).replace_finish(resource_version);
+    }
+    fn watch_batch(&self, changes: Vec<WatchChange<K>>) {
+        (**self).watch_batch(changes);
     }
 }
 

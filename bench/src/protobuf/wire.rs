@@ -48,14 +48,13 @@ fn continue_token(body: &[u8], protobuf: bool) -> Result<Option<String>, BenchEr
         .map(str::to_string))
 }
 
-/// Bytes of every list page of `K` in `namespace` (pages of [`PAGE`]),
-/// per object, in protobuf or in JSON.
-pub async fn bytes_per_object<K>(
+/// Every list page of `K` in `namespace` (pages of [`PAGE`]), as the
+/// server sent them, in protobuf or in JSON.
+pub async fn pages<K>(
     client: &Client,
     namespace: &str,
-    objects: usize,
     protobuf: bool,
-) -> Result<f64, BenchError>
+) -> Result<Vec<bytes::Bytes>, BenchError>
 where
     K: Resource<DynamicType = ()>,
 {
@@ -65,20 +64,24 @@ where
     } else {
         "application/json"
     };
-    let (mut total, mut token) = (0usize, None::<String>);
+    let (mut pages, mut token) = (Vec::new(), None::<String>);
     loop {
         let path = match &token {
             Some(t) => format!("{base}?limit={PAGE}&continue={t}"),
             None => format!("{base}?limit={PAGE}"),
         };
         let body = get(client, &path, accept).await?;
-        total += body.len();
         token = continue_token(&body, protobuf)?;
+        pages.push(body);
         if token.is_none() {
-            break;
+            return Ok(pages);
         }
     }
-    Ok(total as f64 / objects.max(1) as f64)
+}
+
+/// Bytes of `pages` per object.
+pub fn bytes_per_object(pages: &[bytes::Bytes], objects: usize) -> f64 {
+    pages.iter().map(bytes::Bytes::len).sum::<usize>() as f64 / objects.max(1) as f64
 }
 
 /// Changes ConfigMap `i` of `namespace` (a new value of its `round`

@@ -158,7 +158,7 @@ async fn measure(
     wait_until("the ring did not settle", || {
         members.iter().all(|m| {
             let view = m.replica.membership.view();
-            view.settled() && view.ring.members().len() == REPLICAS
+            view.settled() && view.members().len() == REPLICAS
         })
     })
     .await?;
@@ -183,9 +183,7 @@ async fn measure(
     let view = victim.replica.membership.view();
     let owned: Vec<String> = (0..objects)
         .map(fixtures::name)
-        .filter(|n| {
-            view.ring.owner(&format!("{NAMESPACE}/{n}")) == Some(victim.replica.id.as_str())
-        })
+        .filter(|n| view.owner(&format!("{NAMESPACE}/{n}")) == Some(victim.replica.id.as_str()))
         .collect();
     for s in &survivors {
         s.done.reset(0);
@@ -200,7 +198,6 @@ async fn measure(
                 !s.replica
                     .membership
                     .view()
-                    .ring
                     .members()
                     .contains(&victim.replica.id)
             })

@@ -70,6 +70,7 @@ pub enum OperationResult {
 
 /// Errors of [`create_or_update`] and [`create_or_patch`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CreateOrUpdateError {
     /// The mutate closure failed; nothing was written.
     #[error("mutating {object} failed: {source}")]

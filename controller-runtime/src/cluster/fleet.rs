@@ -1,15 +1,15 @@
 //! The fleet: the clusters a manager reconciles besides its own, engaged
 //! and disengaged while it runs.
 //!
-//! Engaging a cluster gives it an engagement task (while the manager runs):
-//! it asks the cluster's API server for its version until it answers
-//! (retrying with [`EngageBackoff`]), then starts the cluster's informers
-//! and *attaches* it, which is when fleet controllers start watching it;
-//! it keeps looking every `probe_interval` (a look fails too while one of
-//! the cluster's informers is forbidden to list) and reports the cluster's
-//! [`ClusterHealth`] (metrics, and `/readyz` if asked, see
-//! [`Fleet::readyz_threshold`]) without ever stopping the manager or the
-//! other clusters. Disengaging detaches the cluster first
+//! Engaging a cluster gives it an engagement task while the manager runs
+//! (see `engagement.rs`): it asks the cluster's API server for its version
+//! until it answers (retrying with jittered [`EngageBackoff`]), then starts
+//! the cluster's informers and *attaches* it, which is when fleet
+//! controllers start watching it; it keeps looking every `probe_interval`
+//! and reports the cluster's [`ClusterHealth`] (`Ready` only while it
+//! answers, its informers have synced and none is forbidden to list; the
+//! metrics, and `/readyz` if asked, see [`Fleet::readyz_threshold`])
+//! without ever stopping the manager or the other clusters. Disengaging detaches the cluster first
 //! (controllers remove their handlers and forget its requests), then stops
 //! its informers and its event writer and removes its metric series (the
 //! fleet's and its informers' `informer_*{cluster}`).
@@ -27,14 +27,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::health::{ClusterHealth, EngageBackoff};
+use super::hooks::{ClusterInfo, EveryMember, Hook, MemberSetup};
 use super::metrics::FleetMetrics;
 use super::permissions::ListAccess;
 use super::{Cluster, ClusterOptions};
 use crate::healthz::{Checks, check_fn};
 use crate::metrics::{ClusterInformerMetrics, Metrics, MetricsError, PrometheusInformerMetrics};
-
-/// How long a disengaged cluster's informers and event writer get to stop.
-const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a cluster could not be engaged.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +44,9 @@ pub enum FleetError {
     /// A cluster of that name is engaged already (disengage it first).
     #[error("cluster {0:?} is engaged already")]
     AlreadyEngaged(String),
+    /// The fleet's [filter](Fleet::filter) keeps the cluster out.
+    #[error("cluster {0:?} is kept out by the fleet's filter")]
+    Filtered(String),
 }
 
 /// The attached clusters (informers started), by name, as fleet
@@ -83,6 +84,8 @@ struct Inner {
     readyz_threshold: AtomicUsize,
     state: Mutex<State>,
     attached: watch::Sender<Attached>,
+    /// The filter, hooks and indexes of every member.
+    every: EveryMember,
 }
 
 #[derive(Default)]
@@ -90,6 +93,9 @@ struct State {
     /// Set while the manager runs: engagements get their task at once.
     running: Option<CancellationToken>,
     engaged: BTreeMap<Arc<str>, Engagement>,
+    /// Run on each member as it is engaged (under this lock, so that none
+    /// is missed by one added meanwhile).
+    setups: Vec<MemberSetup>,
 }
 
 struct Engagement {
@@ -98,7 +104,6 @@ struct Engagement {
     informer_metrics: ClusterInformerMetrics,
     /// Whose informers' lists the cluster forbids.
     access: Arc<ListAccess>,
-    health: Arc<Mutex<ClusterHealth>>,
     stop: CancellationToken,
     task: Option<JoinHandle<()>>,
 }
@@ -131,16 +136,41 @@ impl Fleet {
                 readyz_threshold: AtomicUsize::new(usize::MAX),
                 state: Mutex::new(State::default()),
                 attached: watch::Sender::new(Attached::new()),
+                every: EveryMember::default(),
             }),
         })
     }
 
     /// Engages the cluster `name` reached through `client`: while the
     /// manager runs (at once, or when it starts), the cluster is reached,
-    /// its informers started and fleet controllers reconcile in it. Returns
-    /// the cluster (its informers are not running yet).
+    /// its [engage hooks](Self::on_engage) run, its informers started and
+    /// fleet controllers reconcile in it. Returns the cluster (its
+    /// informers are not running yet). The same as
+    /// [`engage_with`](Self::engage_with) a [`ClusterInfo`] without labels.
     pub fn engage(&self, name: &str, client: Client) -> Result<Cluster, FleetError> {
+        self.engage_with(ClusterInfo::new(name), client)
+    }
+
+    /// [`engage`](Self::engage) the cluster `info` names, unless the
+    /// fleet's [filter](Self::filter) keeps it out
+    /// ([`FleetError::Filtered`]). Providers give the labels they know
+    /// (a [`SecretProvider`](super::SecretProvider) the Secret's).
+    ///
+    /// ```no_run
+    /// # fn demo(mgr: controller_runtime::manager::Manager, client: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::collections::BTreeMap;
+    /// use controller_runtime::cluster::ClusterInfo;
+    /// let labels = BTreeMap::from([("region".to_string(), "eu".to_string())]);
+    /// mgr.fleet().engage_with(ClusterInfo::new("edge-1").with_labels(labels), client)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn engage_with(&self, info: ClusterInfo, client: Client) -> Result<Cluster, FleetError> {
+        let name = info.name();
         validate_name(name)?;
+        if !self.inner.every.admits(&info) {
+            tracing::info!(cluster = name, "cluster kept out by the fleet's filter");
+            return Err(FleetError::Filtered(name.to_string()));
+        }
         let mut state = self.inner.state.lock();
         if state.engaged.contains_key(name) {
             return Err(FleetError::AlreadyEngaged(name.to_string()));
@@ -154,11 +184,14 @@ impl Fleet {
             &self.inner.options,
             Some(Arc::clone(&access) as _),
         );
+        cluster.set_health(ClusterHealth::Pending);
+        for setup in &state.setups {
+            setup(&cluster);
+        }
         let mut engagement = Engagement {
             cluster: cluster.clone(),
             informer_metrics,
             access,
-            health: Arc::new(Mutex::new(ClusterHealth::Pending)),
             stop: CancellationToken::new(),
             task: None,
         };
@@ -206,7 +239,7 @@ impl Fleet {
     /// What the fleet knows of the engaged cluster `name`.
     pub fn health(&self, name: &str) -> Option<ClusterHealth> {
         let state = self.inner.state.lock();
-        state.engaged.get(name).map(|e| e.health.lock().clone())
+        state.engaged.get(name).map(|e| e.cluster.health())
     }
 
     /// Follows the attached clusters (those whose informers run).
@@ -254,6 +287,63 @@ impl Fleet {
         }
     }
 
+    /// Runs `setup` on every engaged member now (starting the informers it
+    /// requested in those attached already) and on every member engaged
+    /// later, before its informers start.
+    pub(super) fn add_setup(&self, setup: MemberSetup) {
+        let mut state = self.inner.state.lock();
+        for engagement in state.engaged.values() {
+            setup(&engagement.cluster);
+            if engagement.cluster.cache().is_started() {
+                engagement.cluster.informer_factory().start();
+            }
+        }
+        state.setups.push(setup);
+    }
+
+    pub(super) fn every(&self) -> &EveryMember {
+        &self.inner.every
+    }
+
+    /// The engage hooks, in the order they were added.
+    pub(super) fn hooks(&self) -> Vec<Hook> {
+        self.inner.every.hooks()
+    }
+
+    pub(super) fn backoff(&self) -> EngageBackoff {
+        self.inner.backoff
+    }
+
+    /// How long a member's informers may take to sync before it is
+    /// reported failing (the manager's cache-sync timeout).
+    pub(super) fn sync_timeout(&self) -> Duration {
+        self.inner.options.cache_sync_timeout
+    }
+
+    pub(super) fn metrics(&self) -> &FleetMetrics {
+        &self.inner.metrics
+    }
+
+    /// Starts `cluster`'s informers and lets fleet controllers in, unless
+    /// it was disengaged meanwhile (checked under the fleet's lock, which
+    /// `disengage` takes to remove it before detaching it); `false` then.
+    pub(super) fn attach(&self, cluster: &Cluster, stop: &CancellationToken) -> bool {
+        let state = self.inner.state.lock();
+        let current = state
+            .engaged
+            .get(cluster.name())
+            .is_some_and(|e| e.cluster.same_as(cluster));
+        if !current || stop.is_cancelled() {
+            return false;
+        }
+        cluster.start_informers();
+        let (name, cluster) = (cluster.name_arc(), cluster.clone());
+        self.inner.attached.send_modify(|attached| {
+            attached.insert(name, cluster);
+        });
+        true
+    }
+
     fn detach(&self, name: &str) {
         self.inner
             .attached
@@ -261,14 +351,11 @@ impl Fleet {
     }
 
     fn spawn(&self, engagement: &Engagement) -> JoinHandle<()> {
-        let run = Engaged {
-            cluster: engagement.cluster.clone(),
-            access: Arc::clone(&engagement.access),
-            health: Arc::clone(&engagement.health),
-            stop: engagement.stop.clone(),
-            fleet: self.clone(),
-        };
-        tokio::spawn(run.run())
+        self.spawn_engagement(
+            engagement.cluster.clone(),
+            Arc::clone(&engagement.access),
+            engagement.stop.clone(),
+        )
     }
 
     /// Makes the manager's `/readyz` fail (check `fleet clusters`, naming
@@ -307,10 +394,10 @@ impl Fleet {
             let down: Vec<String> = state
                 .engaged
                 .iter()
-                .filter_map(|(n, e)| match &*e.health.lock() {
+                .filter_map(|(n, e)| match e.cluster.health() {
                     ClusterHealth::Ready => None,
                     ClusterHealth::Failing { error, .. } => Some(format!("{n} ({error})")),
-                    ClusterHealth::Pending => Some(format!("{n} (not reached yet)")),
+                    ClusterHealth::Pending => Some(format!("{n} (not ready yet)")),
                 })
                 .collect();
             if down.len() <= threshold {
@@ -326,110 +413,6 @@ impl Fleet {
         if let Err(error) = self.inner.readyz.add("fleet clusters", check) {
             tracing::warn!(%error, "cannot add the fleet's readiness check");
         }
-    }
-}
-
-/// One running engagement.
-struct Engaged {
-    cluster: Cluster,
-    access: Arc<ListAccess>,
-    health: Arc<Mutex<ClusterHealth>>,
-    stop: CancellationToken,
-    fleet: Fleet,
-}
-
-impl Engaged {
-    async fn run(self) {
-        let name = self.cluster.name().to_string();
-        let writer = self
-            .cluster
-            .take_event_writer()
-            .map(|w| tokio::spawn(w.run(self.stop.clone())));
-        let backoff = self.fleet.inner.backoff;
-        let metrics = &self.fleet.inner.metrics;
-        let client = self.cluster.client();
-        let mut delay = backoff.initial;
-        let mut attached = false;
-        loop {
-            let look = tokio::select! {
-                () = self.stop.cancelled() => break,
-                look = tokio::time::timeout(backoff.probe_timeout, client.apiserver_version()) => look,
-            };
-            // Answering is not enough: its informers must be let list.
-            let forbidden = self.access.forbidden();
-            let look = match look {
-                Ok(Ok(_)) if !forbidden.is_empty() => {
-                    Err(format!("forbidden (403) to list: {}", forbidden.join(", ")))
-                }
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(error)) => Err(error.to_string()),
-                Err(_) => Err(format!("no answer within {:?}", backoff.probe_timeout)),
-            };
-            let wait = match look {
-                Ok(()) => {
-                    if !attached {
-                        self.attach();
-                        attached = true;
-                        tracing::info!(cluster = %name, "cluster reached; informers started");
-                    }
-                    *self.health.lock() = ClusterHealth::Ready;
-                    metrics.answered(&name);
-                    delay = backoff.initial;
-                    backoff.probe_interval
-                }
-                Err(error) => {
-                    let failures = {
-                        let mut health = self.health.lock();
-                        let failures = match &*health {
-                            ClusterHealth::Failing { failures, .. } => failures + 1,
-                            _ => 1,
-                        };
-                        *health = ClusterHealth::Failing {
-                            failures,
-                            error: error.clone(),
-                        };
-                        failures
-                    };
-                    metrics.failed(&name);
-                    tracing::warn!(cluster = %name, %error, failures, retry_in = ?delay, "cluster not ready");
-                    let wait = delay;
-                    delay = backoff.next(delay);
-                    wait
-                }
-            };
-            tokio::select! {
-                () = self.stop.cancelled() => break,
-                () = tokio::time::sleep(wait) => {}
-            }
-        }
-        let give_up = Instant::now() + STOP_TIMEOUT;
-        if !self.cluster.stop_informers(give_up).await {
-            tracing::warn!(cluster = %name, "informers did not stop in time");
-        }
-        if let Some(writer) = writer
-            && tokio::time::timeout_at(give_up, writer).await.is_err()
-        {
-            tracing::warn!(cluster = %name, "event writer did not stop in time");
-        }
-    }
-
-    /// Starts the informers and lets fleet controllers in, unless the
-    /// cluster was disengaged meanwhile (checked under the fleet's lock,
-    /// which `disengage` takes to remove it before detaching it).
-    fn attach(&self) {
-        let state = self.fleet.inner.state.lock();
-        let current = state
-            .engaged
-            .get(self.cluster.name())
-            .is_some_and(|e| e.cluster.same_as(&self.cluster));
-        if !current || self.stop.is_cancelled() {
-            return;
-        }
-        self.cluster.start_informers();
-        let (name, cluster) = (self.cluster.inner.name.clone(), self.cluster.clone());
-        self.fleet.inner.attached.send_modify(|attached| {
-            attached.insert(name, cluster);
-        });
     }
 }
 

@@ -5,7 +5,7 @@
 //! | metric | labels | kind |
 //! |---|---|---|
 //! | `controller_runtime_fleet_clusters_engaged` | | gauge |
-//! | `controller_runtime_fleet_cluster_ready` | `cluster` | gauge (1 answers, 0 not) |
+//! | `controller_runtime_fleet_cluster_ready` | `cluster` | gauge (1 ready: answers, synced, permitted; 0 not) |
 //! | `controller_runtime_fleet_cluster_failures_total` | `cluster` | counter |
 
 use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts};
@@ -30,7 +30,7 @@ impl FleetMetrics {
         let ready = IntGaugeVec::new(
             Opts::new(
                 "controller_runtime_fleet_cluster_ready",
-                "Whether an engaged cluster's API server answered its last look (1) or not (0)",
+                "Whether an engaged cluster was ready at its last look (1: answered, informers synced and permitted to list) or not (0)",
             ),
             &["cluster"],
         )?;

@@ -1,16 +1,13 @@
 //! Providers: what engages and disengages the clusters of a fleet while
-//! the manager runs, and the simplest one, a static list.
+//! the manager runs. Implementors write an `async fn run`; the manager
+//! holds them behind a crate-private object-safe adapter.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kube_client::Client;
-use kube_client::config::Kubeconfig;
-use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::fleet::Fleet;
-use super::kubeconfig::{MemberClientOptions, ProviderError};
 use crate::error::BoxError;
 
 /// Discovers clusters and engages them in (and disengages them from) a
@@ -21,26 +18,40 @@ use crate::error::BoxError;
 /// the manager; a cluster that cannot be reached is no error (the fleet
 /// retries it, see [`EngageBackoff`](super::EngageBackoff)).
 ///
+/// `run` is an `async fn`. A provider of its own that reads kubeconfigs
+/// makes their clients with [`MemberClientOptions`](super::MemberClientOptions),
+/// as the [`SecretProvider`](super::SecretProvider) does (inline
+/// credentials only, no retry under the informers, timeouts), and may give
+/// the fleet's [filter](Fleet::filter) labels through
+/// [`Fleet::engage_with`]:
+///
 /// ```
-/// use std::sync::Arc;
+/// use std::collections::BTreeMap;
 /// use controller_runtime::BoxError;
-/// use controller_runtime::cluster::{Fleet, Provider};
 /// use controller_runtime::CancellationToken;
-/// use futures::future::BoxFuture;
+/// use controller_runtime::cluster::{ClusterInfo, Fleet, MemberClientOptions, Provider};
 ///
-/// /// Engages one cluster for as long as the manager runs.
-/// struct One(kube_client::Client);
+/// /// Engages the clusters of kubeconfigs found in a directory, labelled
+/// /// with where they came from.
+/// struct Directory(std::path::PathBuf);
 ///
-/// impl Provider for One {
+/// impl Provider for Directory {
 ///     fn name(&self) -> String {
-///         "one".into()
+///         format!("directory {}", self.0.display())
 ///     }
-///     fn run(self: Arc<Self>, fleet: Fleet, stop: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
-///         Box::pin(async move {
-///             fleet.engage("one", self.0.clone())?;
-///             stop.cancelled().await;
-///             Ok(())
-///         })
+///
+///     async fn run(&self, fleet: Fleet, stop: CancellationToken) -> Result<(), BoxError> {
+///         let options = MemberClientOptions::new(); // inline credentials only
+///         for entry in std::fs::read_dir(&self.0)? {
+///             let path = entry?.path();
+///             let Some(name) = path.file_stem().and_then(|s| s.to_str()) else { continue };
+///             let yaml = std::fs::read(&path)?;
+///             let client = options.client_from_yaml(name, &yaml).await?;
+///             let labels = BTreeMap::from([("source".to_string(), "directory".to_string())]);
+///             fleet.engage_with(ClusterInfo::new(name).with_labels(labels), client)?;
+///         }
+///         stop.cancelled().await;
+///         Ok(())
 ///     }
 /// }
 /// ```
@@ -50,105 +61,27 @@ pub trait Provider: Send + Sync + 'static {
 
     /// Engages and disengages clusters in `fleet` until `stop` fires.
     fn run(
+        &self,
+        fleet: Fleet,
+        stop: CancellationToken,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send;
+}
+
+/// A [`Provider`] as the manager holds it (any provider, behind one
+/// pointer type).
+pub(crate) trait DynProvider: Send + Sync {
+    fn name(&self) -> String;
+
+    fn run(
         self: Arc<Self>,
         fleet: Fleet,
         stop: CancellationToken,
     ) -> BoxFuture<'static, Result<(), BoxError>>;
 }
 
-enum Reach {
-    Client(Client),
-    Kubeconfig(Box<Kubeconfig>),
-}
-
-/// A fixed list of clusters, engaged when the manager starts and
-/// disengaged when it stops: each a client, or a kubeconfig (its current
-/// context). A kubeconfig that gives no client stops the manager with a
-/// [`ProviderError`] naming the cluster; an unreachable cluster does not.
-///
-/// The kubeconfigs are the program's own, so they are trusted: `exec`,
-/// `auth-provider` and file references are allowed (unlike the
-/// [`SecretProvider`](super::SecretProvider)'s). Their clients are made
-/// with [`MemberClientOptions`] (no retry under the informers, connect and
-/// read timeouts); [`client_options`](Self::client_options) changes them.
-///
-/// ```no_run
-/// # async fn demo(client: kube_client::Client, edge: kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
-/// use controller_runtime::cluster::StaticProvider;
-/// use controller_runtime::manager::Manager;
-/// let kubeconfig = kube_client::config::Kubeconfig::read_from("edge-2.kubeconfig")?;
-/// let mgr = Manager::builder(client)
-///     .provider(StaticProvider::new().client("edge-1", edge).kubeconfig("edge-2", kubeconfig))
-///     .build()
-///     .await?;
-/// # let _ = mgr;
-/// # Ok(()) }
-/// ```
-pub struct StaticProvider {
-    clusters: Mutex<Vec<(String, Reach)>>,
-    options: MemberClientOptions,
-}
-
-impl Default for StaticProvider {
-    fn default() -> Self {
-        StaticProvider {
-            clusters: Mutex::default(),
-            options: MemberClientOptions::new().allow_external_credentials(),
-        }
-    }
-}
-
-impl std::fmt::Debug for StaticProvider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<String> = self
-            .clusters
-            .lock()
-            .iter()
-            .map(|(n, _)| n.clone())
-            .collect();
-        f.debug_struct("StaticProvider")
-            .field("clusters", &names)
-            .finish()
-    }
-}
-
-impl StaticProvider {
-    /// An empty list.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds the cluster `name` reached through `client`.
-    #[must_use]
-    pub fn client(self, name: impl Into<String>, client: Client) -> Self {
-        self.clusters
-            .lock()
-            .push((name.into(), Reach::Client(client)));
-        self
-    }
-
-    /// Adds the cluster `name` reached through `kubeconfig`'s current
-    /// context.
-    #[must_use]
-    pub fn kubeconfig(self, name: impl Into<String>, kubeconfig: Kubeconfig) -> Self {
-        self.clusters
-            .lock()
-            .push((name.into(), Reach::Kubeconfig(Box::new(kubeconfig))));
-        self
-    }
-
-    /// How the kubeconfigs' clients are made (default:
-    /// [`MemberClientOptions::new`] with external credentials allowed).
-    #[must_use]
-    pub fn client_options(mut self, options: MemberClientOptions) -> Self {
-        self.options = options;
-        self
-    }
-}
-
-impl Provider for StaticProvider {
+impl<P: Provider> DynProvider for P {
     fn name(&self) -> String {
-        "static".to_string()
+        Provider::name(self)
     }
 
     fn run(
@@ -156,21 +89,6 @@ impl Provider for StaticProvider {
         fleet: Fleet,
         stop: CancellationToken,
     ) -> BoxFuture<'static, Result<(), BoxError>> {
-        let clusters = std::mem::take(&mut *self.clusters.lock());
-        Box::pin(async move {
-            for (name, reach) in clusters {
-                let client = match reach {
-                    Reach::Client(client) => client,
-                    Reach::Kubeconfig(kubeconfig) => {
-                        self.options
-                            .client_from_kubeconfig(&name, *kubeconfig)
-                            .await?
-                    }
-                };
-                fleet.engage(&name, client).map_err(ProviderError::from)?;
-            }
-            stop.cancelled().await;
-            Ok(())
-        })
+        Box::pin(async move { Provider::run(&*self, fleet, stop).await })
     }
 }

@@ -8,7 +8,7 @@
 //! | outcome                    | queue calls                    |
 //! |----------------------------|--------------------------------|
 //! | `Ok(Action::done())`       | `forget`                       |
-//! | `Ok(Action::requeue())`    | `add_rate_limited`             |
+//! | `Ok(Action::requeue_rate_limited())`    | `add_rate_limited`             |
 //! | `Ok(requeue_after(d))`     | `forget`, `add_after(d)`       |
 //! | `Err(e)`, panic, timeout   | `add_rate_limited`             |
 //! | terminal error             | `forget` (never requeued)      |
@@ -39,7 +39,7 @@ pub(crate) const RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_a
 pub(crate) enum ReconcileOutcome {
     /// `Ok(Action::done())`.
     Success,
-    /// `Ok(Action::requeue())`.
+    /// `Ok(Action::requeue_rate_limited())`.
     Requeue,
     /// `Ok(Action::requeue_after(d))`.
     RequeueAfter(Duration),

@@ -43,6 +43,7 @@ pub use schema::SchemaError;
 
 /// Errors building a CustomResourceDefinition.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CrdError {
     /// A schema could not be made structural.
     #[error("{kind} {version}: {part} schema: {source}")]

@@ -40,6 +40,7 @@ use serde_json::{Map, Value, json};
 
 /// Why a schema could not be made structural.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SchemaError {
     /// A type refers to itself; a structural schema would be infinite.
     #[error(

@@ -100,7 +100,7 @@ pub(crate) struct Observed {
 impl Observed {
     /// Records `lease`, keeping the old observation time when the lease's
     /// spec did not change since the last look.
-    pub fn update(previous: Option<&Observed>, lease: Lease, now: Instant) -> Observed {
+    pub(super) fn update(previous: Option<&Observed>, lease: Lease, now: Instant) -> Observed {
         match previous {
             Some(prev) if prev.lease.spec == lease.spec => Observed { lease, at: prev.at },
             _ => Observed { lease, at: now },
@@ -108,7 +108,7 @@ impl Observed {
     }
 
     /// The holder named in the lease, if any (an empty holder is none).
-    pub fn holder(&self) -> Option<&str> {
+    pub(super) fn holder(&self) -> Option<&str> {
         holder(&self.lease)
     }
 }

@@ -17,6 +17,7 @@ pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 
 /// A timing that breaks a rule of [`LeaseTiming::validate`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TimingError {
     /// The retry period is zero.
     #[error("retry period must be positive")]

@@ -16,7 +16,7 @@ use super::provider::ProviderRunnable;
 use super::server::BoundServer;
 use super::{Inner, Manager, ManagerError, Runnable};
 use crate::cache::{Cache, CacheScope};
-use crate::cluster::{Cluster, ClusterOptions, EngageBackoff, Fleet, Provider};
+use crate::cluster::{Cluster, ClusterOptions, DynProvider, EngageBackoff, Fleet, Provider};
 use crate::events::RecorderConfig;
 use crate::healthz::{Checks, HealthCheck, Ping, check_fn};
 use crate::leaderelection::{LeaderElectionConfig, LeaderElector};
@@ -42,7 +42,7 @@ pub struct ManagerBuilder {
     pub(super) webhook: Option<crate::webhook::WebhookOptions>,
     pub(super) cache_scope: CacheScope,
     pub(super) streaming_list: bool,
-    pub(super) providers: Vec<Arc<dyn Provider>>,
+    pub(super) providers: Vec<Arc<dyn DynProvider>>,
     pub(super) fleet_backoff: EngageBackoff,
     pub(super) protobuf: bool,
     pub(super) wait_for_crds: Option<Duration>,
@@ -124,7 +124,7 @@ impl ManagerBuilder {
     /// when `timeout` passes first.
     ///
     /// ```no_run
-    /// # async fn demo(client: kube_client::Client) -> Result<(), controller_runtime::ManagerError> {
+    /// # async fn demo(client: kube_client::Client) -> Result<(), controller_runtime::manager::ManagerError> {
     /// use std::time::Duration;
     /// use controller_runtime::manager::Manager;
     /// // The CRD is applied by the same Helm release, maybe after this pod starts.

@@ -99,11 +99,13 @@ impl ManagerDeployment {
     }
 
     /// The name of the Deployment and its ServiceAccount.
+    #[cfg_attr(not(feature = "sharding"), allow(dead_code))]
     pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// The namespace of the Deployment.
+    #[cfg_attr(not(feature = "sharding"), allow(dead_code))]
     pub(crate) fn namespace(&self) -> &str {
         &self.namespace
     }

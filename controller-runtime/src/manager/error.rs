@@ -21,13 +21,14 @@ use crate::webhook::WebhookError;
 /// inside [`ManagerError::Controller`].
 ///
 /// ```
-/// use controller_runtime::ManagerError;
+/// use controller_runtime::manager::ManagerError;
 /// use controller_runtime::controller::BuilderError;
 /// let err = ManagerError::from(BuilderError::ZeroConcurrency("web".into()));
 /// assert!(matches!(err, ManagerError::Controller(BuilderError::ZeroConcurrency(_))));
 /// assert!(std::error::Error::source(&err).is_some());
 /// ```
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuilderError {
     /// Controller names appear in metrics labels and logs: non-empty, at
     /// most 63 characters of `[a-zA-Z0-9_.-]`.
@@ -73,6 +74,7 @@ pub enum BuilderError {
 /// Errors of the manager: the one error type of setting up a manager and
 /// its controllers, and of running them.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ManagerError {
     /// A controller's settings are invalid (its name, concurrency,
     /// timeout, or a second label-mode controller on one shard ring).

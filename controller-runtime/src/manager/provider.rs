@@ -7,11 +7,11 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::Runnable;
-use crate::cluster::{Fleet, Provider};
+use crate::cluster::{DynProvider, Fleet};
 use crate::error::BoxError;
 
 pub(super) struct ProviderRunnable {
-    pub(super) provider: Arc<dyn Provider>,
+    pub(super) provider: Arc<dyn DynProvider>,
     pub(super) fleet: Fleet,
 }
 

@@ -98,8 +98,9 @@ where
 /// `M` is inferred, so a caller never writes it; name the bound in a
 /// function that hands a reconciler on to `complete`.
 ///
-/// Implemented for every reconciler of either form (and for sharding's
-/// wrapper); not meant to be implemented by users.
+/// Implemented for every reconciler of either form (and so for sharding's
+/// wrapper, a `Reconciler`); sealed: users implement [`Reconciler`] or
+/// [`ObjectReconciler`], never this.
 ///
 /// ```no_run
 /// use controller_runtime::prelude::*;
@@ -110,11 +111,11 @@ where
 ///     mgr: &Manager,
 ///     name: &str,
 ///     reconciler: impl IntoReconciler<K, M>,
-/// ) -> Result<Controller, ManagerError> {
+/// ) -> Result<controller_runtime::controller::Controller, ManagerError> {
 ///     mgr.controller::<K>().named(name).complete(reconciler)
 /// }
 /// ```
-pub trait IntoReconciler<K, M>: Send + Sync + 'static {
+pub trait IntoReconciler<K, M>: sealed::Sealed<K, M> + Send + Sync + 'static {
     /// The request-form reconciler the controller runs.
     type Reconciler: Reconciler;
 
@@ -135,6 +136,16 @@ pub enum ByRequest {}
 /// Marks an [`ObjectReconciler`] (the typed form) for [`IntoReconciler`].
 #[derive(Debug)]
 pub enum ByObject {}
+
+/// Seals [`IntoReconciler`]: only the two blanket impls below exist.
+mod sealed {
+    /// Implemented exactly where [`IntoReconciler`](super::IntoReconciler) is.
+    pub trait Sealed<K, M> {}
+}
+
+impl<K, R: Reconciler> sealed::Sealed<K, ByRequest> for R {}
+
+impl<K: Object, R: ObjectReconciler<K>> sealed::Sealed<K, ByObject> for R where K::Scope: ScopeInfo {}
 
 impl<K, R: Reconciler> IntoReconciler<K, ByRequest> for R {
     type Reconciler = R;

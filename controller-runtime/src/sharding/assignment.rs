@@ -47,13 +47,16 @@ use crate::request::Request;
 /// What a gate admits: a request whose `Display` is its shard key on the
 /// ring ([`Request`]: `namespace/name`; a fleet's
 /// [`ClusterRequest`](crate::request::ClusterRequest): `cluster/namespace/name`).
-pub trait GateKey: Clone + Eq + Hash + fmt::Display + fmt::Debug + Send + Sync + 'static {}
+pub(super) trait GateKey:
+    Clone + Eq + Hash + fmt::Display + fmt::Debug + Send + Sync + 'static
+{
+}
 
 impl<Q: Clone + Eq + Hash + fmt::Display + fmt::Debug + Send + Sync + 'static> GateKey for Q {}
 
 /// What a worker may do with a request; see the [module documentation](self).
 #[derive(Debug)]
-pub enum Admission<Q: GateKey = Request> {
+pub(super) enum Admission<Q: GateKey = Request> {
     /// Reconcile it; keep the guard until the reconcile ends.
     Reconcile(InFlight<Q>),
     /// Another replica owns it: drop it.
@@ -66,7 +69,7 @@ pub enum Admission<Q: GateKey = Request> {
 
 /// Counters of one gate (for metrics and tests).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GateStats {
+pub(super) struct GateStats {
     /// The epoch the gate acts on.
     pub acting_epoch: u64,
     /// The epoch it last saw settled.
@@ -111,7 +114,7 @@ struct Inner<Q> {
 /// guard to hold while reconciling, or `NotMine`, `Wait` or `Fenced`. Not
 /// public: `.sharded(&membership)` on the controller builder installs it.
 /// `Q` is what the controller's queue holds.
-pub struct ShardGate<Q: GateKey = Request> {
+pub(super) struct ShardGate<Q: GateKey = Request> {
     inner: Arc<Inner<Q>>,
 }
 
@@ -135,7 +138,7 @@ impl<Q: GateKey> std::fmt::Debug for ShardGate<Q> {
 /// A reconcile admitted by a [`ShardGate`]; dropping it ends the reconcile
 /// for the handover rule.
 #[derive(Debug)]
-pub struct InFlight<Q: GateKey = Request> {
+pub(super) struct InFlight<Q: GateKey = Request> {
     gate: ShardGate<Q>,
     req: Q,
 }
@@ -155,7 +158,7 @@ impl<Q: GateKey> Drop for InFlight<Q> {
 
 impl<Q: GateKey> ShardGate<Q> {
     /// A gate for this replica's membership.
-    pub fn new(membership: &Membership) -> ShardGate<Q> {
+    pub(super) fn new(membership: &Membership) -> ShardGate<Q> {
         ShardGate::with_parts(
             membership.identity(),
             membership.ack_handle(),
@@ -165,7 +168,7 @@ impl<Q: GateKey> ShardGate<Q> {
 
     /// A gate from its parts: this replica's identity, its acknowledgment
     /// slot and its fence (for tests and custom memberships).
-    pub fn with_parts(
+    pub(super) fn with_parts(
         identity: impl Into<String>,
         ack: AckHandle,
         fence: CancellationToken,
@@ -192,13 +195,13 @@ impl<Q: GateKey> ShardGate<Q> {
 
     /// Where requests go when they move in or are unparked (the
     /// controller's workqueue).
-    pub fn set_requeue(&self, requeue: impl Fn(Vec<Q>) + Send + Sync + 'static) {
+    pub(super) fn set_requeue(&self, requeue: impl Fn(Vec<Q>) + Send + Sync + 'static) {
         *self.inner.requeue.lock() = Some(Box::new(requeue));
     }
 
     /// Where the keys of the controller's objects come from (its primary
     /// cache), to find the keys that moved in.
-    pub fn set_keys(&self, keys: impl Fn() -> Vec<Q> + Send + Sync + 'static) {
+    pub(super) fn set_keys(&self, keys: impl Fn() -> Vec<Q> + Send + Sync + 'static) {
         *self.inner.keys.lock() = Some(Box::new(keys));
     }
 
@@ -211,12 +214,12 @@ impl<Q: GateKey> ShardGate<Q> {
     }
 
     /// Fires when the replica is fenced: abort what is in flight.
-    pub fn fence(&self) -> &CancellationToken {
+    pub(super) fn fence(&self) -> &CancellationToken {
         &self.inner.fence
     }
 
     /// The counters now.
-    pub fn stats(&self) -> GateStats {
+    pub(super) fn stats(&self) -> GateStats {
         let state = self.inner.state.lock();
         let mut stats = state.stats.clone();
         stats.in_flight = state.in_flight.values().sum();
@@ -231,7 +234,7 @@ impl<Q: GateKey> ShardGate<Q> {
 
     /// Whether this shard is serving: a member of a settled epoch, not
     /// fenced.
-    pub fn is_ready(&self) -> bool {
+    pub(super) fn is_ready(&self) -> bool {
         let state = self.inner.state.lock();
         state.acting.settled()
             && state.acting.ring.contains(&self.inner.identity)
@@ -239,7 +242,7 @@ impl<Q: GateKey> ShardGate<Q> {
     }
 
     /// Follows the replica's view until the sender is dropped.
-    pub async fn follow(&self, mut views: watch::Receiver<RingView>) {
+    pub(super) async fn follow(&self, mut views: watch::Receiver<RingView>) {
         loop {
             let view = views.borrow_and_update().clone();
             self.observe(view);
@@ -251,7 +254,7 @@ impl<Q: GateKey> ShardGate<Q> {
 
     /// Adopts `view` (an older epoch than the acting one only updates the
     /// acknowledgments).
-    pub fn observe(&self, view: RingView) {
+    pub(super) fn observe(&self, view: RingView) {
         let mut state = self.inner.state.lock();
         if view.epoch >= state.acting.epoch {
             state.acting = view;
@@ -317,7 +320,7 @@ impl<Q: GateKey> ShardGate<Q> {
     }
 
     /// Decides whether `req` may be reconciled now; see [`Admission`].
-    pub fn begin(&self, req: &Q) -> Admission<Q> {
+    pub(super) fn begin(&self, req: &Q) -> Admission<Q> {
         if self.inner.fence.is_cancelled() {
             return Admission::Fenced;
         }

@@ -1,5 +1,6 @@
-//! Sharding settings: which ring a replica joins, under which identity, and
-//! how fast its shard Lease is renewed and judged expired.
+//! Sharding settings: which ring a replica joins, under which identity, how
+//! fast its shard Lease is renewed and judged expired, and (label mode) how
+//! fast the sharder writes labels.
 //!
 //! The timing is leader election's [`LeaseTiming`], with its rules (lease >
 //! renew deadline > 1.2 x retry period, checked by
@@ -17,6 +18,7 @@ use super::ring::Ring;
 
 /// Errors of sharding settings.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A setting breaks a rule.
     #[error("invalid sharding config: {reason}")]
@@ -93,10 +95,10 @@ pub enum ShardMode {
 
 /// Prefix of the label naming an object's shard: the label is
 /// `sharding.informer-rs.io/<ring>`, its value the shard's identity.
-pub const SHARD_LABEL_PREFIX: &str = "sharding.informer-rs.io/";
+pub(crate) const SHARD_LABEL_PREFIX: &str = "sharding.informer-rs.io/";
 /// Prefix of the label the sharder sets while it moves an object away from
 /// its shard: `drain.sharding.informer-rs.io/<ring>`.
-pub const DRAIN_LABEL_PREFIX: &str = "drain.sharding.informer-rs.io/";
+pub(crate) const DRAIN_LABEL_PREFIX: &str = "drain.sharding.informer-rs.io/";
 
 /// Which ring to join, as whom, and how fast; see the [module
 /// documentation](self).
@@ -106,8 +108,7 @@ pub const DRAIN_LABEL_PREFIX: &str = "drain.sharding.informer-rs.io/";
 /// use controller_runtime::sharding::config::ShardingConfig;
 /// let cfg = ShardingConfig::new("operators", "widgets").identity("replica-a");
 /// assert!(cfg.validate().is_ok());
-/// assert_eq!(cfg.shard_lease_name(), "replica-a");
-/// assert_eq!(cfg.ring_state_name(), "widgets-sharding-ring");
+/// assert_eq!(cfg.shard_label(), "sharding.informer-rs.io/widgets");
 /// let bad = cfg.clone().renew_deadline(Duration::from_secs(30));
 /// assert!(bad.validate().is_err());
 /// ```
@@ -130,11 +131,24 @@ pub struct ShardingConfig {
     pub virtual_nodes: u32,
     /// Filter or label mode.
     pub mode: ShardMode,
+    /// Label mode: at most this many label patches of the sharder in
+    /// flight at once (default [`Self::DEFAULT_RELABEL_IN_FLIGHT`]).
+    pub relabel_in_flight: usize,
+    /// Label mode: at most this many label patches of the sharder a
+    /// second, after a burst of `relabel_in_flight` (default
+    /// [`Self::DEFAULT_RELABEL_PER_SECOND`]).
+    pub relabel_per_second: u32,
 }
 
 impl ShardingConfig {
+    /// The default of [`relabel_in_flight`](Self::relabel_in_flight).
+    pub const DEFAULT_RELABEL_IN_FLIGHT: usize = 32;
+    /// The default of [`relabel_per_second`](Self::relabel_per_second).
+    pub const DEFAULT_RELABEL_PER_SECOND: u32 = 5_000;
+
     /// Ring `ring` in `namespace`, as [`default_shard_identity`], with the
-    /// leader-election defaults (15 s lease, 10 s renew deadline, 2 s retry).
+    /// leader-election defaults (15 s lease, 10 s renew deadline, 2 s retry)
+    /// and the default relabelling limits.
     pub fn new(namespace: impl Into<String>, ring: impl Into<String>) -> Self {
         ShardingConfig {
             namespace: namespace.into(),
@@ -143,7 +157,27 @@ impl ShardingConfig {
             timing: LeaseTiming::default(),
             virtual_nodes: Ring::DEFAULT_VIRTUAL_NODES,
             mode: ShardMode::Filter,
+            relabel_in_flight: Self::DEFAULT_RELABEL_IN_FLIGHT,
+            relabel_per_second: Self::DEFAULT_RELABEL_PER_SECOND,
         }
+    }
+
+    /// Label mode: how fast the sharder writes labels: at most `in_flight`
+    /// patches at once and `per_second` a second (both at least 1). A
+    /// stopped replica's objects are relabelled at that pace, and so are
+    /// all objects when a ring first forms; lower it to spare a busy API
+    /// server, raise it to hand over faster.
+    ///
+    /// ```
+    /// use controller_runtime::sharding::config::ShardingConfig;
+    /// let cfg = ShardingConfig::new("operators", "widgets").relabel_limits(8, 500);
+    /// assert_eq!((cfg.relabel_in_flight, cfg.relabel_per_second), (8, 500));
+    /// assert!(cfg.clone().relabel_limits(0, 500).validate().is_err());
+    /// ```
+    pub fn relabel_limits(mut self, in_flight: usize, per_second: u32) -> Self {
+        self.relabel_in_flight = in_flight;
+        self.relabel_per_second = per_second;
+        self
     }
 
     /// Sets the mode (filter by default).
@@ -214,23 +248,23 @@ impl ShardingConfig {
     }
 
     /// The name of this replica's shard Lease (its identity).
-    pub fn shard_lease_name(&self) -> &str {
+    pub(crate) fn shard_lease_name(&self) -> &str {
         &self.identity
     }
 
     /// The name of the Lease holding the ring's state (epoch and members).
-    pub fn ring_state_name(&self) -> String {
+    pub(crate) fn ring_state_name(&self) -> String {
         format!("{}-sharding-ring", self.ring)
     }
 
     /// The name of the Lease the sharder is elected on.
-    pub fn sharder_lease_name(&self) -> String {
+    pub(crate) fn sharder_lease_name(&self) -> String {
         format!("{}-sharding-leader", self.ring)
     }
 
     /// The leader-election settings of the sharder's Lease (same timing and
     /// identity).
-    pub fn sharder_election(&self) -> LeaderElectionConfig {
+    pub(crate) fn sharder_election(&self) -> LeaderElectionConfig {
         LeaderElectionConfig::new(&self.namespace, self.sharder_lease_name(), &self.identity)
             .timing(self.timing)
     }
@@ -268,6 +302,14 @@ impl ShardingConfig {
                 reason: format!(
                     "identity {:?} is longer than 63 characters: in label mode it is a label value",
                     self.identity
+                ),
+            });
+        }
+        if self.relabel_in_flight == 0 || self.relabel_per_second == 0 {
+            return Err(ConfigError::Invalid {
+                reason: format!(
+                    "relabel limits must be at least 1 (in flight {}, per second {})",
+                    self.relabel_in_flight, self.relabel_per_second
                 ),
             });
         }

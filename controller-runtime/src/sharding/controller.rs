@@ -90,7 +90,7 @@ async fn fenced<E>(
 ) -> Result<Action, E> {
     tokio::select! {
         result = reconcile => result,
-        () = fence.cancelled() => Ok(Action::requeue()),
+        () = fence.cancelled() => Ok(Action::requeue_rate_limited()),
     }
 }
 

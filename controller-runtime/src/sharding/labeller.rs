@@ -13,6 +13,9 @@
 //! "stopped since it was labelled" (members leave only once stopped).
 //! Looks are incremental (see [`look`]): the objects of the keys changed
 //! since the last look, and every object only when the ring changed.
+//! A look decides every object's writes from the labels it read, then
+//! sends them concurrently, within the config's limits (see [`write`]):
+//! a stopped shard's thousands of objects move in seconds, not minutes.
 //!
 //! A new object under the key of a recently deleted one goes first to the
 //! shard the deleted one had, while that shard lives (see
@@ -51,11 +54,13 @@ use crate::controller::OwnedKind;
 use left::Left;
 pub(super) use left::without_labels;
 use look::{Looks, Members};
+use write::Writer;
 
 mod left;
 mod look;
 #[cfg(test)]
 mod tests;
+mod write;
 
 /// The index of the sharder's caches: each object under its primary key.
 const BY_PRIMARY: &str = "sharding.informer-rs.io/primary-key";
@@ -491,6 +496,7 @@ impl Labeller {
         factory.start();
         let mut ring = self.membership.subscribe();
         let mut looks = Looks::default();
+        let writer = Writer::new(cfg.relabel_in_flight, cfg.relabel_per_second);
         loop {
             if caches.iter().all(|c| c.has_synced()) {
                 look::look(
@@ -499,6 +505,7 @@ impl Labeller {
                     &departed,
                     &self.membership,
                     &self.counters,
+                    &writer,
                     &mut looks,
                 )
                 .await;

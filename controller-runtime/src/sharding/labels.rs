@@ -25,15 +25,6 @@
 //! label with [`copy_shard_labels`], so that the new object is in the
 //! shard's cache at once (the sharder would label it anyway, a moment
 //! later).
-//!
-//! ```
-//! use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-//! use controller_runtime::sharding::labels::{Decision, decide, Labelled};
-//! let members = ["a".to_string(), "b".to_string()];
-//! let now = Labelled { shard: Some("a".into()), draining: false };
-//! // The ring now gives the object to b, and a is alive: drain it first.
-//! assert_eq!(decide(&now, "b", &members), Decision::Drain);
-//! ```
 
 use std::collections::BTreeMap;
 
@@ -43,26 +34,17 @@ use super::config::{DRAIN_LABEL_PREFIX, SHARD_LABEL_PREFIX};
 
 /// What an object's labels say about its shard in one ring.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Labelled {
+pub(crate) struct Labelled {
     /// The shard label's value, if set.
-    pub shard: Option<String>,
+    pub(crate) shard: Option<String>,
     /// Whether the drain label is set.
-    pub draining: bool,
+    pub(crate) draining: bool,
 }
 
 impl Labelled {
     /// Reads `labels` for the shard label `shard_label` and the drain label
     /// `drain_label`.
-    ///
-    /// ```
-    /// use std::collections::BTreeMap;
-    /// use controller_runtime::sharding::labels::Labelled;
-    /// let labels = BTreeMap::from([("sharding.informer-rs.io/r".to_string(), "a".to_string())]);
-    /// let l = Labelled::of(Some(&labels), "sharding.informer-rs.io/r", "drain.sharding.informer-rs.io/r");
-    /// assert_eq!(l.shard.as_deref(), Some("a"));
-    /// assert!(!l.draining);
-    /// ```
-    pub fn of(
+    pub(crate) fn of(
         labels: Option<&BTreeMap<String, String>>,
         shard_label: &str,
         drain_label: &str,
@@ -79,7 +61,7 @@ impl Labelled {
 
 /// What the sharder does with one object; see [`decide`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Where it belongs: nothing to do.
     Keep,
     /// Unlabelled: label it (and its owned objects first) with the target.
@@ -98,18 +80,7 @@ pub enum Decision {
 
 /// What the sharder does with an object labelled `now` when the ring (of
 /// `members`, read afresh after the labels were) gives its key to `target`.
-///
-/// ```
-/// use controller_runtime::sharding::labels::{Decision, decide, Labelled};
-/// let members = ["a".to_string(), "b".to_string()];
-/// let draining = Labelled { shard: Some("a".into()), draining: true };
-/// assert_eq!(decide(&draining, "b", &members), Decision::Wait);
-/// assert_eq!(decide(&draining, "a", &members), Decision::Undrain);
-/// let gone = Labelled { shard: Some("c".into()), draining: false };
-/// assert_eq!(decide(&gone, "b", &members), Decision::Reassign);
-/// assert_eq!(decide(&Labelled::default(), "b", &members), Decision::Assign);
-/// ```
-pub fn decide(now: &Labelled, target: &str, members: &[String]) -> Decision {
+pub(crate) fn decide(now: &Labelled, target: &str, members: &[String]) -> Decision {
     match &now.shard {
         None => Decision::Assign,
         Some(shard) if shard == target => {
@@ -131,7 +102,7 @@ pub fn decide(now: &Labelled, target: &str, members: &[String]) -> Decision {
 /// ```
 /// use std::collections::BTreeMap;
 /// use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-/// use controller_runtime::sharding::labels::copy_shard_labels;
+/// use controller_runtime::sharding::copy_shard_labels;
 /// let owner = ObjectMeta {
 ///     labels: Some(BTreeMap::from([
 ///         ("sharding.informer-rs.io/widgets".to_string(), "replica-a".to_string()),
@@ -226,5 +197,57 @@ mod tests {
             "b"
         );
         assert_eq!(drain_patch("d", "8")["metadata"]["labels"]["d"], "true");
+    }
+}
+
+/// The examples that were this module's doc tests before it became
+/// crate-private.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn a_live_owner_drains_before_a_move() {
+        use crate::sharding::labels::{Decision, Labelled, decide};
+        let members = ["a".to_string(), "b".to_string()];
+        let now = Labelled {
+            shard: Some("a".into()),
+            draining: false,
+        };
+        // The ring now gives the object to b, and a is alive: drain it first.
+        assert_eq!(decide(&now, "b", &members), Decision::Drain);
+    }
+
+    #[test]
+    fn labels_name_the_shard_and_the_drain() {
+        use crate::sharding::labels::Labelled;
+        use std::collections::BTreeMap;
+        let labels = BTreeMap::from([("sharding.informer-rs.io/r".to_string(), "a".to_string())]);
+        let l = Labelled::of(
+            Some(&labels),
+            "sharding.informer-rs.io/r",
+            "drain.sharding.informer-rs.io/r",
+        );
+        assert_eq!(l.shard.as_deref(), Some("a"));
+        assert!(!l.draining);
+    }
+
+    #[test]
+    fn decisions_by_state() {
+        use crate::sharding::labels::{Decision, Labelled, decide};
+        let members = ["a".to_string(), "b".to_string()];
+        let draining = Labelled {
+            shard: Some("a".into()),
+            draining: true,
+        };
+        assert_eq!(decide(&draining, "b", &members), Decision::Wait);
+        assert_eq!(decide(&draining, "a", &members), Decision::Undrain);
+        let gone = Labelled {
+            shard: Some("c".into()),
+            draining: false,
+        };
+        assert_eq!(decide(&gone, "b", &members), Decision::Reassign);
+        assert_eq!(
+            decide(&Labelled::default(), "b", &members),
+            Decision::Assign
+        );
     }
 }

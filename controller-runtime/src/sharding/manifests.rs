@@ -48,6 +48,7 @@ use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::manager::deployment::ManagerDeployment;
+#[cfg(feature = "manifests")]
 use crate::manifests::{RenderError, to_yaml};
 use crate::rbac::{Permissions, Role};
 
@@ -198,7 +199,9 @@ impl ShardedDeployment {
     }
 
     /// All four as one YAML stream (`---` between documents): the
-    /// ServiceAccount, the Role, the RoleBinding and the Deployment.
+    /// ServiceAccount, the Role, the RoleBinding and the Deployment (feature
+    /// `manifests`).
+    #[cfg(feature = "manifests")]
     pub fn to_yaml(&self) -> Result<String, RenderError> {
         Ok([
             to_yaml(&self.service_account())?,

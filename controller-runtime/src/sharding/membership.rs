@@ -41,11 +41,13 @@ use tokio_util::sync::CancellationToken;
 use super::config::{ConfigError, ShardingConfig};
 use super::coordinator;
 use super::replica::Replica;
-use super::view::{ACK_ANNOTATION, RING_LABEL, ROLE_LABEL, ROLE_SHARD, RingView, ring_state};
+pub use super::view::RingView;
+use super::view::{ACK_ANNOTATION, RING_LABEL, ROLE_LABEL, ROLE_SHARD, ring_state};
 use crate::leaderelection::{Attempted, renew_until_lost};
 
 /// Errors of shard membership.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MembershipError {
     /// The settings break a rule.
     #[error(transparent)]
@@ -135,7 +137,7 @@ impl AckHandle {
 /// let membership = Membership::new(client, ShardingConfig::new("default", "widgets"))?;
 /// // ... `.sharded(&membership)` on controllers of a running manager; then:
 /// let mut view = membership.subscribe();
-/// view.wait_for(|v| v.settled() && v.ring.contains(membership.identity())).await?;
+/// view.wait_for(|v| v.settled() && v.members().iter().any(|m| m == membership.identity())).await?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -211,7 +213,7 @@ impl Membership {
     }
 
     /// A receiver reading `true` while this replica is the ring's sharder.
-    pub fn sharder_watch(&self) -> watch::Receiver<bool> {
+    pub(crate) fn sharder_watch(&self) -> watch::Receiver<bool> {
         self.inner.sharder_watch.subscribe()
     }
 

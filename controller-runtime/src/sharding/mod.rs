@@ -10,11 +10,13 @@
 //!
 //! # Pieces
 //!
-//! - [`ring`]: the consistent hash ring (virtual nodes, a hash stable across
+//! - `ring` (private): the consistent hash ring (virtual nodes, a hash stable across
 //!   processes and releases) and the shard key of an object (its own
 //!   `namespace/name`, or its controller owner's).
-//! - [`config`]: which ring, which identity, the Lease timings.
-//! - [`view`]: a replica's view of the ring, read from Leases: the epoch and
+//! - [`config`]: which ring, which identity, the Lease timings, how fast
+//!   the sharder writes labels.
+//! - `view` (private): a replica's view of the ring, read from Leases (the
+//!   [`RingView`](membership::RingView) a membership hands out): the epoch and
 //!   its members, each member's acknowledged epoch, and when each shard
 //!   Lease was last seen to change.
 //! - [`membership`]: the replica's shard Lease (renewed like the leader
@@ -23,7 +25,7 @@
 //!   writes the next epoch whenever the live shard Leases change.
 //! - `assignment` (private): the admission gate of one sharded controller in filter
 //!   mode: which requests it may reconcile now.
-//! - [`labels`]: label mode's vocabulary and the sharder's rule (assign,
+//! - `labels` (private; [`copy_shard_labels`] is public): label mode's vocabulary and the sharder's rule (assign,
 //!   drain, relabel); the label gate and the sharder's relabelling loop
 //!   are private.
 //! - [`controller`]: `builder.sharded(&membership)` ([`controller::ShardedExt`]),
@@ -119,7 +121,7 @@
 //! caches about 1/N of the objects (the sharder also keeps a metadata-only
 //! cache of all of them). Ownership is the label, not the epoch: a replica
 //! reconciles what its cache holds labelled with its identity. A move is a
-//! handshake (see [`labels`]): the sharder sets a drain label, the old
+//! handshake: the sharder sets a drain label, the old
 //! shard, with nothing of the object in flight, removes both labels, then
 //! the sharder labels the object (after its owned objects) for the new
 //! shard. A stopped shard (no longer a member of the ring state) cannot
@@ -137,9 +139,9 @@
 //! controller per ring.
 //!
 //! ```
-//! use controller_runtime::sharding::ring::Ring;
-//! let ring = Ring::new(["replica-a", "replica-b"]);
-//! assert!(ring.owner("default/web").is_some());
+//! use controller_runtime::sharding::config::{ShardMode, ShardingConfig};
+//! let config = ShardingConfig::new("default", "widgets").mode(ShardMode::Label);
+//! assert_eq!(config.shard_label(), "sharding.informer-rs.io/widgets");
 //! ```
 
 mod assignment;
@@ -150,11 +152,13 @@ mod departed;
 pub mod fleet;
 mod label_gate;
 mod labeller;
-pub mod labels;
+mod labels;
 pub mod manifests;
 pub mod membership;
 mod metrics;
 mod replica;
-pub mod ring;
-pub mod view;
+pub(crate) mod ring;
+mod view;
 mod wiring;
+
+pub use labels::copy_shard_labels;

@@ -22,15 +22,6 @@
 //!
 //! This module is pure data: it sits at the bottom of the sharding layer and
 //! knows nothing of leases, informers or queues.
-//!
-//! ```
-//! use controller_runtime::sharding::ring::Ring;
-//! let ring = Ring::new(["replica-a", "replica-b", "replica-c"]);
-//! let owner = ring.owner("default/web").unwrap();
-//! assert!(ring.members().iter().any(|m| m == owner));
-//! // Any replica computing the ring from the same members agrees.
-//! assert_eq!(Ring::new(["replica-c", "replica-a", "replica-b"]).owner("default/web"), Some(owner));
-//! ```
 
 use std::sync::Arc;
 
@@ -38,12 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// The stable 64-bit hash of a key or a virtual node's label (XXH3, seed 0).
-///
-/// ```
-/// use controller_runtime::sharding::ring::stable_hash;
-/// assert_eq!(stable_hash(""), 0x2d06_8005_38d3_94c2);
-/// ```
-pub fn stable_hash(s: &str) -> u64 {
+pub(crate) fn stable_hash(s: &str) -> u64 {
     xxh3_64(s.as_bytes())
 }
 
@@ -52,24 +38,7 @@ pub fn stable_hash(s: &str) -> u64 {
 /// cluster-scoped). `owner_namespaced` says whether the owners' kind is
 /// namespaced (a namespaced owner lives in its dependent's namespace; a
 /// cluster-scoped owner has none).
-///
-/// ```
-/// use controller_runtime::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-/// use controller_runtime::sharding::ring::object_key;
-/// let mut meta = ObjectMeta {
-///     namespace: Some("default".into()),
-///     name: Some("web-abc12".into()),
-///     ..Default::default()
-/// };
-/// assert_eq!(object_key(&meta, true), "default/web-abc12");
-/// meta.owner_references = Some(vec![OwnerReference {
-///     name: "web".into(),
-///     controller: Some(true),
-///     ..Default::default()
-/// }]);
-/// assert_eq!(object_key(&meta, true), "default/web");
-/// ```
-pub fn object_key(meta: &ObjectMeta, owner_namespaced: bool) -> String {
+pub(crate) fn object_key(meta: &ObjectMeta, owner_namespaced: bool) -> String {
     let namespace = meta.namespace.as_deref().filter(|ns| !ns.is_empty());
     let owner = meta
         .owner_references
@@ -113,22 +82,11 @@ impl Ring {
 
     /// A ring of `members` with [`Ring::DEFAULT_VIRTUAL_NODES`] each. Order
     /// and duplicates do not matter.
-    ///
-    /// ```
-    /// use controller_runtime::sharding::ring::Ring;
-    /// assert_eq!(Ring::new(["b", "a", "b"]).members(), ["a", "b"]);
-    /// ```
     pub fn new<S: Into<String>>(members: impl IntoIterator<Item = S>) -> Ring {
         Ring::with_virtual_nodes(members, Ring::DEFAULT_VIRTUAL_NODES)
     }
 
     /// A ring of `members` with `virtual_nodes` points each (at least one).
-    ///
-    /// ```
-    /// use controller_runtime::sharding::ring::Ring;
-    /// let ring = Ring::with_virtual_nodes(["a"], 0);
-    /// assert_eq!(ring.owner("anything"), Some("a"));
-    /// ```
     pub fn with_virtual_nodes<S: Into<String>>(
         members: impl IntoIterator<Item = S>,
         virtual_nodes: u32,
@@ -161,11 +119,6 @@ impl Ring {
     }
 
     /// Whether `member` is on the ring.
-    ///
-    /// ```
-    /// use controller_runtime::sharding::ring::Ring;
-    /// assert!(Ring::new(["a"]).contains("a"));
-    /// ```
     pub fn contains(&self, member: &str) -> bool {
         self.members
             .binary_search_by(|m| m.as_str().cmp(member))
@@ -200,3 +153,64 @@ impl Ring {
 
 #[cfg(test)]
 mod tests;
+
+/// The examples that were this module's doc tests before it became
+/// crate-private.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn owners_agree_whatever_the_member_order() {
+        use crate::sharding::ring::Ring;
+        let ring = Ring::new(["replica-a", "replica-b", "replica-c"]);
+        let owner = ring.owner("default/web").unwrap();
+        assert!(ring.members().iter().any(|m| m == owner));
+        // Any replica computing the ring from the same members agrees.
+        assert_eq!(
+            Ring::new(["replica-c", "replica-a", "replica-b"]).owner("default/web"),
+            Some(owner)
+        );
+    }
+
+    #[test]
+    fn stable_hash_is_pinned() {
+        use crate::sharding::ring::stable_hash;
+        assert_eq!(stable_hash(""), 0x2d06_8005_38d3_94c2);
+    }
+
+    #[test]
+    fn object_key_is_the_controller_owners() {
+        use crate::sharding::ring::object_key;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+        let mut meta = ObjectMeta {
+            namespace: Some("default".into()),
+            name: Some("web-abc12".into()),
+            ..Default::default()
+        };
+        assert_eq!(object_key(&meta, true), "default/web-abc12");
+        meta.owner_references = Some(vec![OwnerReference {
+            name: "web".into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        assert_eq!(object_key(&meta, true), "default/web");
+    }
+
+    #[test]
+    fn members_are_sorted_once_each() {
+        use crate::sharding::ring::Ring;
+        assert_eq!(Ring::new(["b", "a", "b"]).members(), ["a", "b"]);
+    }
+
+    #[test]
+    fn zero_virtual_nodes_still_give_an_owner() {
+        use crate::sharding::ring::Ring;
+        let ring = Ring::with_virtual_nodes(["a"], 0);
+        assert_eq!(ring.owner("anything"), Some("a"));
+    }
+
+    #[test]
+    fn contains_a_member() {
+        use crate::sharding::ring::Ring;
+        assert!(Ring::new(["a"]).contains("a"));
+    }
+}

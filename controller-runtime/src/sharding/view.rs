@@ -18,46 +18,66 @@ use tokio::time::Instant;
 use super::ring::Ring;
 
 /// Label on every Lease of a ring; its value is the ring's name.
-pub const RING_LABEL: &str = "sharding.informer-rs.io/ring";
+pub(crate) const RING_LABEL: &str = "sharding.informer-rs.io/ring";
 /// Label telling a shard Lease (`shard`) from the ring's state (`ring`).
-pub const ROLE_LABEL: &str = "sharding.informer-rs.io/role";
+pub(crate) const ROLE_LABEL: &str = "sharding.informer-rs.io/role";
 /// [`ROLE_LABEL`] value of a replica's shard Lease.
-pub const ROLE_SHARD: &str = "shard";
+pub(crate) const ROLE_SHARD: &str = "shard";
 /// [`ROLE_LABEL`] value of the ring-state Lease.
-pub const ROLE_RING: &str = "ring";
+pub(crate) const ROLE_RING: &str = "ring";
 /// Annotation of a shard Lease: the newest epoch this replica has adopted
 /// and drained (it reconciles nothing the epoch does not give it).
-pub const ACK_ANNOTATION: &str = "sharding.informer-rs.io/acked-epoch";
+pub(crate) const ACK_ANNOTATION: &str = "sharding.informer-rs.io/acked-epoch";
 /// Annotation of the ring-state Lease: the epoch, incremented by the
 /// sharder whenever the members change.
-pub const EPOCH_ANNOTATION: &str = "sharding.informer-rs.io/epoch";
+pub(crate) const EPOCH_ANNOTATION: &str = "sharding.informer-rs.io/epoch";
 /// Annotation of the ring-state Lease: the members, comma-separated.
-pub const MEMBERS_ANNOTATION: &str = "sharding.informer-rs.io/members";
+pub(crate) const MEMBERS_ANNOTATION: &str = "sharding.informer-rs.io/members";
 
-/// One replica's view of the ring at a moment.
+/// One replica's view of the ring at a moment: the epoch, its members, and
+/// who has acknowledged what ([`Membership::view`](super::membership::Membership::view)).
 ///
 /// ```
-/// use std::collections::BTreeMap;
-/// use controller_runtime::sharding::ring::Ring;
-/// use controller_runtime::sharding::view::RingView;
-/// let view = RingView {
-///     epoch: 3,
-///     ring: Ring::new(["a", "b"]),
-///     acks: BTreeMap::from([("a".to_string(), 3), ("b".to_string(), 2)]),
-/// };
-/// assert!(!view.settled()); // b has not acknowledged epoch 3 yet
+/// use controller_runtime::sharding::membership::RingView;
+/// let view = RingView::default(); // before the first ring state is read
+/// assert_eq!(view.epoch(), 0);
+/// assert!(view.members().is_empty());
+/// assert!(!view.settled());
+/// assert_eq!(view.owner("default/web"), None);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RingView {
     /// The ring-state epoch (0: no ring state yet, nobody owns anything).
-    pub epoch: u64,
+    pub(crate) epoch: u64,
     /// The members of this epoch.
-    pub ring: Ring,
+    pub(crate) ring: Ring,
     /// The epoch each replica has acknowledged, from the shard Leases.
-    pub acks: BTreeMap<String, u64>,
+    pub(crate) acks: BTreeMap<String, u64>,
 }
 
 impl RingView {
+    /// The ring-state epoch (0: no ring state read yet, nobody owns
+    /// anything).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The members of this epoch (replica identities), sorted.
+    pub fn members(&self) -> &[String] {
+        self.ring.members()
+    }
+
+    /// The epoch each replica has acknowledged, by identity.
+    pub fn acks(&self) -> &BTreeMap<String, u64> {
+        &self.acks
+    }
+
+    /// The member this epoch gives `shard_key` to (the key is an object's
+    /// `namespace/name`, or its controller owner's).
+    pub fn owner(&self, shard_key: &str) -> Option<&str> {
+        self.ring.owner(shard_key)
+    }
+
     /// Whether every member of this epoch has acknowledged it (or a later
     /// one): then no replica reconciles by an older epoch any more.
     pub fn settled(&self) -> bool {
@@ -72,7 +92,7 @@ impl RingView {
 
 /// The epoch and members a ring-state Lease records (epoch 0 and no member
 /// when the annotations are missing or unreadable).
-pub fn ring_state(lease: &Lease) -> (u64, Vec<String>) {
+pub(crate) fn ring_state(lease: &Lease) -> (u64, Vec<String>) {
     let annotations = lease.metadata.annotations.as_ref();
     let epoch = annotations
         .and_then(|a| a.get(EPOCH_ANNOTATION))
@@ -91,7 +111,7 @@ pub fn ring_state(lease: &Lease) -> (u64, Vec<String>) {
 }
 
 /// The epoch a shard Lease acknowledges (0 when none).
-pub fn acked_epoch(lease: &Lease) -> u64 {
+pub(crate) fn acked_epoch(lease: &Lease) -> u64 {
     lease
         .metadata
         .annotations
@@ -111,12 +131,12 @@ fn role(lease: &Lease) -> Option<&str> {
 }
 
 /// Whether `lease` is a shard Lease.
-pub fn is_shard(lease: &Lease) -> bool {
+pub(crate) fn is_shard(lease: &Lease) -> bool {
     role(lease) == Some(ROLE_SHARD)
 }
 
 /// Whether `lease` is a ring-state Lease.
-pub fn is_ring_state(lease: &Lease) -> bool {
+pub(crate) fn is_ring_state(lease: &Lease) -> bool {
     role(lease) == Some(ROLE_RING)
 }
 
@@ -156,7 +176,7 @@ const GONE_KEPT: usize = 256;
 /// When each shard Lease was last seen to change, by the local clock, and
 /// when the recently deleted ones stopped counting.
 #[derive(Debug, Default)]
-pub struct Observations {
+pub(crate) struct Observations {
     seen: HashMap<String, (Pulse, Instant)>,
     gone: HashMap<String, Gone>,
 }
@@ -185,7 +205,7 @@ impl Pulse {
 impl Observations {
     /// Records the Lease as seen at `now` (keeps the earlier time when its
     /// holder, renew time and duration did not change).
-    pub fn observe(&mut self, lease: &Lease, now: Instant) {
+    pub(crate) fn observe(&mut self, lease: &Lease, now: Instant) {
         let Some(name) = lease.metadata.name.clone() else {
             return;
         };
@@ -201,7 +221,7 @@ impl Observations {
 
     /// Forgets Leases not in `names` (seen deleted at `now`), remembering
     /// when each stopped counting for [`expired_at`](Self::expired_at).
-    pub fn retain(&mut self, names: &BTreeSet<String>, now: Instant) {
+    pub(crate) fn retain(&mut self, names: &BTreeSet<String>, now: Instant) {
         let gone: Vec<String> = self
             .seen
             .keys()
@@ -238,28 +258,7 @@ impl Observations {
     /// when it was released), or, for a Lease seen deleted before that, the
     /// time the deletion was seen. `None` when it was never seen (or was
     /// deleted long ago: the last 256 deletions are kept).
-    ///
-    /// ```
-    /// use std::collections::BTreeSet;
-    /// use std::time::Duration;
-    /// use controller_runtime::sharding::view::Observations;
-    /// use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-    /// let mut lease = Lease::default();
-    /// lease.metadata.name = Some("replica-a".into());
-    /// lease.spec = Some(LeaseSpec {
-    ///     holder_identity: Some("replica-a".into()),
-    ///     lease_duration_seconds: Some(15),
-    ///     ..Default::default()
-    /// });
-    /// let (seen, fallback) = (tokio::time::Instant::now(), Duration::from_secs(15));
-    /// let mut obs = Observations::default();
-    /// obs.observe(&lease, seen);
-    /// assert_eq!(obs.expired_at("replica-a", fallback), Some(seen + Duration::from_secs(15)));
-    /// // Deleted 5 s later, before it expired: it stopped counting then.
-    /// obs.retain(&BTreeSet::new(), seen + Duration::from_secs(5));
-    /// assert_eq!(obs.expired_at("replica-a", fallback), Some(seen + Duration::from_secs(5)));
-    /// ```
-    pub fn expired_at(&self, name: &str, fallback: Duration) -> Option<Instant> {
+    pub(crate) fn expired_at(&self, name: &str, fallback: Duration) -> Option<Instant> {
         if let Some((pulse, at)) = self.seen.get(name) {
             return Some(pulse.expiry(*at, fallback));
         }
@@ -270,7 +269,7 @@ impl Observations {
 
     /// Whether `name`'s Lease is held and was seen to change within its
     /// duration (or `fallback` when it names none) before `now`.
-    pub fn is_live(&self, name: &str, now: Instant, fallback: Duration) -> bool {
+    pub(crate) fn is_live(&self, name: &str, now: Instant, fallback: Duration) -> bool {
         self.seen.get(name).is_some_and(|(pulse, at)| {
             pulse.holder.is_some() && now < *at + pulse.duration(fallback)
         })
@@ -278,14 +277,14 @@ impl Observations {
 
     /// How long ago `name`'s Lease expired (released Leases count from
     /// when they were seen released); `None` while it is live or unknown.
-    pub fn expired_for(&self, name: &str, now: Instant, fallback: Duration) -> Option<Duration> {
+    pub(crate) fn expired_for(
+        &self,
+        name: &str,
+        now: Instant,
+        fallback: Duration,
+    ) -> Option<Duration> {
         let (pulse, at) = self.seen.get(name)?;
         now.checked_duration_since(pulse.expiry(*at, fallback))
-    }
-
-    /// Names of the observed Leases.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.seen.keys().map(String::as_str)
     }
 }
 
@@ -400,5 +399,38 @@ mod tests {
         view.acks.insert("b".into(), 8);
         assert!(view.settled());
         assert!(!RingView::default().settled());
+    }
+}
+
+/// The examples that were this module's doc tests before it became
+/// crate-private.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn a_deleted_lease_stops_counting_when_seen_gone() {
+        use crate::sharding::view::Observations;
+        use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+        use std::collections::BTreeSet;
+        use std::time::Duration;
+        let mut lease = Lease::default();
+        lease.metadata.name = Some("replica-a".into());
+        lease.spec = Some(LeaseSpec {
+            holder_identity: Some("replica-a".into()),
+            lease_duration_seconds: Some(15),
+            ..Default::default()
+        });
+        let (seen, fallback) = (tokio::time::Instant::now(), Duration::from_secs(15));
+        let mut obs = Observations::default();
+        obs.observe(&lease, seen);
+        assert_eq!(
+            obs.expired_at("replica-a", fallback),
+            Some(seen + Duration::from_secs(15))
+        );
+        // Deleted 5 s later, before it expired: it stopped counting then.
+        obs.retain(&BTreeSet::new(), seen + Duration::from_secs(5));
+        assert_eq!(
+            obs.expired_at("replica-a", fallback),
+            Some(seen + Duration::from_secs(5))
+        );
     }
 }

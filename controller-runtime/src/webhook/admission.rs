@@ -15,21 +15,29 @@
 //! a `Gadget` whose fields happen to fit the handler's type is not
 //! validated, let alone patched, as one.
 //!
+//! The objects of a review are kept as the JSON text they arrived in
+//! ([`AdmissionInput`]) and decoded once, straight into `K`: no
+//! intermediate `serde_json::Value` of the object is built, except the
+//! object as sent that a defaulter's patch is computed against, and only
+//! when the defaulter changed something.
+//!
 //! Part of the manager layer's webhook server ([`super::WebhookServer`]
 //! serves them at controller-runtime's paths, `/validate-<group>-<version>-<kind>`
-//! and `/mutate-...`); this module turns an `AdmissionRequest` into an
+//! and `/mutate-...`); this module turns an admission request into an
 //! `AdmissionResponse` and knows nothing of HTTP.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::marker::PhantomData;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::UserInfo;
-use kube_client::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube_client::core::admission::{AdmissionResponse, Operation};
 use kube_client::core::response::{StatusCause, StatusDetails};
-use kube_client::core::{DynamicObject, GroupVersionKind, GroupVersionResource, Resource};
-use serde::Serialize;
+use kube_client::core::{GroupVersionKind, GroupVersionResource, Resource, Status};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use super::patch::patch_for;
 
@@ -68,20 +76,63 @@ pub struct AdmissionContext {
     pub sub_resource: Option<String>,
 }
 
+/// An `admission.k8s.io/v1` AdmissionReview's `request` as the handlers
+/// take it: the fields of kube's `AdmissionRequest`, with the object and
+/// the old object left as the JSON text they came in (borrowed from the
+/// body), so each is decoded once, as the handler's `K`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AdmissionInput<'a> {
+    pub(crate) uid: String,
+    pub(crate) kind: GroupVersionKind,
+    pub(crate) resource: GroupVersionResource,
+    #[serde(default)]
+    pub(crate) sub_resource: Option<String>,
+    #[serde(default)]
+    pub(crate) request_kind: Option<GroupVersionKind>,
+    #[serde(default)]
+    pub(crate) request_resource: Option<GroupVersionResource>,
+    #[serde(default)]
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) namespace: Option<String>,
+    pub(crate) operation: Operation,
+    pub(crate) user_info: UserInfo,
+    #[serde(default, borrow)]
+    pub(crate) object: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    pub(crate) old_object: Option<&'a RawValue>,
+    #[serde(default)]
+    pub(crate) dry_run: bool,
+}
+
+impl AdmissionInput<'_> {
+    /// The answer allowing this request, echoing its UID (what kube's
+    /// `AdmissionResponse::from(&request)` makes).
+    pub(crate) fn allowed(&self) -> AdmissionResponse {
+        let mut resp = AdmissionResponse::invalid("");
+        resp.uid.clone_from(&self.uid);
+        resp.allowed = true;
+        resp.result = Status::default();
+        resp
+    }
+}
+
 impl AdmissionContext {
-    fn of<T: Resource>(req: &AdmissionRequest<T>) -> Self {
+    /// The context of `req`, its objects left behind.
+    fn of(req: AdmissionInput<'_>) -> Self {
         AdmissionContext {
-            operation: req.operation.clone(),
-            kind: req.kind.clone(),
-            resource: req.resource.clone(),
-            request_kind: req.request_kind.clone(),
-            request_resource: req.request_resource.clone(),
-            user_info: req.user_info.clone(),
+            operation: req.operation,
+            kind: req.kind,
+            resource: req.resource,
+            request_kind: req.request_kind,
+            request_resource: req.request_resource,
+            user_info: req.user_info,
             dry_run: req.dry_run,
-            namespace: req.namespace.clone(),
-            name: req.name.clone(),
-            uid: req.uid.clone(),
-            sub_resource: req.sub_resource.clone(),
+            namespace: req.namespace,
+            name: req.name,
+            uid: req.uid,
+            sub_resource: req.sub_resource,
         }
     }
 }
@@ -267,14 +318,29 @@ pub trait Defaulter<K>: Send + Sync + 'static {
 
 /// An admission handler with its type erased: what the server routes to.
 pub(crate) trait AdmissionHandler: Send + Sync + 'static {
-    fn review(&self, req: AdmissionRequest<DynamicObject>) -> BoxFuture<'_, AdmissionResponse>;
+    fn review<'a>(&'a self, req: AdmissionInput<'a>) -> BoxFuture<'a, AdmissionResponse>;
 }
 
 /// Decodes `req`'s object (or old object) as a `K`.
-fn decode<K: DeserializeOwned>(obj: Option<&DynamicObject>, what: &str) -> Result<K, String> {
+fn decode<K: DeserializeOwned>(obj: Option<&RawValue>, what: &str) -> Result<K, String> {
     let obj = obj.ok_or_else(|| format!("the request has no {what}"))?;
-    let value = serde_json::to_value(obj).map_err(|e| format!("re-encoding the {what}: {e}"))?;
-    serde_json::from_value(value).map_err(|e| format!("decoding the {what}: {e}"))
+    serde_json::from_str(obj.get()).map_err(|e| format!("decoding the {what}: {e}"))
+}
+
+/// An object's `apiVersion` and `kind`, read without decoding the rest.
+#[derive(Deserialize)]
+struct ObjectTypes<'a> {
+    #[serde(default, borrow, rename = "apiVersion")]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    kind: Option<Cow<'a, str>>,
+}
+
+/// `obj`'s `apiVersion` and `kind` when it has both (as strings), as
+/// kube's `DynamicObject` reads its type.
+fn types_of(obj: &RawValue) -> Option<(Cow<'_, str>, Cow<'_, str>)> {
+    let types: ObjectTypes<'_> = serde_json::from_str(obj.get()).ok()?;
+    Some((types.api_version?, types.kind?))
 }
 
 /// `group/version Kind`, `version Kind` for the core group.
@@ -289,9 +355,7 @@ fn gvk_text(group: &str, version: &str, kind: &str) -> String {
 /// Whether `req` is about `K`: its `kind`, its `resource` and the
 /// `apiVersion`/`kind` of the objects it carries. The error names what
 /// the handler serves and what was asked.
-fn served<K: Resource<DynamicType = ()>>(
-    req: &AdmissionRequest<DynamicObject>,
-) -> Result<(), String> {
+fn served<K: Resource<DynamicType = ()>>(req: &AdmissionInput<'_>) -> Result<(), String> {
     let (group, version, kind, plural) =
         (K::group(&()), K::version(&()), K::kind(&()), K::plural(&()));
     let serves = || {
@@ -319,16 +383,11 @@ fn served<K: Resource<DynamicType = ()>>(
         return Err(format!("{}, not the resource {resource}", serves()));
     }
     let api_version = K::api_version(&());
-    for obj in [&req.object, &req.old_object].into_iter().flatten() {
-        if let Some(t) = &obj.types
-            && (t.api_version.as_str(), t.kind.as_str()) != (&*api_version, &*kind)
+    for obj in [req.object, req.old_object].into_iter().flatten() {
+        if let Some((v, k)) = types_of(obj)
+            && (&*v, &*k) != (&*api_version, &*kind)
         {
-            return Err(format!(
-                "{}, not an object of {} {}",
-                serves(),
-                t.api_version,
-                t.kind
-            ));
+            return Err(format!("{}, not an object of {v} {k}", serves()));
         }
     }
     Ok(())
@@ -369,21 +428,22 @@ where
     K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
     V: Validator<K>,
 {
-    fn review(&self, req: AdmissionRequest<DynamicObject>) -> BoxFuture<'_, AdmissionResponse> {
+    fn review<'a>(&'a self, req: AdmissionInput<'a>) -> BoxFuture<'a, AdmissionResponse> {
         Box::pin(async move {
-            let base = AdmissionResponse::from(&req);
+            let base = req.allowed();
             if let Err(e) = served::<K>(&req) {
                 return bad_request(base, e);
             }
-            let ctx = AdmissionContext::of(&req);
-            let result = match req.operation {
-                Operation::Create => match decode::<K>(req.object.as_ref(), "object") {
+            let (object, old_object) = (req.object, req.old_object);
+            let ctx = AdmissionContext::of(req);
+            let result = match ctx.operation {
+                Operation::Create => match decode::<K>(object, "object") {
                     Ok(obj) => self.validator.validate_create(&obj, &ctx).await,
                     Err(e) => return bad_request(base, e),
                 },
                 Operation::Update => {
-                    let old = decode::<K>(req.old_object.as_ref(), "old object");
-                    let new = decode::<K>(req.object.as_ref(), "object");
+                    let old = decode::<K>(old_object, "old object");
+                    let new = decode::<K>(object, "object");
                     match (old, new) {
                         (Ok(old), Ok(new)) => {
                             self.validator.validate_update(&old, &new, &ctx).await
@@ -391,7 +451,7 @@ where
                         (Err(e), _) | (_, Err(e)) => return bad_request(base, e),
                     }
                 }
-                Operation::Delete => match decode::<K>(req.old_object.as_ref(), "old object") {
+                Operation::Delete => match decode::<K>(old_object, "old object") {
                     Ok(obj) => self.validator.validate_delete(&obj, &ctx).await,
                     Err(e) => return bad_request(base, e),
                 },
@@ -424,22 +484,20 @@ where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync + 'static,
     D: Defaulter<K>,
 {
-    fn review(&self, req: AdmissionRequest<DynamicObject>) -> BoxFuture<'_, AdmissionResponse> {
+    fn review<'a>(&'a self, req: AdmissionInput<'a>) -> BoxFuture<'a, AdmissionResponse> {
         Box::pin(async move {
-            let base = AdmissionResponse::from(&req);
+            let base = req.allowed();
             if let Err(e) = served::<K>(&req) {
                 return bad_request(base, e);
             }
             if !matches!(req.operation, Operation::Create | Operation::Update) {
                 return base;
             }
-            let ctx = AdmissionContext::of(&req);
-            let raw = match req.object.as_ref().map(serde_json::to_value) {
-                Some(Ok(raw)) => raw,
-                Some(Err(e)) => return bad_request(base, format!("re-encoding the object: {e}")),
-                None => return bad_request(base, "the request has no object".into()),
+            let Some(object) = req.object else {
+                return bad_request(base, "the request has no object".into());
             };
-            let mut obj: K = match serde_json::from_value(raw.clone()) {
+            let ctx = AdmissionContext::of(req);
+            let mut obj: K = match serde_json::from_str(object.get()) {
                 Ok(obj) => obj,
                 Err(e) => return bad_request(base, format!("decoding the object: {e}")),
             };
@@ -448,16 +506,28 @@ where
                 return denial.into_response(base, &ctx.name, &K::kind(&()), &K::group(&()));
             }
             let after = serde_json::to_value(&obj);
-            match (before, after) {
-                (Ok(before), Ok(after)) => match patch_for(&raw, &before, &after) {
-                    Ok(Some(patch)) => match base.clone().with_patch(patch) {
-                        Ok(resp) => resp,
-                        Err(e) => bad_request(base, e.to_string()),
-                    },
-                    Ok(None) => base,
-                    Err(e) => unprocessable(base, e),
+            let (before, after) = match (before, after) {
+                (Ok(before), Ok(after)) => (before, after),
+                (Err(e), _) | (_, Err(e)) => {
+                    return bad_request(base, format!("encoding the object: {e}"));
+                }
+            };
+            if before == after {
+                return base;
+            }
+            // The object as sent, which the patch applies to: read only
+            // when the defaulter changed something.
+            let raw: serde_json::Value = match serde_json::from_str(object.get()) {
+                Ok(raw) => raw,
+                Err(e) => return bad_request(base, format!("reading the object: {e}")),
+            };
+            match patch_for(&raw, &before, &after) {
+                Ok(Some(patch)) => match base.clone().with_patch(patch) {
+                    Ok(resp) => resp,
+                    Err(e) => bad_request(base, e.to_string()),
                 },
-                (Err(e), _) | (_, Err(e)) => bad_request(base, format!("encoding the object: {e}")),
+                Ok(None) => base,
+                Err(e) => unprocessable(base, e),
             }
         })
     }

@@ -10,6 +10,7 @@ use super::tls::TlsError;
 
 /// Why the certificates could not be kept.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CertSecretError {
     /// An API call failed.
     #[error("{action}: {source}")]

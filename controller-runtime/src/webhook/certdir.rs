@@ -20,6 +20,7 @@ use super::tls::{CertResolver, TlsError};
 
 /// Why the pair could not be loaded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CertDirError {
     /// A file could not be read.
     #[error("reading {path}: {source}")]

@@ -63,17 +63,6 @@ pub const CA_NOT_AFTER_ANNOTATION: &str = "webhook.informer-rs.io/ca-not-after";
 /// bundle); absent when no rotation is under way.
 pub const CA_ROTATION_ANNOTATION: &str = "webhook.informer-rs.io/ca-rotation";
 
-/// The domain of the annotations before they moved to `informer-rs.io`
-/// (the project's one label domain). They are still read, and written
-/// beside the new ones, so replicas of the previous release keep reading
-/// the Secret during a rolling upgrade.
-const LEGACY_DOMAIN: &str = "webhook.informer-rs.dev/";
-
-/// `key` in [`LEGACY_DOMAIN`].
-fn legacy(key: &str) -> String {
-    key.replace("webhook.informer-rs.io/", LEGACY_DOMAIN)
-}
-
 /// How long each step of a CA rotation lasts by default.
 pub const DEFAULT_CA_OVERLAP: Duration = Duration::from_secs(24 * 3600);
 
@@ -367,11 +356,6 @@ impl SecretCerts {
         if let Some(r) = rotation {
             annotations.insert(CA_ROTATION_ANNOTATION.to_owned(), r.annotation());
         }
-        let legacy_keys: Vec<(String, String)> = annotations
-            .iter()
-            .map(|(k, v)| (legacy(k), v.clone()))
-            .collect();
-        annotations.extend(legacy_keys);
         let mut data = BTreeMap::from([
             ("ca.crt".to_owned(), bytes(&pair.ca_bundle_pem())),
             ("ca.key".to_owned(), bytes(pair.ca_key_pem())),
@@ -402,11 +386,7 @@ impl SecretCerts {
     fn from_secret(secret: &Secret) -> Option<(SelfSigned, Option<Rotation>)> {
         let data = secret.data.as_ref()?;
         let annotations = secret.metadata.annotations.as_ref()?;
-        let get = |key: &str| {
-            annotations
-                .get(key)
-                .or_else(|| annotations.get(&legacy(key)))
-        };
+        let get = |key: &str| annotations.get(key);
         let at = |key: &str| {
             let secs = get(key)?.parse::<u64>().ok()?;
             Some(UNIX_EPOCH + Duration::from_secs(secs))

@@ -30,6 +30,7 @@ use serde_json::Value;
 
 /// Why an object could not be converted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConversionError {
     /// A conversion function refused the object.
     #[error("{0}")]

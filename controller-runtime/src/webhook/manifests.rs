@@ -59,6 +59,7 @@ pub const SERVICE_PORT: i32 = 443;
 
 /// Why the manifests could not be built.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ManifestError {
     /// Two declarations name different Services; one manager has one.
     #[error(

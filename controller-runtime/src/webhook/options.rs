@@ -24,6 +24,7 @@ use super::tls::CertResolver;
 
 /// Why the certificates could not be prepared.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CertSourceError {
     /// Self-managed certificates failed.
     #[error(transparent)]

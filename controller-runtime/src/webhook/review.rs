@@ -1,7 +1,14 @@
 //! Serving one review: read the body (content type, size cap, time limit), check it
 //! is the review this path takes (`admission.k8s.io/v1` AdmissionReview or
-//! `apiextensions.k8s.io/v1` ConversionReview), run the handler on its own
-//! task so a panic is caught, write the answer, count it and trace it.
+//! `apiextensions.k8s.io/v1` ConversionReview), run the handler catching a
+//! panic, write the answer, count it and trace it.
+//!
+//! The body is read once: the review's envelope is checked and its request
+//! decoded in one pass over the bytes, an admission request's objects left
+//! as JSON text for the handler to decode as its type; the answer is
+//! written straight from the response, without an intermediate
+//! `serde_json::Value`. An admission handler runs in the connection's own
+//! task (a panic is caught there), so a review costs no task hand-off.
 //!
 //! Part of the manager layer's webhook server ([`super::WebhookServer`]
 //! routes every request here).
@@ -9,20 +16,23 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use std::borrow::Cow;
+use std::panic::AssertUnwindSafe;
+
 use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use kube_client::core::DynamicObject;
+use futures::FutureExt as _;
 use kube_client::core::Status;
-use kube_client::core::admission::{AdmissionResponse, AdmissionReview};
-use kube_client::core::conversion::{ConversionResponse, ConversionReview};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use kube_client::core::admission::AdmissionResponse;
+use kube_client::core::conversion::{ConversionRequest, ConversionResponse};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tracing::Instrument;
 
-use super::admission::AdmissionHandler;
+use super::admission::{AdmissionHandler, AdmissionInput};
 use super::conversion::ConversionHandler;
 use super::metrics::WebhookMetrics;
 
@@ -68,14 +78,10 @@ fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
-pub(crate) async fn route(
-    State(routes): State<Arc<Routes>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let path = uri.path().to_owned();
-    let admission = routes.admission.get(&path).cloned();
+pub(crate) async fn route(State(routes): State<Arc<Routes>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let (headers, path) = (&parts.headers, parts.uri.path());
+    let admission = routes.admission.get(path).cloned();
     let is_convert = path == CONVERT_PATH && !routes.conversions.is_empty();
     if admission.is_none() && !is_convert {
         return plain(
@@ -83,7 +89,7 @@ pub(crate) async fn route(
             format!("no webhook is served at {path}"),
         );
     }
-    let in_flight = routes.metrics.as_ref().map(|m| m.start(&path));
+    let in_flight = routes.metrics.as_ref().map(|m| m.start(path));
     let span = tracing::info_span!(
         "webhook_review",
         webhook = %path,
@@ -95,7 +101,7 @@ pub(crate) async fn route(
         allowed = tracing::field::Empty,
     );
     let response = async {
-        let bytes = match read_body(&headers, body, routes.max_body, routes.body_timeout).await {
+        let bytes = match read_body(headers, body, routes.max_body, routes.body_timeout).await {
             Ok(b) => b,
             Err(r) => return r,
         };
@@ -152,31 +158,51 @@ async fn read_body(
     }
 }
 
-/// Parses `bytes` as a review of `api_version`/`kind`; a refusal is the
-/// status and message to answer.
-fn parse<T: DeserializeOwned>(
-    bytes: &[u8],
+/// A string field read leniently: any other JSON value is `None`, as a
+/// missing one is.
+fn lenient<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
+    let raw = <&RawValue>::deserialize(d)?;
+    Ok(serde_json::from_str::<Cow<'de, str>>(raw.get()).ok())
+}
+
+/// A review as it arrives: its type, and its request left as JSON text
+/// (borrowed from the body) until the type is known to be right.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow, rename = "apiVersion", deserialize_with = "lenient")]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "lenient")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    request: Option<&'a RawValue>,
+}
+
+/// Reads `bytes` as a review of `api_version`/`kind` and decodes its
+/// request (`None` when it has none); a refusal is the status and message
+/// to answer.
+fn parse<'a, T: Deserialize<'a>>(
+    bytes: &'a [u8],
     api_version: &str,
     kind: &str,
-) -> Result<T, (StatusCode, String)> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+) -> Result<Option<T>, (StatusCode, String)> {
+    let envelope: Envelope<'a> = serde_json::from_slice(bytes).map_err(|e| {
         (
             StatusCode::BAD_REQUEST,
             format!("malformed JSON in the review: {e}"),
         )
     })?;
-    let got_version = value
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let got_kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
+    let got_version = envelope.api_version.as_deref().unwrap_or("");
+    let got_kind = envelope.kind.as_deref().unwrap_or("");
     if got_version != api_version || got_kind != kind {
         return Err((
             StatusCode::BAD_REQUEST,
             format!("expected a {api_version} {kind}, got {got_version:?} {got_kind:?}"),
         ));
     }
-    serde_json::from_value(value)
+    envelope
+        .request
+        .map(|raw| serde_json::from_str(raw.get()))
+        .transpose()
         .map_err(|e| (StatusCode::BAD_REQUEST, format!("reading the {kind}: {e}")))
 }
 
@@ -185,16 +211,15 @@ async fn admit(
     bytes: &[u8],
     metrics: Option<&WebhookMetrics>,
 ) -> Response {
-    let review: AdmissionReview<DynamicObject> =
-        match parse(bytes, "admission.k8s.io/v1", "AdmissionReview") {
-            Ok(r) => r,
-            Err((code, message)) => return plain(code, message),
-        };
-    let Some(req) = review.request else {
-        return plain(
-            StatusCode::BAD_REQUEST,
-            "the AdmissionReview has no request".into(),
-        );
+    let req: AdmissionInput<'_> = match parse(bytes, "admission.k8s.io/v1", "AdmissionReview") {
+        Ok(Some(req)) => req,
+        Ok(None) => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "the AdmissionReview has no request".into(),
+            );
+        }
+        Err((code, message)) => return plain(code, message),
     };
     let span = tracing::Span::current();
     span.record("uid", req.uid.as_str());
@@ -204,17 +229,12 @@ async fn admit(
     if let Some(ns) = &req.namespace {
         span.record("namespace", ns.as_str());
     }
-    let fallback = AdmissionResponse::from(&req);
-    // The handler runs on its own task: a panic there is a JoinError here.
-    let task = tokio::spawn(async move { handler.review(req).await }.instrument(span.clone()));
-    let resp = match task.await {
+    let fallback = req.allowed();
+    // A panic in the handler unwinds to here, in this task.
+    let resp = match AssertUnwindSafe(handler.review(req)).catch_unwind().await {
         Ok(resp) => resp,
-        Err(e) => {
-            let message = if e.is_panic() {
-                panic_message(&*e.into_panic())
-            } else {
-                e.to_string()
-            };
+        Err(panic) => {
+            let message = panic_message(&*panic);
             tracing::error!(panic = %message, "admission webhook handler panicked");
             if let Some(m) = metrics {
                 m.panicked();
@@ -229,38 +249,50 @@ async fn admit(
     json_response(&admission_review(resp))
 }
 
-/// The review sent back: `admission.k8s.io/v1`, with the patch as the API
-/// server's Go code writes a `[]byte`, a base64 string.
-fn admission_review(resp: AdmissionResponse) -> Value {
-    let patch = resp.patch.clone();
-    let mut response = serde_json::to_value(&resp).unwrap_or(Value::Null);
-    if let (Some(patch), Some(o)) = (patch, response.as_object_mut()) {
-        use base64::Engine as _;
-        o.insert(
-            "patch".into(),
-            base64::engine::general_purpose::STANDARD
-                .encode(patch)
-                .into(),
-        );
+/// An answer in its review: `{"apiVersion", "kind", "response"}`.
+#[derive(Serialize)]
+struct ReviewOut<R> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    response: R,
+}
+
+/// An admission response with its patch as the API server's Go code
+/// writes a `[]byte`: a base64 string.
+#[derive(Serialize)]
+struct AdmissionOut {
+    #[serde(flatten)]
+    response: AdmissionResponse,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+}
+
+/// The review sent back: `admission.k8s.io/v1`, with the patch base64.
+fn admission_review(mut response: AdmissionResponse) -> ReviewOut<AdmissionOut> {
+    use base64::Engine as _;
+    let patch = response
+        .patch
+        .take()
+        .map(|p| base64::engine::general_purpose::STANDARD.encode(p));
+    ReviewOut {
+        api_version: "admission.k8s.io/v1",
+        kind: "AdmissionReview",
+        response: AdmissionOut { response, patch },
     }
-    serde_json::json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "response": response,
-    })
 }
 
 async fn convert(routes: &Arc<Routes>, bytes: &[u8]) -> Response {
-    let review: ConversionReview = match parse(bytes, "apiextensions.k8s.io/v1", "ConversionReview")
-    {
-        Ok(r) => r,
+    let parsed = parse::<ConversionRequest>(bytes, "apiextensions.k8s.io/v1", "ConversionReview");
+    let req = match parsed {
+        Ok(Some(req)) => req,
+        Ok(None) => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "the ConversionReview has no request".into(),
+            );
+        }
         Err((code, message)) => return plain(code, message),
-    };
-    let Some(req) = review.request else {
-        return plain(
-            StatusCode::BAD_REQUEST,
-            "the ConversionReview has no request".into(),
-        );
     };
     let span = tracing::Span::current();
     span.record("uid", req.uid.as_str());
@@ -321,10 +353,10 @@ async fn convert(routes: &Arc<Routes>, bytes: &[u8]) -> Response {
 }
 
 /// The review sent back: `apiextensions.k8s.io/v1`.
-fn conversion_review(resp: ConversionResponse) -> Value {
-    serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "ConversionReview",
-        "response": serde_json::to_value(&resp).unwrap_or(Value::Null),
-    })
+fn conversion_review(response: ConversionResponse) -> ReviewOut<ConversionResponse> {
+    ReviewOut {
+        api_version: "apiextensions.k8s.io/v1",
+        kind: "ConversionReview",
+        response,
+    }
 }

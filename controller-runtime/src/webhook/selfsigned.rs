@@ -31,6 +31,7 @@ const BACKDATE: Duration = Duration::from_secs(3600);
 
 /// Why a certificate could not be made or read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CertError {
     /// rcgen refused to make or parse a key or certificate.
     #[error("generating certificates: {0}")]

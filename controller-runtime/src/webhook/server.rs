@@ -49,6 +49,7 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 7 * 1024 * 1024;
 
 /// Why the webhook server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WebhookError {
     /// Binding the port failed.
     #[error("binding the webhook server to {addr}: {source}")]

@@ -37,6 +37,7 @@ const ACCEPT_BACKLOG: usize = 128;
 
 /// Why a certificate pair could not be loaded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TlsError {
     /// The certificate PEM holds no certificate, or cannot be parsed.
     #[error("reading the certificate chain: {0}")]

@@ -95,6 +95,7 @@ pub use rate_limiter::{
 
 /// Errors from building workqueue parts.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A token bucket needs a positive, finite rate and a burst of at least 1.
     #[error(

@@ -6,9 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use controller_runtime::manager::ManagerError;
 use controller_runtime::manager::{Manager, UnservedResource};
 use controller_runtime::reconcile::{CallInfo, Reconciler};
-use controller_runtime::{Action, ManagerError, Request};
+use controller_runtime::{Action, Request};
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

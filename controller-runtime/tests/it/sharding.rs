@@ -11,8 +11,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use controller_runtime::sharding::config::ShardingConfig;
+use controller_runtime::sharding::membership::RingView;
 use controller_runtime::sharding::membership::{Membership, MembershipError};
-use controller_runtime::sharding::view::RingView;
 use envtest::TestEnv;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube_client::api::Api;
@@ -71,16 +71,16 @@ fn join_with(env: &TestEnv, mut config: ShardingConfig) -> Member {
 }
 
 fn settled_with(view: &RingView, members: &[&str]) -> bool {
-    view.settled() && view.ring.members() == members
+    view.settled() && view.members() == members
 }
 
 async fn all_see(members: &[&Member], expect: &[&str], within: Duration, what: &str) -> u64 {
     eventually(within, what, || async {
         let views: Vec<RingView> = members.iter().map(|m| m.membership.view()).collect();
-        let epoch = views[0].epoch;
+        let epoch = views[0].epoch();
         views
             .iter()
-            .all(|v| v.epoch == epoch && settled_with(v, expect))
+            .all(|v| v.epoch() == epoch && settled_with(v, expect))
             .then_some(epoch)
     })
     .await

@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use controller_runtime::__test_support::Ring;
 use controller_runtime::prelude::*;
 use controller_runtime::sharding::config::ShardMode;
 use controller_runtime::sharding::controller::ShardedExt;
 use controller_runtime::sharding::membership::Membership;
-use controller_runtime::sharding::ring::Ring;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube_client::api::ListParams;
 use parking_lot::Mutex;

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use controller_runtime::__test_support::Ring;
 use controller_runtime::manager::{Manager, ManagerError};
 use controller_runtime::reconcile::{CallInfo, Reconciler};
 use controller_runtime::sharding::config::ShardMode;
 use controller_runtime::sharding::controller::ShardedExt;
 use controller_runtime::sharding::membership::Membership;
-use controller_runtime::sharding::ring::Ring;
 use controller_runtime::{Action, Request};
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -400,6 +400,38 @@ async fn a_panicking_validator_is_a_denial_saying_so_and_the_server_survives() {
     );
 }
 
+#[tokio::test]
+async fn a_panicking_validator_leaves_its_keep_alive_connection_serving() {
+    use http_body_util::{BodyExt, Full};
+    let (v, _) = rules();
+    let run = start(|s| s.validator::<ConfigMap, _>(v).unwrap()).await;
+    let path = validate_path::<ConfigMap>();
+    let tls = run.client.connect().await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .unwrap();
+    let conn = tokio::spawn(conn);
+    // One connection: a review that panics, then one that does not.
+    for (mode, allowed) in [("boom", false), ("fast", true)] {
+        let body = review("CREATE", Some(cm(json!({ "mode": mode }))), None, false);
+        let req = http::Request::post(path.as_str())
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(bytes::Bytes::from(
+                serde_json::to_vec(&body).unwrap(),
+            )))
+            .unwrap();
+        send.ready().await.unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200, "{mode}");
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let answer: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(response(&answer)["allowed"], json!(allowed), "{answer}");
+    }
+    assert!(!conn.is_finished(), "the connection is still open");
+    assert_eq!(run.metrics.panics(), 1);
+}
+
 /// Holds every review until released.
 struct Gate {
     entered: Arc<Notify>,

@@ -109,6 +109,60 @@ async fn a_fresh_replica_creates_the_secret_and_fills_every_ca_bundle_a_second_r
     assert_eq!(secret.metadata.resource_version, rv);
 }
 
+/// Removing the documented `ca-not-after` annotation forces a CA rotation
+/// at the next check, also on a Secret that the previous release wrote
+/// (its annotations twice, the second time under `webhook.informer-rs.dev/`):
+/// the old domain's keys are neither read nor written any more.
+#[tokio::test]
+async fn removing_the_ca_expiry_annotation_forces_a_ca_rotation() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    create_namespace(&client, "system").await;
+    create_validating_config(&client, "gizmo-validating").await;
+    let certs = validating_certs(&client, &CertResolver::new());
+    let pair = certs.ensure().await.unwrap();
+    let secrets = Api::<Secret>::namespaced(client.clone(), "system");
+    let secret = secrets.get("webhook-service-cert").await.unwrap();
+    let annotations = secret.metadata.annotations.unwrap_or_default();
+    // What the previous release wrote beside the documented keys.
+    let legacy: serde_json::Map<String, serde_json::Value> = annotations
+        .iter()
+        .map(|(k, v)| (k.replace(".io/", ".dev/"), json!(v)))
+        .collect();
+    let mut patch = json!({ "metadata": { "annotations": legacy } });
+    patch["metadata"]["annotations"]["webhook.informer-rs.io/ca-not-after"] = json!(null);
+    secrets
+        .patch(
+            "webhook-service-cert",
+            &kube_client::api::PatchParams::default(),
+            &kube_client::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+
+    let after = certs.ensure().await.unwrap();
+    let secret = secrets.get("webhook-service-cert").await.unwrap();
+    let data = secret.data.unwrap_or_default();
+    assert!(
+        data.contains_key("ca-next.crt"),
+        "no next CA published: {:?}",
+        data.keys()
+    );
+    let annotations = secret.metadata.annotations.unwrap_or_default();
+    let rotation = annotations.get("webhook.informer-rs.io/ca-rotation");
+    assert!(
+        rotation.is_some_and(|r| r.starts_with("published:")),
+        "{annotations:?}"
+    );
+    assert!(
+        annotations.keys().all(|k| !k.contains("informer-rs.dev/")),
+        "{annotations:?}"
+    );
+    // The serving certificate stays until the next CA has been published
+    // for the overlap.
+    assert_eq!(after.cert_pem(), pair.cert_pem());
+}
+
 /// With the admission webhook configurations there too: the merge patch of
 /// the CRD is written at once, no retry needed.
 #[tokio::test]

@@ -294,7 +294,9 @@ impl Reconciler for WidgetReconciler {
         match result {
             Ok(()) => {}
             // The cache was behind: look again shortly.
-            Err(kube_client::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue()),
+            Err(kube_client::Error::Api(s)) if s.code == 409 => {
+                return Ok(Action::requeue_rate_limited());
+            }
             Err(e) => return Err(e.into()),
         }
         self.journal.completed.fetch_add(1, Ordering::SeqCst);

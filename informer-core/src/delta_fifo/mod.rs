@@ -267,12 +267,7 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
         let key = object_key_arc(&*obj);
         let mut state = self.lock();
         state.populated = true;
-        let known = || {
-            self.known
-                .as_ref()
-                .is_some_and(|k| k.get_by_key(&key).is_some())
-        };
-        if !state.items.contains_key(&*key) && !known() {
+        if !state.items.contains_key(&*key) && !self.knows(&key) {
             tracing::trace!(object = %key, "dropping delete of an object neither queued nor known");
             return;
         }
@@ -285,6 +280,49 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
         );
         drop(state);
         self.not_empty.notify_waiters();
+    }
+
+    /// Queues the changes of watch events that arrived together (each
+    /// `Added`, `Updated` or `Deleted`), in order, under one lock and with
+    /// one wake-up of the reader: the same deltas as [`add`](Self::add),
+    /// [`update`](Self::update) and [`delete`](Self::delete) for each in
+    /// turn.
+    pub(crate) fn push_batch(&self, changes: impl IntoIterator<Item = (DeltaType, K)>) {
+        let entered: Vec<(DeltaType, Arc<str>, Arc<K>)> = changes
+            .into_iter()
+            .map(|(kind, obj)| {
+                let obj = self.enter(obj);
+                (kind, object_key_arc(&*obj), obj)
+            })
+            .collect();
+        let mut state = self.lock();
+        state.populated = true;
+        let mut queued = false;
+        for (kind, key, obj) in entered {
+            if kind == DeltaType::Deleted && !state.items.contains_key(&*key) && !self.knows(&key) {
+                tracing::trace!(object = %key, "dropping delete of an object neither queued nor known");
+                continue;
+            }
+            state.queue_action(
+                key,
+                Delta {
+                    kind,
+                    object: ObjectOrTombstone::Object(obj),
+                },
+            );
+            queued = true;
+        }
+        drop(state);
+        if queued {
+            self.not_empty.notify_waiters();
+        }
+    }
+
+    /// Whether the known objects hold `key`.
+    fn knows(&self, key: &str) -> bool {
+        self.known
+            .as_ref()
+            .is_some_and(|k| k.get_by_key(key).is_some())
     }
 
     /// Takes in a full LIST: queues `Replaced` for each listed object, then
@@ -490,6 +528,39 @@ impl<K: Resource + Clone + Send + Sync + 'static> DeltaFifo<K> {
                 let mut state = self.lock();
                 if let Some(deltas) = state.pop_front() {
                     return Ok(process(deltas));
+                }
+                if state.closed {
+                    return Err(FifoClosed);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Like [`pop`](Self::pop) for up to `max` keys at once: waits for a
+    /// key, then removes the first `max` queued (fewer if fewer are) and
+    /// hands them to `process` in pop order, under one lock. The informer's
+    /// path: a LIST page or a burst of watch events is applied in one go.
+    pub(crate) async fn pop_batch<R>(
+        &self,
+        max: usize,
+        process: impl FnOnce(Vec<Deltas<K>>) -> R,
+    ) -> Result<R, FifoClosed> {
+        loop {
+            let mut notified = pin!(self.not_empty.notified());
+            notified.as_mut().enable();
+            {
+                let mut state = self.lock();
+                let first = state.queue.len().min(max.max(1));
+                let mut batch = Vec::with_capacity(first);
+                while batch.len() < first {
+                    match state.pop_front() {
+                        Some(deltas) => batch.push(deltas),
+                        None => break,
+                    }
+                }
+                if !batch.is_empty() {
+                    return Ok(process(batch));
                 }
                 if state.closed {
                     return Err(FifoClosed);

@@ -4,8 +4,8 @@
 
 use kube_core::Resource;
 
-use super::ReflectorStore;
-use crate::delta_fifo::DeltaFifo;
+use super::{ReflectorStore, WatchChange};
+use crate::delta_fifo::{DeltaFifo, DeltaType};
 
 impl<K: Resource + Clone + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     fn add(&self, obj: K) {
@@ -50,6 +50,14 @@ impl<K: Resource + Clone + Send + Sync + 'static> ReflectorStore<K> for DeltaFif
 
     fn replace_finish(&self, resource_version: &str) {
         DeltaFifo::replace_finish(self, resource_version);
+    }
+
+    fn watch_batch(&self, changes: Vec<WatchChange<K>>) {
+        self.push_batch(changes.into_iter().map(|change| match change {
+            WatchChange::Added(o) => (DeltaType::Added, o),
+            WatchChange::Modified(o) => (DeltaType::Updated, o),
+            WatchChange::Deleted(o) => (DeltaType::Deleted, o),
+        }));
     }
 }
 

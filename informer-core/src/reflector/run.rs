@@ -15,7 +15,7 @@ use crate::list_watch::{
     DecodeFailure, ListRequest, ListWatchError, OversizedPart, WatchEvent, WatchRequest,
     WatchStream,
 };
-use crate::metrics::{RelistCause, WatchEventType, WatchRestartCause};
+use crate::metrics::{RelistCause, WatchRestartCause};
 
 /// A watch that ends this quickly without a single event counts as a
 /// failure, so a server that closes every watch at once is not hammered.
@@ -29,9 +29,9 @@ const WATCH_DEADLINE_SLACK: Duration = Duration::from_secs(30);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// What the loop remembers between lists and watches.
-struct State {
+pub(super) struct State {
     /// The resource version of the last list, event or bookmark ("" before any).
-    last_rv: String,
+    pub(super) last_rv: String,
     /// The last resource version was refused as expired or too large: list with "".
     rv_unavailable: bool,
     /// Page every list: the server paginated the first list, so it honours
@@ -373,86 +373,14 @@ where
         Instant::now() + Duration::from_secs(u64::from(timeout_seconds)) + WATCH_DEADLINE_SLACK
     }
 
-    /// Applies a watch stream's events to the store until it ends (or goes
-    /// past its deadline). Returns the number of events and the error that
-    /// ended it, if any.
-    async fn consume(
-        &self,
-        st: &mut State,
-        mut stream: WatchStream<K>,
-        deadline: Instant,
-    ) -> (usize, Option<ListWatchError>) {
-        let mut events = 0usize;
-        loop {
-            let next = tokio::select! {
-                next = stream.next() => next,
-                () = tokio::time::sleep_until(deadline) => {
-                    warn!("watch outlived its timeout; reopening it");
-                    return (events, None);
-                }
-            };
-            match next {
-                None => return (events, None),
-                Some(Err(e)) => return (events, Some(e)),
-                Some(Ok(event)) => {
-                    events += 1;
-                    self.apply(st, event);
-                }
-            }
-        }
-    }
-
-    fn apply(&self, st: &mut State, event: WatchEvent<K>) {
-        match event {
-            WatchEvent::Added(mut obj) => {
-                let rv = obj.meta().resource_version.clone();
-                fit_metadata(&mut obj);
-                self.store.add(obj);
-                self.event_applied(st, WatchEventType::Added, rv.as_deref());
-            }
-            WatchEvent::Modified(mut obj) => {
-                let rv = obj.meta().resource_version.clone();
-                fit_metadata(&mut obj);
-                self.store.update(obj);
-                self.event_applied(st, WatchEventType::Modified, rv.as_deref());
-            }
-            WatchEvent::Deleted(mut obj) => {
-                let rv = obj.meta().resource_version.clone();
-                fit_metadata(&mut obj);
-                self.store.delete(obj);
-                self.event_applied(st, WatchEventType::Deleted, rv.as_deref());
-            }
-            WatchEvent::Bookmark(b) => {
-                self.event_applied(st, WatchEventType::Bookmark, Some(&b.resource_version));
-            }
-            WatchEvent::Undecodable(failure) => {
-                self.skip_undecodable(std::slice::from_ref(&failure));
-                if let Some(rv) = failure
-                    .resource_version
-                    .as_deref()
-                    .filter(|rv| !rv.is_empty())
-                {
-                    self.set_resource_version(st, rv);
-                }
-            }
-        }
-    }
-
-    fn event_applied(&self, st: &mut State, kind: WatchEventType, rv: Option<&str>) {
-        self.metrics.watch_event(&self.name, kind);
-        if let Some(rv) = rv.filter(|rv| !rv.is_empty()) {
-            self.set_resource_version(st, rv);
-        }
-    }
-
-    fn set_resource_version(&self, st: &mut State, rv: &str) {
+    pub(super) fn set_resource_version(&self, st: &mut State, rv: &str) {
         st.last_rv.clear();
         st.last_rv.push_str(rv);
         self.synced.set(rv);
         self.metrics.last_sync(&self.name, rv, SystemTime::now());
     }
 
-    fn skip_undecodable(&self, failures: &[DecodeFailure]) {
+    pub(super) fn skip_undecodable(&self, failures: &[DecodeFailure]) {
         for f in failures {
             warn!(
                 key = f.key.as_deref().unwrap_or("<unknown>"),
@@ -612,7 +540,7 @@ fn failure_reason(err: &ListWatchError) -> &str {
 /// doubling: serde_json gives no length up front, so one managedFields entry
 /// (about 170 B) otherwise sits in room for four, about 500 B per cached
 /// object for nothing.
-fn fit_metadata<K: Resource>(obj: &mut K) {
+pub(super) fn fit_metadata<K: Resource>(obj: &mut K) {
     let meta = obj.meta_mut();
     if let Some(v) = meta.managed_fields.as_mut() {
         v.shrink_to_fit();

@@ -20,6 +20,11 @@ pub use crate::reflector::WatchErrorHandler;
 use crate::reflector::{Reflector, SyncedResourceVersion};
 use crate::store::{IndexFn, Indexer, KnownObjects};
 
+/// The most keys the informer takes from its FIFO at once (a LIST page
+/// or a burst of watch events), keeping the FIFO's lock, which the
+/// reflector needs to queue more, for a bounded time.
+const POP_BATCH: usize = 64;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
     New,
@@ -494,7 +499,7 @@ where
             let inner = Arc::clone(&self.inner);
             tokio::select! {
                 () = token.cancelled() => break,
-                popped = fifo.pop(move |deltas| inner.handle_deltas(deltas)) => {
+                popped = fifo.pop_batch(POP_BATCH, move |batch| inner.handle_batch(batch)) => {
                     if popped.is_err() {
                         break;
                     }
@@ -523,10 +528,25 @@ impl<K> Inner<K>
 where
     K: kube_core::Resource + Clone + Send + Sync + 'static,
 {
+    /// Applies popped keys to the indexer and the handlers, in order. Runs
+    /// while the FIFO lock is held.
+    pub(super) fn handle_batch(&self, batch: Vec<Deltas<K>>) {
+        let _deltas = self.block_deltas.lock();
+        for deltas in batch {
+            self.apply(deltas);
+        }
+    }
+
     /// Applies one popped key to the indexer and the handlers. Runs while the
     /// FIFO lock is held.
+    #[cfg(test)]
     pub(super) fn handle_deltas(&self, deltas: Deltas<K>) {
         let _deltas = self.block_deltas.lock();
+        self.apply(deltas);
+    }
+
+    /// [`handle_deltas`](Self::handle_deltas) with the delta lock held.
+    fn apply(&self, deltas: Deltas<K>) {
         let Deltas {
             key,
             deltas,

@@ -570,6 +570,7 @@ async fn dropping_the_run_future_stops_the_informer() {
     );
 }
 
+mod batches;
 mod late_handlers;
 mod options;
 mod sync_wait;

@@ -160,6 +160,7 @@ fn setup_fleet_sharded(
             mgr: &#cr::manager::Manager,
             config: #cr::sharding::config::ShardingConfig,
         ) -> ::core::result::Result<#cr::controller::FleetController, #cr::manager::ManagerError> {
+            #cr::__private::require_sharding!();
             let membership = #cr::sharding::membership::Membership::new(
                 mgr.client(),
                 config.mode(#cr::sharding::config::ShardMode::Filter),

@@ -107,6 +107,7 @@ pub fn setup_sharded(
             mgr: &#cr::manager::Manager,
             config: #cr::sharding::config::ShardingConfig,
         ) -> ::core::result::Result<#cr::controller::Controller, #cr::manager::ManagerError> {
+            #cr::__private::require_sharding!();
             let membership = #cr::sharding::membership::Membership::new(
                 mgr.client(),
                 config.mode(#mode),

@@ -30,7 +30,8 @@ pub struct Args {
     runs: Option<usize>,
     /// Only these scenarios (comma-separated: workqueue, indexer,
     /// controller, watch, fanout, sync, protobuf, scope, relist, webhook, sharding,
-    /// fleet).
+    /// fleet; sharding-recovery: only the sharding scenario's kill recovery,
+    /// whose records must not be merged, as they replace every sharding row).
     #[arg(long)]
     only: Option<String>,
     /// Build with the release profile even with --quick.

@@ -105,7 +105,7 @@ impl Reconciler for Scripted {
         assert_eq!(&*ctx.controller, "test");
         match self.mode {
             "done" => Ok(Action::done()),
-            "requeue" => Ok(Action::requeue()),
+            "requeue" => Ok(Action::requeue_rate_limited()),
             "after" => Ok(Action::requeue_after(Duration::from_secs(7))),
             "after-and-requeue" => Ok(Action {
                 requeue_after: Some(Duration::ZERO),

@@ -15,6 +15,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
+use super::write::{Job, Write, Writer};
 use super::{Entry, KindCache, LabelCounters, caught_up};
 use crate::sharding::config::ShardingConfig;
 use crate::sharding::departed::Departed;
@@ -106,13 +107,37 @@ fn children_of(
     children
 }
 
-/// One look; see the module documentation and the labeller's.
+/// What a look does with the outcome of one job of writes.
+enum Then {
+    /// A primary key left where it is (its owned objects relabelled) or
+    /// undrained: looked at again if a write failed.
+    Settle { key: String },
+    /// The drain of a primary key asked for.
+    Drain { key: String },
+    /// A primary key labelled with `target`, its owned objects first;
+    /// `fresh`: a new object (assigned, not moved); `from`: the shard it
+    /// had.
+    Move {
+        key: String,
+        target: String,
+        fresh: bool,
+        from: Option<String>,
+    },
+    /// An owned object whose owner the sharder has not seen (yet).
+    Orphan { key: String },
+    /// An object that left the selection, unlabelled.
+    Release,
+}
+
+/// One look; see the module documentation and the labeller's. Its writes
+/// go through `writer` (see [`write`](super::write)).
 pub(super) async fn look(
     cfg: &ShardingConfig,
     caches: &[Box<dyn KindCache>],
     departed: &Departed,
     ring_members: &dyn Members,
     counters: &LabelCounters,
+    writer: &Writer,
     state: &mut Looks,
 ) {
     let Some((primary, owned)) = caches.split_first() else {
@@ -122,13 +147,25 @@ pub(super) async fn look(
     // Out of the selection: no shard caches them any more, so none
     // would acknowledge a drain; unlabelled here (a conflict means the
     // object changed since, and the caches show it again).
-    for cache in caches {
+    let mut released = Vec::new();
+    for (kind, cache) in caches.iter().enumerate() {
         for e in cache.take_left() {
             let patch = relabel_patch(&shard_label, &drain_label, None, &e.resource_version);
-            if cache.patch(&e, patch).await {
-                counters.released.fetch_add(1, Ordering::Relaxed);
-            }
+            released.push(Job {
+                first: Vec::new(),
+                then: Some(Write {
+                    kind,
+                    entry: e,
+                    patch,
+                }),
+                tag: Then::Release,
+            });
         }
+    }
+    if !released.is_empty() {
+        let outcomes = writer.run(caches, released).await;
+        let n = outcomes.iter().filter(|o| o.all_ok()).count();
+        counters.released.fetch_add(n as u64, Ordering::Relaxed);
     }
     // The keys touched since the last look, taken before their objects are
     // read (a change after this is noted for the next look).
@@ -179,6 +216,17 @@ pub(super) async fn look(
     let relabel = |e: &Entry, to: Option<&str>| {
         relabel_patch(&shard_label, &drain_label, to, &e.resource_version)
     };
+    // Owned objects not labelled `target` (or draining), as writes.
+    let follow = |kids: Vec<(usize, Entry)>, target: &str| -> Vec<Write> {
+        kids.into_iter()
+            .filter(|(_, c)| c.labelled.shard.as_deref() != Some(target) || c.labelled.draining)
+            .map(|(i, c)| Write {
+                kind: i + 1,
+                patch: relabel(&c, Some(target)),
+                entry: c,
+            })
+            .collect()
+    };
     let now = Instant::now();
     for p in &primaries {
         if let Some(s) = &p.labelled.shard
@@ -191,7 +239,10 @@ pub(super) async fn look(
                 .insert(s.clone(), now.checked_sub(expired).unwrap_or(now));
         }
     }
-    for p in &primaries {
+    // What to write, decided from the labels read: no write depends on
+    // another key's, so the jobs run concurrently.
+    let mut jobs = Vec::new();
+    for p in primaries {
         state.forget(&p.key);
         let Some(ring_target) = ring.owner(&p.key) else {
             continue;
@@ -209,7 +260,7 @@ pub(super) async fn look(
             .then(|| departed.get(&p.key))
             .flatten()
             .filter(|s| members.contains(s));
-        let target = previous.as_deref().unwrap_or(ring_target);
+        let target = previous.as_deref().unwrap_or(ring_target).to_string();
         match decision {
             Decision::Keep | Decision::Wait | Decision::Drain | Decision::Undrain => {
                 if let Some(shard) = &p.labelled.shard {
@@ -218,57 +269,55 @@ pub(super) async fn look(
             }
             Decision::Assign | Decision::Reassign => {}
         }
-        let mut done = true;
-        match decision {
-            Decision::Keep => {
-                // Owned objects follow their owner's shard.
-                for (i, c) in &kids {
-                    if c.labelled.shard.as_deref() != Some(target) || c.labelled.draining {
-                        done &= owned[*i].patch(c, relabel(c, Some(target))).await;
-                    }
-                }
-            }
-            Decision::Wait => {}
-            Decision::Drain => {
-                done = primary
-                    .patch(p, drain_patch(&drain_label, &p.resource_version))
-                    .await;
-                if done {
-                    counters.drains.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            Decision::Undrain => {
-                done = primary.patch(p, relabel(p, Some(target))).await;
-            }
+        let key = p.key.clone();
+        let job = match decision {
+            // Owned objects follow their owner's shard.
+            Decision::Keep => Job {
+                first: follow(kids, &target),
+                then: None,
+                tag: Then::Settle { key },
+            },
+            Decision::Wait => continue,
+            Decision::Drain => Job {
+                first: Vec::new(),
+                then: Some(Write {
+                    kind: 0,
+                    patch: drain_patch(&drain_label, &p.resource_version),
+                    entry: p,
+                }),
+                tag: Then::Drain { key },
+            },
+            Decision::Undrain => Job {
+                first: Vec::new(),
+                then: Some(Write {
+                    kind: 0,
+                    patch: relabel(&p, Some(&target)),
+                    entry: p,
+                }),
+                tag: Then::Settle { key },
+            },
+            // Owned objects first, so that the new shard finds them in
+            // its cache when it gets the owner.
             Decision::Assign | Decision::Reassign => {
-                // Owned objects first, so that the new shard finds them
-                // in its cache when it gets the owner.
-                for (i, c) in &kids {
-                    if c.labelled.shard.as_deref() != Some(target) || c.labelled.draining {
-                        done &= owned[*i].patch(c, relabel(c, Some(target))).await;
-                    }
-                }
-                if done && primary.patch(p, relabel(p, Some(target))).await {
-                    if fresh {
-                        departed.take(&p.key);
-                    }
-                    state.count(&p.key, target);
-                    let counter = match (&decision, &p.labelled.shard) {
-                        (Decision::Assign, None) if !p.labelled.draining => &counters.assigned,
-                        _ => &counters.moves,
-                    };
-                    counter.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    done = false;
-                    if let Some(s) = p.labelled.shard.clone() {
-                        state.stopped_left.insert(p.key.clone(), s);
-                    }
+                let from = p.labelled.shard.clone();
+                Job {
+                    first: follow(kids, &target),
+                    then: Some(Write {
+                        kind: 0,
+                        patch: relabel(&p, Some(&target)),
+                        entry: p,
+                    }),
+                    tag: Then::Move {
+                        key,
+                        fresh,
+                        from,
+                        target,
+                    },
                 }
             }
-        }
-        if !done {
-            // Tried again at the next look.
-            state.retry.insert(p.key.clone());
+        };
+        if !job.first.is_empty() || job.then.is_some() {
+            jobs.push(job);
         }
     }
     // Owned objects whose owner the sharder has not seen (yet).
@@ -280,15 +329,68 @@ pub(super) async fn look(
             if matches!(
                 decide(&c.labelled, target, &members),
                 Decision::Assign | Decision::Reassign
-            ) && !owned[i].patch(&c, relabel(&c, Some(target))).await
-            {
-                state.retry.insert(c.key.clone());
+            ) {
+                let key = c.key.clone();
+                jobs.push(Job {
+                    first: vec![Write {
+                        kind: i + 1,
+                        patch: relabel(&c, Some(target)),
+                        entry: c,
+                    }],
+                    then: None,
+                    tag: Then::Orphan { key },
+                });
             }
         }
     }
+    for outcome in writer.run(caches, jobs).await {
+        let ok = outcome.all_ok();
+        match outcome.tag {
+            Then::Settle { key } | Then::Orphan { key } => {
+                if !ok {
+                    // Tried again at the next look.
+                    state.retry.insert(key);
+                }
+            }
+            Then::Drain { key } => {
+                if ok {
+                    counters.drains.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    state.retry.insert(key);
+                }
+            }
+            Then::Move {
+                key,
+                target,
+                fresh,
+                from,
+            } => {
+                if ok {
+                    if fresh {
+                        departed.take(&key);
+                    }
+                    state.count(&key, &target);
+                    let counter = if fresh {
+                        &counters.assigned
+                    } else {
+                        &counters.moves
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    if let Some(s) = from {
+                        state.stopped_left.insert(key.clone(), s);
+                    }
+                    state.retry.insert(key);
+                }
+            }
+            // Counted where they are written, before the look.
+            Then::Release => {}
+        }
+    }
     // Time to reassign a stopped shard's objects: from when its Lease
-    // expired (by this replica's observations) to the look that moved
-    // its last object.
+    // expired (by this replica's observations) to the end of the look that
+    // moved its last object.
+    let written = Instant::now();
     let Looks {
         dead_since,
         stopped_left,
@@ -301,7 +403,7 @@ pub(super) async fn look(
             counters
                 .reassign_seconds
                 .lock()
-                .push(now.duration_since(*since).as_secs_f64());
+                .push(written.duration_since(*since).as_secs_f64());
         }
         !done
     });

@@ -74,7 +74,7 @@ use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
 use super::seeds::Seeds;
-use controller_runtime::sharding::config::{DRAIN_LABEL_PREFIX, SHARD_LABEL_PREFIX, ShardMode};
+use controller_runtime::sharding::config::ShardMode;
 
 use super::sharded_check::check;
 use crate::sharding::LEASE;
@@ -340,7 +340,7 @@ impl Fleet<'_> {
         let views: Vec<_> = self.replicas.iter().map(|r| r.membership.view()).collect();
         let settled = views
             .iter()
-            .all(|v| v.settled() && v.epoch == views[0].epoch && v.ring.members() == sorted);
+            .all(|v| v.settled() && v.epoch() == views[0].epoch() && v.members() == sorted);
         let issued = Instant::now();
         // The server answers a delete with the deleted version.
         let gone = match api.delete(name, &DeleteParams::default()).await {
@@ -357,8 +357,10 @@ impl Fleet<'_> {
             at: Instant::now(),
             running,
             settled,
-            shard: labels.get(&format!("{SHARD_LABEL_PREFIX}{RING}")).cloned(),
-            draining: labels.contains_key(&format!("{DRAIN_LABEL_PREFIX}{RING}")),
+            shard: labels
+                .get(&format!("sharding.informer-rs.io/{RING}"))
+                .cloned(),
+            draining: labels.contains_key(&format!("drain.sharding.informer-rs.io/{RING}")),
         });
         self.outcome.deletes += 1;
     }

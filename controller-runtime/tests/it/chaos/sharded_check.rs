@@ -26,9 +26,9 @@ pub(super) async fn check(
     let mut sorted = live.clone();
     sorted.sort_unstable();
     let views: Vec<_> = fleet.replicas.iter().map(|r| r.membership.view()).collect();
-    let epoch = views.first().map(|v| v.epoch).unwrap_or_default();
+    let epoch = views.first().map(|v| v.epoch()).unwrap_or_default();
     for (r, v) in fleet.replicas.iter().zip(&views) {
-        if v.epoch != epoch || !v.settled() || v.ring.members() != sorted {
+        if v.epoch() != epoch || !v.settled() || v.members() != sorted {
             let states: Vec<String> = fleet
                 .replicas
                 .iter()
@@ -39,16 +39,16 @@ pub(super) async fn check(
                         r.membership.renewals(),
                         r.membership.fence().is_cancelled(),
                         r.membership.is_sharder(),
-                        r.membership.view().acks
+                        r.membership.view().acks()
                     )
                 })
                 .collect();
             return Err(format!(
                 "{} sees epoch {} (settled {}) with {:?}; live replicas {sorted:?}, epoch {epoch}; {states:?}",
                 r.id,
-                v.epoch,
+                v.epoch(),
                 v.settled(),
-                v.ring.members()
+                v.members()
             ));
         }
     }

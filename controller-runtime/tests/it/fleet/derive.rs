@@ -294,7 +294,7 @@ impl ObjectReconciler<ConfigMap> for SpreadCopier {
 /// `cluster/namespace/name`, and nothing is forbidden anywhere.
 #[tokio::test]
 async fn a_derived_fleet_controller_runs_sharded_under_the_generated_rbac() {
-    use controller_runtime::sharding::ring::Ring;
+    use controller_runtime::__test_support::Ring;
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }

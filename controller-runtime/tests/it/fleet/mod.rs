@@ -10,17 +10,27 @@
 //! and logs none of a Secret's data; `disengage` sees a leaving member's
 //! running reconcile cancelled; `isolation` freezes two members while a
 //! third keeps its pace; `restart` kills a member's API server and
-//! starts it again, empty or from its data, and sees it reconciled again.
+//! starts it again, empty or from its data, and sees it reconciled again;
+//! `health` sees a member that answers but whose informers cannot sync
+//! kept out of `Ready`; `engage_hooks` keeps members out by the fleet's
+//! filter and by a failing engage hook, and runs a provider written as an
+//! `async fn`; `field_index` lists by a fleet-wide field index in every
+//! member; `warm_followers` sees a new leader find its members' caches
+//! synced, without listing them again.
 
 mod controllers;
 mod derive;
 mod disengage;
+mod engage_hooks;
+mod field_index;
+mod health;
 mod isolation;
 mod memory;
 mod providers;
 mod restart;
 mod sharded;
 mod trust;
+mod warm_followers;
 
 use std::time::Duration;
 

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use controller_runtime::__test_support::Ring;
 use controller_runtime::cluster::StaticProvider;
 use controller_runtime::controller::{BuilderError, FleetController};
 use controller_runtime::manager::Manager;
@@ -17,7 +18,6 @@ use controller_runtime::prelude::*;
 use controller_runtime::sharding::config::ShardMode;
 use controller_runtime::sharding::fleet::ShardedFleetExt;
 use controller_runtime::sharding::membership::Membership;
-use controller_runtime::sharding::ring::Ring;
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::json;
@@ -190,7 +190,7 @@ async fn settled(replicas: &[&Replica], members: &[&str]) {
         replicas
             .iter()
             .all(|r| {
-                r.membership.view().ring.members() == members
+                r.membership.view().members() == members
                     && r.mgr.readyz_checks().run_one(&check) == Some(Ok(()))
             })
             .then_some(())

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use informer_core::factory::{InformerOptions, SharedInformerFactory};
 use informer_core::handler::ResourceEventHandler;
 use informer_core::key::ObjectOrTombstone;
@@ -15,8 +14,9 @@ use kube_client::Client;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::fleet::Fleet;
-use super::kubeconfig::{MemberClientOptions, ProviderError};
+use super::fleet::{Fleet, FleetError};
+use super::hooks::ClusterInfo;
+use super::member_client::{MemberClientOptions, ProviderError};
 use super::provider::Provider;
 use crate::error::BoxError;
 use crate::rbac::Permissions;
@@ -37,7 +37,10 @@ type ClusterName = Arc<dyn Fn(&Secret) -> Option<String> + Send + Sync>;
 /// unlabelled) disengages it and stops its informers, a changed kubeconfig
 /// re-engages it. A Secret without a usable kubeconfig is logged (its name
 /// and what is wrong, never any of its content) and skipped; the others
-/// are unaffected. Needs `get`, `list` and `watch` on Secrets in the
+/// are unaffected. Each cluster is engaged with the Secret's labels
+/// ([`ClusterInfo`]), so the fleet's [filter](Fleet::filter) can decide on
+/// them; one it keeps out is logged and skipped (and engaged if a later
+/// change to the Secret lets it in). Needs `get`, `list` and `watch` on Secrets in the
 /// namespace.
 ///
 /// **Trust.** Whoever can create a labelled Secret in the namespace
@@ -185,49 +188,43 @@ impl Provider for SecretProvider {
         format!("secrets {}/{{{}}}", self.namespace, self.selector)
     }
 
-    fn run(
-        self: Arc<Self>,
-        fleet: Fleet,
-        stop: CancellationToken,
-    ) -> BoxFuture<'static, Result<(), BoxError>> {
-        Box::pin(async move {
-            let factory = SharedInformerFactory::builder(self.client.clone()).build();
-            let informer = factory.namespaced_informer_with::<Secret>(
-                &self.namespace,
-                InformerOptions::new().label_selector(self.selector.clone()),
-            );
-            let (tx, mut rx) = mpsc::unbounded_channel();
-            let registration = informer.add_event_handler(Forward(tx))?;
-            factory.start();
-            // By Secret: the cluster engaged and the kubeconfig it was
-            // engaged with.
-            let mut engaged: HashMap<String, Engaged> = HashMap::new();
-            loop {
-                let change = tokio::select! {
-                    () = stop.cancelled() => break,
-                    change = rx.recv() => match change {
-                        Some(change) => change,
-                        None => break,
-                    },
-                };
-                match change {
-                    Change::Upsert(secret) => self.apply(&fleet, &mut engaged, &secret).await,
-                    Change::Delete(name) => {
-                        if let Some(gone) = engaged.remove(&name) {
-                            fleet.disengage(&gone.cluster).await;
-                        }
+    async fn run(&self, fleet: Fleet, stop: CancellationToken) -> Result<(), BoxError> {
+        let factory = SharedInformerFactory::builder(self.client.clone()).build();
+        let informer = factory.namespaced_informer_with::<Secret>(
+            &self.namespace,
+            InformerOptions::new().label_selector(self.selector.clone()),
+        );
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let registration = informer.add_event_handler(Forward(tx))?;
+        factory.start();
+        // By Secret: the cluster engaged and the kubeconfig it was
+        // engaged with.
+        let mut engaged: HashMap<String, Engaged> = HashMap::new();
+        loop {
+            let change = tokio::select! {
+                () = stop.cancelled() => break,
+                change = rx.recv() => match change {
+                    Some(change) => change,
+                    None => break,
+                },
+            };
+            match change {
+                Change::Upsert(secret) => self.apply(&fleet, &mut engaged, &secret).await,
+                Change::Delete(name) => {
+                    if let Some(gone) = engaged.remove(&name) {
+                        fleet.disengage(&gone.cluster).await;
                     }
                 }
             }
-            drop(registration);
-            if tokio::time::timeout(Duration::from_secs(5), factory.shutdown())
-                .await
-                .is_err()
-            {
-                tracing::warn!("the cluster Secrets' informer did not stop in time");
-            }
-            Ok(())
-        })
+        }
+        drop(registration);
+        if tokio::time::timeout(Duration::from_secs(5), factory.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the cluster Secrets' informer did not stop in time");
+        }
+        Ok(())
     }
 }
 
@@ -270,7 +267,9 @@ impl SecretProvider {
             tracing::warn!(secret = %name, key = %self.data_key, "cluster Secret has no kubeconfig; skipped");
             return;
         };
-        match self.engage(fleet, &cluster, &kubeconfig).await {
+        let labels = secret.metadata.labels.clone().unwrap_or_default();
+        let info = ClusterInfo::new(cluster.clone()).with_labels(labels);
+        match self.engage(fleet, info, &kubeconfig).await {
             Ok(()) => {
                 engaged.insert(
                     name,
@@ -279,6 +278,9 @@ impl SecretProvider {
                         kubeconfig,
                     },
                 );
+            }
+            Err(ProviderError::Fleet(FleetError::Filtered(_))) => {
+                tracing::info!(secret = %name, %cluster, "cluster Secret skipped: the fleet's filter keeps it out");
             }
             Err(error) => {
                 tracing::warn!(secret = %name, %cluster, %error, "cluster Secret skipped");
@@ -289,11 +291,14 @@ impl SecretProvider {
     async fn engage(
         &self,
         fleet: &Fleet,
-        cluster: &str,
+        info: ClusterInfo,
         kubeconfig: &[u8],
     ) -> Result<(), ProviderError> {
-        let client = self.options.client_from_yaml(cluster, kubeconfig).await?;
-        fleet.engage(cluster, client)?;
+        let client = self
+            .options
+            .client_from_yaml(info.name(), kubeconfig)
+            .await?;
+        fleet.engage_with(info, client)?;
         Ok(())
     }
 }
