@@ -181,8 +181,8 @@ impl ObjectReconciler<ConfigMap> for Record {
         ctx: &ObjectContext<ConfigMap>,
     ) -> Result<Action, Self::Error> {
         let group = match ctx.cluster() {
-            Some(cluster) => group_of(Some(cluster), "m"),
-            None => group_of(cm.metadata.namespace.as_deref(), "fleet-"),
+            "" => group_of(cm.metadata.namespace.as_deref(), "fleet-"),
+            cluster => group_of(Some(cluster), "m"),
         };
         self.0
             .record(group, cm.metadata.name.as_deref().unwrap_or(""));

@@ -4,37 +4,36 @@
 //! discovery, configuration, or a CRD installed after the manager started)
 //! and their objects are [`DynamicObject`]s.
 //!
-//! [`Manager::dynamic_controller`] starts a [`DynamicControllerBuilder`];
-//! [`complete`](DynamicControllerBuilder::complete) takes a request-form
-//! [`Reconciler`], which reads the object from
+//! [`Manager::dynamic_controller`] starts the one [`ControllerBuilder`]
+//! for [`DynamicObject`]s, with the same settings and watches as a typed
+//! controller's and [`owns_dynamic`](ControllerBuilder::owns_dynamic) and
+//! [`watches_dynamic`](ControllerBuilder::watches_dynamic) for kinds known
+//! at run time; [`complete`](ControllerBuilder::complete) takes a
+//! request-form [`Reconciler`](crate::reconcile::Reconciler), which reads the object from
 //! [`Cache::dynamic_informer`](crate::cache::Cache::dynamic_informer) (the
 //! informers the controller watches, synced before the first reconcile).
 //! A controller completed while the manager runs starts at once.
-//! [`permissions`](DynamicControllerBuilder::permissions) gives the RBAC
+//! [`permissions`](ControllerBuilder::permissions) gives the RBAC
 //! rules of the wiring, computed from the `ApiResource`s, to apply or check
 //! at run time.
 //!
 //! Controller layer.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use kube_client::core::discovery::Scope;
-use kube_client::core::metadata::PartialObjectMeta;
-use kube_client::core::{ApiResource, DynamicObject};
+use kube_client::core::{ApiResource, DynamicObject, Resource};
 
-use super::source::{EventFilters, KindSource, Source, describe_kind};
-use super::{Controller, Settings};
-use crate::handler::{EnqueueRequestForObject, EnqueueRequestForOwner, EventHandler};
-use crate::manager::{Manager, ManagerError};
-use crate::object::Object;
-use crate::predicate::Predicate;
-use crate::rbac::{
-    FINALIZERS_VERBS, OWNED_VERBS, PRIMARY_VERBS, Permissions, STATUS_VERBS, WATCHED_VERBS,
-};
-use crate::reconcile::Reconciler;
+use super::builder::{ControllerBuilder, describe};
+use super::source::OwnedKind;
+use crate::handler::EventHandler;
+use crate::manager::Manager;
+use crate::rbac::{OWNED_VERBS, WATCHED_VERBS};
 use crate::request::Request;
-use crate::workqueue::RateLimiter;
+
+/// The builder of a controller for a kind chosen at run time: the one
+/// [`ControllerBuilder`], for [`DynamicObject`]s.
+pub type DynamicControllerBuilder<T = Request> = ControllerBuilder<DynamicObject, T>;
 
 impl Manager {
     /// Starts building a controller for the kind `resource`, namespaced or
@@ -69,199 +68,49 @@ impl Manager {
         resource: ApiResource,
         scope: Scope,
     ) -> DynamicControllerBuilder {
-        DynamicControllerBuilder {
-            mgr: self.clone(),
-            permissions: Permissions::new()
-                .rule(
-                    &resource.group,
-                    &resource.plural,
-                    PRIMARY_VERBS.iter().cloned(),
-                )
-                .rule(
-                    &resource.group,
-                    &format!("{}/status", resource.plural),
-                    STATUS_VERBS.iter().cloned(),
-                )
-                .rule(
-                    &resource.group,
-                    &format!("{}/finalizers", resource.plural),
-                    FINALIZERS_VERBS.iter().cloned(),
-                )
-                .events(),
+        let namespaced = scope == Scope::Namespaced;
+        let informer = resource.clone();
+        ControllerBuilder::with_kind(
+            self,
             resource,
-            scope,
-            for_predicates: Vec::new(),
-            event_filters: Vec::new(),
-            sources: Vec::new(),
-            settings: Settings::default(),
-        }
-    }
-}
-
-/// Builds a controller for a kind chosen at run time; see the
-/// [module documentation](super::dynamic).
-#[must_use]
-pub struct DynamicControllerBuilder {
-    mgr: Manager,
-    resource: ApiResource,
-    scope: Scope,
-    for_predicates: Vec<Box<dyn Predicate<DynamicObject>>>,
-    event_filters: Vec<Box<dyn Predicate<PartialObjectMeta>>>,
-    sources: Vec<Box<dyn Source>>,
-    settings: Settings,
-    permissions: Permissions,
-}
-
-fn describe(resource: &ApiResource) -> String {
-    format!("{} ({})", resource.kind, resource.api_version)
-}
-
-impl DynamicControllerBuilder {
-    /// Names the controller (default: the kind in lower case).
-    pub fn named(mut self, name: impl Into<String>) -> Self {
-        self.settings.name = Some(name.into());
-        self
-    }
-
-    /// Filters the events of the reconciled kind alone (all predicates
-    /// must pass).
-    pub fn for_event_filter(mut self, predicate: impl Predicate<DynamicObject>) -> Self {
-        self.for_predicates.push(Box::new(predicate));
-        self
-    }
-
-    /// Filters the events of every watch of the controller, whenever they
-    /// were added, on each object's metadata (as
-    /// [`ControllerBuilder::with_event_filter`](super::ControllerBuilder::with_event_filter)).
-    pub fn with_event_filter(mut self, predicate: impl Predicate<PartialObjectMeta>) -> Self {
-        self.event_filters.push(Box::new(predicate));
-        self
-    }
-
-    /// The handler enqueueing the controller owner of the reconciled kind.
-    fn owner_handler(&self) -> EnqueueRequestForOwner {
-        EnqueueRequestForOwner::for_kind(
-            self.resource.group.clone(),
-            self.resource.kind.clone(),
-            self.scope == Scope::Namespaced,
-            true,
+            namespaced,
+            Arc::new(move |cache| cache.dynamic_informer(&informer, scope.clone())),
         )
     }
+}
 
+impl<K: Resource + Clone + Send + Sync + 'static, T> ControllerBuilder<K, T> {
     /// Reconciles the controller owner (of the reconciled kind) when an
     /// object of the kind `resource` changes.
     pub fn owns_dynamic(self, resource: ApiResource, scope: Scope) -> Self {
         let handler = self.owner_handler();
         let rules = (resource.group.clone(), resource.plural.clone());
-        let mut this = self.watches_dynamic(resource, scope, handler);
-        this.permissions = this
-            .permissions
-            .rule(&rules.0, &rules.1, OWNED_VERBS.iter().cloned());
-        this
-    }
-
-    /// Reconciles the controller owner (of the reconciled kind) when a
-    /// typed `C` changes.
-    pub fn owns<C: Object>(self) -> Self {
-        let handler = self.owner_handler();
-        let mut this = self.watches::<C>(handler);
-        this.permissions = this.permissions.owns::<C>();
-        this
+        let owned = OwnedKind {
+            resource: resource.clone(),
+            namespaced: scope == Scope::Namespaced,
+        };
+        self.watches_dynamic(resource, scope, handler)
+            .add_owned(owned)
+            .add_permissions(|p| p.rule(&rules.0, &rules.1, OWNED_VERBS.iter().cloned()))
     }
 
     /// Reconciles whatever `handler` maps the events of the kind
     /// `resource` to.
     pub fn watches_dynamic(
-        mut self,
+        self,
         resource: ApiResource,
         scope: Scope,
         handler: impl EventHandler<DynamicObject>,
     ) -> Self {
-        self.permissions = self.permissions.rule(
-            &resource.group,
-            &resource.plural,
-            WATCHED_VERBS.iter().cloned(),
-        );
-        self.sources.push(Box::new(KindSource {
-            informer: self.mgr.cache().dynamic_informer(&resource, scope),
-            handler: Arc::new(handler),
-            predicates: Arc::new(Vec::new()),
-            filters: Arc::default(),
-            description: describe(&resource),
-            resource: resource.clone(),
-        }));
-        self
-    }
-
-    /// Reconciles whatever `handler` maps the events of a typed `W` to.
-    pub fn watches<W: Object>(mut self, handler: impl EventHandler<W>) -> Self {
-        self.permissions = self.permissions.watches::<W>();
-        self.sources.push(Box::new(KindSource {
-            informer: self.mgr.cache().informer::<W>(),
-            handler: Arc::new(handler),
-            predicates: Arc::new(Vec::new()),
-            filters: Arc::default(),
-            description: describe_kind::<W>(),
-            resource: ApiResource::erase::<W>(&()),
-        }));
-        self
-    }
-
-    /// How many requests are reconciled at once (default 1).
-    pub fn max_concurrent_reconciles(mut self, n: usize) -> Self {
-        self.settings.max_concurrent = n;
-        self
-    }
-
-    /// The workqueue's rate limiter (default as
-    /// [`ControllerBuilder::rate_limiter`](super::ControllerBuilder::rate_limiter)).
-    pub fn rate_limiter(mut self, limiter: impl RateLimiter<Request> + 'static) -> Self {
-        self.settings.rate_limiter = Some(Box::new(limiter));
-        self
-    }
-
-    /// Drops a reconcile that runs longer than `timeout` and retries it
-    /// with backoff.
-    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.reconcile_timeout = Some(timeout);
-        self
-    }
-
-    /// The RBAC rules this wiring needs, from the `ApiResource`s and types
-    /// used so far: the reconciled kind with its `status` and `finalizers`,
-    /// the owned and watched kinds, and Events. Render them with
-    /// [`Permissions::cluster_role`] or [`Permissions::role`], or check
-    /// them with [`Permissions::allows`].
-    pub fn permissions(&self) -> Permissions {
-        self.permissions.clone()
-    }
-
-    /// Validates the settings and registers the controller with the
-    /// manager; started when the manager runs (and leads), or at once if it
-    /// already does.
-    pub fn complete(self, reconciler: impl Reconciler) -> Result<Controller, ManagerError> {
-        let primary: Box<dyn Source> = Box::new(KindSource {
-            informer: self
-                .mgr
-                .cache()
-                .dynamic_informer(&self.resource, self.scope.clone()),
-            handler: Arc::new(EnqueueRequestForObject) as Arc<dyn EventHandler<DynamicObject>>,
-            predicates: Arc::new(self.for_predicates),
-            filters: Arc::default(),
-            description: describe(&self.resource),
-            resource: self.resource.clone(),
-        });
-        let mut sources = vec![primary];
-        sources.extend(self.sources);
-        let filters: EventFilters = Arc::new(self.event_filters);
-        for source in &mut sources {
-            source.set_event_filters(Arc::clone(&filters));
-        }
-        self.settings.register(
-            &self.mgr,
-            &self.resource.kind,
-            |_| Arc::new(reconciler),
-            sources,
-        )
+        let (group, plural) = (resource.group.clone(), resource.plural.clone());
+        let informer = resource.clone();
+        self.add_permissions(|p| p.rule(&group, &plural, WATCHED_VERBS.iter().cloned()))
+            .watch(
+                move |cache| cache.dynamic_informer(&informer, scope.clone()),
+                handler,
+                Vec::new(),
+                describe(&resource),
+                resource,
+            )
     }
 }

@@ -130,8 +130,8 @@ pub(crate) async fn run_reconcile<R: Reconciler + ?Sized>(
         reconcile_id = ctx.reconcile_id,
         cluster = tracing::field::Empty,
     );
-    if let Some(cluster) = &ctx.cluster {
-        span.record("cluster", cluster.as_ref());
+    if !ctx.cluster.is_empty() {
+        span.record("cluster", &*ctx.cluster);
     }
     let call = AssertUnwindSafe(reconciler.reconcile(req, ctx).instrument(span)).catch_unwind();
     let caught = match timeout {

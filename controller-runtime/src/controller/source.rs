@@ -26,7 +26,7 @@ use kube_core::Resource;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{Cache, ScopedInformer};
+use crate::cache::ScopedInformer;
 use crate::handler::EventHandler;
 use crate::predicate::Predicate;
 use crate::request::Request;
@@ -65,9 +65,6 @@ pub(crate) trait Source: Send + Sync + 'static {
     fn describe(&self) -> String;
     /// The resource watched (checked to be served when the manager starts).
     fn resource(&self) -> &ApiResource;
-    /// Sets the controller-wide filters (when the controller is completed,
-    /// so that they apply whatever the order of the builder's calls).
-    fn set_event_filters(&mut self, filters: EventFilters);
     /// The controller-wide filters this source applies.
     #[cfg(test)]
     fn event_filters(&self) -> &EventFilters;
@@ -137,10 +134,6 @@ pub(crate) async fn wait_for_sync(
     }
 }
 
-/// A watch of a controller being built: made into its [`Source`] on the
-/// manager's cache when the controller is completed.
-pub(crate) type PendingSource = Box<dyn FnOnce(&Cache) -> Box<dyn Source> + Send + Sync>;
-
 /// A kind a controller owns, as the layers above the controller see it
 /// (sharding's label mode labels the owned kinds by their resource).
 #[derive(Debug, Clone)]
@@ -188,10 +181,6 @@ impl<W: Watched> Source for KindSource<W> {
 
     fn resource(&self) -> &ApiResource {
         &self.resource
-    }
-
-    fn set_event_filters(&mut self, filters: EventFilters) {
-        self.filters = filters;
     }
 
     #[cfg(test)]

@@ -1,5 +1,7 @@
 use super::*;
 use crate::action::Action;
+use crate::handler::EnqueueRequestForObject;
+use crate::manager::{Manager, ManagerError};
 use crate::reconcile::{CallInfo, Reconciler};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 
@@ -194,4 +196,37 @@ async fn watches_take_the_cache_options_added_until_complete() {
             "{plural}: {informers:?}"
         );
     }
+}
+
+/// Every form is the one builder: a dynamic controller takes the typed
+/// forms' watches (here `owns_with` and `watches_map`), a typed and a
+/// fleet controller give their RBAC rules as a dynamic one does, and the
+/// same name is refused whichever form claimed it first.
+#[tokio::test]
+async fn every_form_is_the_one_builder() {
+    use kube_client::core::discovery::Scope;
+    use kube_client::core::{ApiResource, GroupVersionKind};
+    let mgr = manager().await;
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Gizmo");
+    let gizmos = ApiResource::from_gvk_with_plural(&gvk, "gizmos");
+    let dynamic = mgr
+        .dynamic_controller(gizmos, Scope::Namespaced)
+        .owns_with::<Pod>(Vec::new())
+        .watches_map(|_: &k8s_openapi::api::core::v1::Secret| Vec::new());
+    let rules = dynamic.permissions();
+    assert!(rules.allows("example.com", "gizmos", "watch"));
+    assert!(rules.allows("", "pods", "delete"));
+    assert!(rules.allows("", "secrets", "watch"));
+    assert_eq!(dynamic.owned_kinds().len(), 1);
+    let typed = mgr.controller::<ConfigMap>().owns::<Pod>().permissions();
+    assert!(typed.allows("", "configmaps", "patch"));
+    assert!(typed.allows("", "pods", "delete"));
+    let fleet = mgr.fleet_controller::<ConfigMap>().named("gizmo");
+    assert!(fleet.permissions().allows("", "configmaps", "watch"));
+    dynamic.complete(Noop).unwrap();
+    let err = fleet.complete(Noop).unwrap_err();
+    assert!(
+        matches!(builder_error(&err), Some(BuilderError::DuplicateName(n)) if n == "gizmo"),
+        "{err}"
+    );
 }

@@ -195,10 +195,9 @@ impl<T: WorkItem> Engine<T> {
         let active = self.metrics.worker_active();
         let reconcile_id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let retries = usize::try_from(self.queue.num_requeues(&req)).unwrap_or(usize::MAX);
-        let mut ctx = CallInfo::new(Arc::clone(&self.name), reconcile_id).with_retries(retries);
-        if lane.is_member() {
-            ctx = ctx.in_cluster(Arc::clone(&lane.cluster));
-        }
+        let ctx = CallInfo::new(Arc::clone(&self.name), reconcile_id)
+            .with_retries(retries)
+            .in_cluster(Arc::clone(&lane.cluster));
         let started = Instant::now();
         let reconciler = Arc::clone(&lane.reconciler);
         let (request, timeout) = (req.request().clone(), self.config.reconcile_timeout);

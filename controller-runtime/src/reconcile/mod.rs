@@ -36,10 +36,10 @@ pub struct CallInfo {
     /// How many times this request has been requeued through the rate
     /// limiter since it last succeeded.
     pub retries: usize,
-    /// The fleet cluster the object is in, for a fleet controller
-    /// ([`Manager::fleet_controller`](crate::controller::FleetControllerBuilder));
-    /// `None` for a controller of the manager's own cluster.
-    pub cluster: Option<Arc<str>>,
+    /// The cluster the object is in: a fleet member's name, or `""` for
+    /// the manager's own cluster (as [`ClusterRequest::cluster`](crate::request::ClusterRequest)
+    /// and [`Cluster::name`](crate::cluster::Cluster::name) spell it).
+    pub cluster: Arc<str>,
 }
 
 impl CallInfo {
@@ -49,20 +49,22 @@ impl CallInfo {
             controller: controller.into(),
             reconcile_id,
             retries: 0,
-            cluster: None,
+            cluster: Arc::from(""),
         }
     }
 
-    /// The same context for an object in the fleet cluster `cluster`.
+    /// The same context for an object in the fleet cluster `cluster`
+    /// (`""` is the manager's own, the default).
     ///
     /// ```
     /// use controller_runtime::reconcile::CallInfo;
+    /// assert_eq!(&*CallInfo::new("copier", 1).cluster, "");
     /// let call = CallInfo::new("copier", 1).in_cluster("edge-1");
-    /// assert_eq!(call.cluster.as_deref(), Some("edge-1"));
+    /// assert_eq!(&*call.cluster, "edge-1");
     /// ```
     #[must_use]
     pub fn in_cluster(mut self, cluster: impl Into<Arc<str>>) -> Self {
-        self.cluster = Some(cluster.into());
+        self.cluster = cluster.into();
         self
     }
 

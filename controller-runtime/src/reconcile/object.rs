@@ -172,12 +172,13 @@ impl<K: Object> ObjectContext<K> {
         self.request.namespace.as_deref()
     }
 
-    /// The fleet cluster the object is in (the one [`api`](Self::api),
+    /// The cluster the object is in (the one [`api`](Self::api),
     /// [`cache`](Self::cache), [`client`](Self::client) and
-    /// [`recorder`](Self::recorder) reach), for a fleet controller; `None`
-    /// for a controller of the manager's own cluster.
-    pub fn cluster(&self) -> Option<&str> {
-        self.call.cluster.as_deref()
+    /// [`recorder`](Self::recorder) reach): a fleet member's name, or `""`
+    /// for the manager's own cluster (as
+    /// [`Cluster::name`](crate::cluster::Cluster::name) spells it).
+    pub fn cluster(&self) -> &str {
+        &self.call.cluster
     }
 
     /// The per-call information: controller name, reconcile id, retries.

@@ -55,7 +55,7 @@ use crate::error::BoxError;
 use crate::healthz::check_fn;
 use crate::manager::error::BuilderError;
 use crate::manager::{Manager, ManagerError, Runnable};
-use crate::object::{Object, ScopeInfo};
+use crate::object::Object;
 use crate::reconcile::{CallInfo, IntoReconciler, Reconciler};
 use crate::request::Request;
 use crate::workqueue::{AddOptions, Priority};
@@ -232,14 +232,15 @@ pub(super) fn install_gate<Q: GateKey>(
 /// mgr.run_until_signal().await?;
 /// # Ok(()) }
 /// ```
-pub trait ShardedExt<K: Object> {
-    /// This controller's objects are spread over the replicas of
-    /// `membership`'s ring (filter or label mode, by its config).
-    fn sharded(self, membership: &Membership) -> ShardedBuilder<K>;
+pub trait ShardedExt<K: Object, T = Request> {
+    /// This controller's requests are spread over the replicas of
+    /// `membership`'s ring (filter or label mode, by its config; a fleet
+    /// controller's in filter mode only, see [`super::fleet`]).
+    fn sharded(self, membership: &Membership) -> ShardedBuilder<K, T>;
 }
 
-impl<K: Object> ShardedExt<K> for ControllerBuilder<K> {
-    fn sharded(self, membership: &Membership) -> ShardedBuilder<K> {
+impl<K: Object, T> ShardedExt<K, T> for ControllerBuilder<K, T> {
+    fn sharded(self, membership: &Membership) -> ShardedBuilder<K, T> {
         ShardedBuilder {
             builder: self,
             membership: membership.clone(),
@@ -263,27 +264,27 @@ fn selection(
     labeller::without_labels(options, &[cfg.shard_label(), cfg.drain_label()])
 }
 
-/// A controller builder with sharding on; see [`ShardedExt`].
+/// A controller builder with sharding on; see [`ShardedExt`]. `T` is the
+/// controller's request, as in [`ControllerBuilder`].
 #[must_use]
-pub struct ShardedBuilder<K> {
-    builder: ControllerBuilder<K>,
-    membership: Membership,
+pub struct ShardedBuilder<K, T = Request> {
+    pub(super) builder: ControllerBuilder<K, T>,
+    pub(super) membership: Membership,
 }
 
-impl<K: Object> ShardedBuilder<K> {
+impl<K: Object, T> ShardedBuilder<K, T> {
     /// As [`ControllerBuilder::owns`] (the same whether it is called before
     /// or after `.sharded(..)`): in label mode the sharder also keeps `C`'s
     /// objects on their controller owner's shard, and the manager's cache
     /// of `C` selects this shard's label (besides the user's own selector
     /// of `C`, if any).
-    pub fn owns<C: Object>(mut self) -> Self
-    where
-        K::Scope: ScopeInfo,
-    {
+    pub fn owns<C: Object>(mut self) -> Self {
         self.builder = self.builder.owns::<C>();
         self
     }
+}
 
+impl<K: Object> ShardedBuilder<K> {
     /// Builds the controller with `reconciler` behind the shard's gate;
     /// see the [module documentation](self).
     pub fn complete<M: 'static>(
@@ -306,10 +307,10 @@ impl<K: Object> ShardedBuilder<K> {
                 let kinds = label_kinds(&mgr, &self.builder, &self.membership);
                 let gate = Arc::new(wiring::label_gate::<K>(&mgr, &self.membership));
                 wiring::feed_label_gate::<K>(&mgr, &gate);
-                let controller = self.builder.complete_wrapped(reconciler, |inner| Gated {
-                    inner,
-                    gate: Gate::Label(Arc::clone(&gate)),
-                })?;
+                let gated = Gate::Label(Arc::clone(&gate));
+                let controller = self
+                    .builder
+                    .complete_wrapped(reconciler, move |inner| Gated { inner, gate: gated })?;
                 install(&mgr, &self.membership);
                 let counters = wiring::add_labeller(&mgr, &self.membership, kinds);
                 let informer = mgr.cache().informer::<K>();
@@ -393,24 +394,38 @@ fn complete_filter<K: Object, M: 'static>(
     reconciler: impl IntoReconciler<K, M>,
 ) -> Result<Controller, ManagerError> {
     let gate = ShardGate::new(membership);
-    let controller = builder.complete_wrapped(reconciler, |inner| Gated {
-        inner,
-        gate: Gate::Ring(gate.clone()),
+    let gated = Gate::Ring(gate.clone());
+    let controller =
+        builder.complete_wrapped(reconciler, move |inner| Gated { inner, gate: gated })?;
+    let informer = mgr.cache().informer::<K>();
+    wire_ring(mgr, &controller, membership, &gate, move || {
+        informer
+            .list()
+            .iter()
+            .filter_map(|o| Request::from_object(o.as_ref()).ok())
+            .collect()
     })?;
+    Ok(controller)
+}
+
+/// Filter mode's wiring around `gate` of `controller`, whatever its
+/// request: keys moved in are queued again at low priority, `keys` lists
+/// the cached ones, the `sharding_*` metrics and the runnables and
+/// readiness check of [`install_gate`].
+pub(super) fn wire_ring<Q: GateKey>(
+    mgr: &Manager,
+    controller: &Controller<Q>,
+    membership: &Membership,
+    gate: &ShardGate<Q>,
+    keys: impl Fn() -> Vec<Q> + Clone + Send + Sync + 'static,
+) -> Result<(), ManagerError> {
     let queue = controller.queue().clone();
     gate.set_requeue(move |reqs| {
         for req in reqs {
             queue.add_with(req, AddOptions::new().priority(Priority::LOW));
         }
     });
-    let informer = mgr.cache().informer::<K>();
-    gate.set_keys(move || {
-        informer
-            .list()
-            .iter()
-            .filter_map(|o| Request::from_object(o.as_ref()).ok())
-            .collect()
-    });
+    gate.set_keys(keys.clone());
     let reassign = ReassignTimes::default();
     gate.set_departed({
         let (reassign, membership) = (reassign.clone(), membership.clone());
@@ -418,7 +433,6 @@ fn complete_filter<K: Object, M: 'static>(
     });
     let stats_gate = gate.clone();
     let identity = membership.identity().to_string();
-    let informer = mgr.cache().informer::<K>();
     ShardMetrics::register(
         mgr,
         controller.name(),
@@ -426,16 +440,13 @@ fn complete_filter<K: Object, M: 'static>(
         super::metrics::Source::Ring {
             stats: Box::new(move || stats_gate.stats()),
             owned: Box::new(move |ring| {
-                informer
-                    .list()
+                keys()
                     .iter()
-                    .filter_map(|o| Request::from_object(o.as_ref()).ok())
                     .filter(|r| ring.owns(&identity, &r.to_string()))
                     .count()
             }),
             reassign,
         },
     );
-    install_gate(mgr, controller.name(), membership, &gate)?;
-    Ok(controller)
+    install_gate(mgr, controller.name(), membership, gate)
 }

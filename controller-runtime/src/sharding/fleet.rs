@@ -1,5 +1,6 @@
 //! Sharding a fleet controller: `fleet_builder.sharded(&membership)`
-//! ([`ShardedFleetExt`]) spreads the `(cluster, namespace, name)`s of a
+//! (the one [`ShardedExt`](super::controller::ShardedExt), also named
+//! [`ShardedFleetExt`]) spreads the `(cluster, namespace, name)`s of a
 //! [fleet controller](crate::controller::fleet) over the replicas of a ring.
 //!
 //! **Filter mode only.** Every replica runs the fleet controller over every
@@ -26,22 +27,18 @@ use std::sync::Arc;
 
 use super::assignment::ShardGate;
 use super::config::ShardMode;
-use super::controller::{install_gate, through_ring_gate};
-use super::membership::Membership;
-use super::metrics::{ReassignTimes, ShardMetrics, Source};
+use super::controller::{ShardedBuilder, through_ring_gate, wire_ring};
 use crate::action::Action;
 use crate::cluster::Fleet;
-use crate::controller::{FleetController, FleetControllerBuilder};
+use crate::controller::FleetController;
 use crate::manager::ManagerError;
 use crate::manager::error::BuilderError;
 use crate::object::Object;
 use crate::reconcile::{CallInfo, IntoReconciler, Reconciler};
 use crate::request::{ClusterRequest, Request};
-use crate::workqueue::{AddOptions, Priority};
 
-/// Turns sharding on for a fleet controller builder:
-/// `.sharded(&membership)`, in filter mode; see the [module
-/// documentation](self).
+/// Turns sharding on for a fleet controller builder: the one
+/// [`ShardedExt`](super::controller::ShardedExt), by its former name.
 ///
 /// ```no_run
 /// use controller_runtime::prelude::*;
@@ -63,33 +60,17 @@ use crate::workqueue::{AddOptions, Priority};
 /// mgr.run_until_signal().await?;
 /// # Ok(()) }
 /// ```
-pub trait ShardedFleetExt<K: Object> {
-    /// This fleet controller's `(cluster, namespace, name)`s are spread over
-    /// the replicas of `membership`'s ring (filter mode; a ring in label
-    /// mode is refused when the controller is completed).
-    fn sharded(self, membership: &Membership) -> ShardedFleetBuilder<K>;
-}
+pub use super::controller::ShardedExt as ShardedFleetExt;
 
-impl<K: Object> ShardedFleetExt<K> for FleetControllerBuilder<K> {
-    fn sharded(self, membership: &Membership) -> ShardedFleetBuilder<K> {
-        ShardedFleetBuilder {
-            builder: self,
-            membership: membership.clone(),
-        }
-    }
-}
+/// A fleet controller builder with sharding on: the one
+/// [`ShardedBuilder`], whose requests name their cluster.
+pub type ShardedFleetBuilder<K> = ShardedBuilder<K, ClusterRequest>;
 
-/// A fleet controller builder with sharding on; see [`ShardedFleetExt`].
-#[must_use]
-pub struct ShardedFleetBuilder<K> {
-    builder: FleetControllerBuilder<K>,
-    membership: Membership,
-}
-
-impl<K: Object> ShardedFleetBuilder<K> {
+impl<K: Object> ShardedBuilder<K, ClusterRequest> {
     /// Builds the fleet controller with `reconciler` behind the shard's
-    /// gate, as [`FleetControllerBuilder::complete`] does otherwise; fails
-    /// with `BuilderError::FleetLabelMode` when the ring is in label mode.
+    /// gate, as [`ControllerBuilder::complete`](crate::controller::ControllerBuilder::complete)
+    /// does otherwise; fails with `BuilderError::FleetLabelMode` when the
+    /// ring is in label mode.
     pub fn complete<R, M>(self, reconciler: R) -> Result<FleetController, ManagerError>
     where
         R: Send + Sync + 'static,
@@ -113,37 +94,10 @@ impl<K: Object> ShardedFleetBuilder<K> {
                     inner,
                     gate: wrap_gate.clone(),
                 })?;
-        let queue = controller.queue().clone();
-        gate.set_requeue(move |reqs| {
-            for req in reqs {
-                queue.add_with(req, AddOptions::new().priority(Priority::LOW));
-            }
-        });
         let fleet = mgr.fleet().clone();
-        gate.set_keys(move || cached_keys::<K>(&fleet));
-        let reassign = ReassignTimes::default();
-        gate.set_departed({
-            let (reassign, membership) = (reassign.clone(), membership.clone());
-            move |gone| reassign.record(&membership, gone)
-        });
-        let stats_gate = gate.clone();
-        let (fleet, identity) = (mgr.fleet().clone(), membership.identity().to_string());
-        ShardMetrics::register(
-            &mgr,
-            controller.name(),
-            &membership,
-            Source::Ring {
-                stats: Box::new(move || stats_gate.stats()),
-                owned: Box::new(move |ring| {
-                    cached_keys::<K>(&fleet)
-                        .iter()
-                        .filter(|r| ring.owns(&identity, &r.to_string()))
-                        .count()
-                }),
-                reassign,
-            },
-        );
-        install_gate(&mgr, controller.name(), &membership, &gate)?;
+        wire_ring(&mgr, &controller, &membership, &gate, move || {
+            cached_keys::<K>(&fleet)
+        })?;
         Ok(controller)
     }
 }
@@ -177,8 +131,7 @@ impl<R: Reconciler> Reconciler for FleetGated<R> {
     type Error = R::Error;
 
     async fn reconcile(&self, req: Request, ctx: CallInfo) -> Result<Action, Self::Error> {
-        let cluster = ctx.cluster.clone().unwrap_or_else(|| Arc::from(""));
-        let key = ClusterRequest::new(cluster, req.clone());
+        let key = ClusterRequest::new(Arc::clone(&ctx.cluster), req.clone());
         through_ring_gate(&self.gate, &key, self.inner.reconcile(req, ctx)).await
     }
 }

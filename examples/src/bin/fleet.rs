@@ -49,7 +49,10 @@ impl ObjectReconciler<ConfigMap> for Greeter {
         cm: Arc<ConfigMap>,
         ctx: &ObjectContext<ConfigMap>,
     ) -> Result<Action, Self::Error> {
-        let cluster = ctx.cluster().unwrap_or("hub");
+        let cluster = match ctx.cluster() {
+            "" => "hub",
+            member => member,
+        };
         let name = format!("{}-greeting", cm.name_any());
         let greeting = serde_json::json!({
             "apiVersion": "v1", "kind": "ConfigMap",

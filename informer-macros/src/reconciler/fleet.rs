@@ -92,7 +92,7 @@ pub fn items(
         /// name, one queue, one set of workers): the wiring of
         /// [`Self::setup`] in each, instead of calling both `setup` and
         /// [`Self::setup_fleet`]. In the manager's own cluster
-        /// `ctx.cluster()` is `None`. The manager's own cluster needs
+        /// `ctx.cluster()` is `""`. The manager's own cluster needs
         /// [`Self::rbac`] besides [`Self::fleet_hub_rbac`].
         pub fn setup_hub_and_fleet(
             self,

@@ -155,7 +155,11 @@ impl ObjectReconciler<ConfigMap> for Mirror {
         cm: Arc<ConfigMap>,
         ctx: &ObjectContext<ConfigMap>,
     ) -> Result<Action, Self::Error> {
-        let cluster = ctx.cluster().unwrap_or("none").to_string();
+        let cluster = match ctx.cluster() {
+            "" => "none",
+            member => member,
+        }
+        .to_string();
         self.started.lock().push((cluster.clone(), cm.name_any()));
         let mut hold = self.hold.subscribe();
         let _ = hold

@@ -38,7 +38,11 @@ impl ObjectReconciler<ConfigMap> for Mirror {
         cm: Arc<ConfigMap>,
         ctx: &ObjectContext<ConfigMap>,
     ) -> Result<Action, Self::Error> {
-        let cluster = ctx.cluster().unwrap_or("none").to_string();
+        let cluster = match ctx.cluster() {
+            "" => "none",
+            member => member,
+        }
+        .to_string();
         self.seen.lock().push((cluster.clone(), cm.name_any()));
         let mut data = cm.data.clone().unwrap_or_default();
         data.insert("cluster".into(), cluster);

@@ -54,7 +54,10 @@ async fn copy<const N: usize>(
     let mut s = Secret::default();
     s.metadata.name = Some(format!("{}-copy", cm.name_any()));
     s.metadata.owner_references = cm.controller_owner_ref(&()).map(|o| vec![o]);
-    let cluster = ctx.cluster().unwrap_or("own");
+    let cluster = match ctx.cluster() {
+        "" => "own",
+        member => member,
+    };
     let data = [("cluster", cluster)].into_iter().chain(extra);
     s.data = Some(
         data.map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))

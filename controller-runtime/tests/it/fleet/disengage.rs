@@ -42,7 +42,7 @@ impl ObjectReconciler<ConfigMap> for Hang {
         cm: Arc<ConfigMap>,
         ctx: &ObjectContext<ConfigMap>,
     ) -> Result<Action, Self::Error> {
-        let cluster = ctx.cluster().unwrap_or_default().to_string();
+        let cluster = ctx.cluster().to_string();
         if cluster == "stalled" {
             let _flag = DropFlag(Arc::clone(&self.dropped));
             self.entered.fetch_add(1, Ordering::SeqCst);

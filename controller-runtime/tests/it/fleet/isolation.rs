@@ -45,7 +45,11 @@ impl ObjectReconciler<ConfigMap> for Reader {
         cm: Arc<ConfigMap>,
         ctx: &ObjectContext<ConfigMap>,
     ) -> Result<Action, Self::Error> {
-        let cluster = ctx.cluster().unwrap_or("hub").to_string();
+        let cluster = match ctx.cluster() {
+            "" => "hub",
+            member => member,
+        }
+        .to_string();
         if FROZEN.contains(&cluster.as_str()) {
             self.started.fetch_add(1, Ordering::SeqCst);
             let mut hold = self.hold.subscribe();

@@ -61,7 +61,10 @@ impl ObjectReconciler<ConfigMap> for Recorder {
     ) -> Result<Action, Self::Error> {
         let key = format!(
             "{}/{}/{}",
-            ctx.cluster().unwrap_or("<none>"),
+            match ctx.cluster() {
+                "" => "<none>",
+                member => member,
+            },
             cm.namespace().unwrap_or_default(),
             cm.name_any()
         );
