@@ -1,6 +1,7 @@
 //! The bench's layering, checked from its source (see the `module-graph`
 //! crate): the shared pieces (fixtures, the heap probe, the record of
-//! results) below the scenarios, scenarios never importing each other, and
+//! results) below the scenarios, scenarios never importing each other, the
+//! profiling mode above them, and
 //! no module at any depth with a circle between its files.
 
 use std::path::Path;
@@ -22,6 +23,9 @@ const LAYERS: &[(&str, u8)] = &[
     ("watch", 2),
     ("webhook", 2),
     ("workqueue", 2),
+    // The profiling mode runs one scenario's phase alone (it seeds with
+    // the protobuf scenario's fixtures), so it sits above the scenarios.
+    ("profile", 3),
 ];
 
 #[test]
