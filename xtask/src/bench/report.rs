@@ -705,7 +705,11 @@ mod tests {
         assert_ne!(why("update-reconciles"), "-");
         assert_ne!(why("relist-peak"), "-");
         assert_ne!(why("metadata-heap"), "-");
-        for key in protobuf::KEYS.iter().chain(&fleet::KEYS).chain(&webhook::KEYS) {
+        for key in protobuf::KEYS
+            .iter()
+            .chain(&fleet::KEYS)
+            .chain(&webhook::KEYS)
+        {
             assert_ne!(why(key), "-", "{key}");
         }
         assert_eq!(why("no-such-target"), "-");

@@ -28,7 +28,12 @@ pub(super) fn targets(session: &Session, line: &mut impl FnMut(&str, &str, Strin
             line(
                 KEYS[0],
                 &format!("webhook reviews/s ≥ 0.7 × a bare TLS echo server's ({case})"),
-                format!("{} vs echo {}: {:.2} ×", number(ours), number(echo), ours / echo),
+                format!(
+                    "{} vs echo {}: {:.2} ×",
+                    number(ours),
+                    number(echo),
+                    ours / echo
+                ),
                 Some(ours >= 0.7 * echo),
             );
         }
