@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use controller_runtime::manager::Manager;
 use controller_runtime::prelude::*;
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;

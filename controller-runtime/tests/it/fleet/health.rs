@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use controller_runtime::cluster::ClusterHealth;
-use controller_runtime::prelude::*;
 use envtest::FailureRule;
 
 use super::fixture::{

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::fixture::{fleet_manager, servers};
-use super::{LONG, fast_backoff, ready};
+use super::{LONG, ready};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
 

@@ -4,20 +4,17 @@
 //! the credentials or forbids the informers' lists is retried and reported
 //! without stopping the manager or the others.
 
-use std::collections::BTreeMap;
-
 use controller_runtime::cluster::{ClusterHealth, SecretProvider, StaticProvider};
 use controller_runtime::prelude::*;
 use envtest::TestEnv;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube_client::api::{DeleteParams, PostParams};
 use kube_client::config::Kubeconfig;
 
 use super::fixture::{
-    Nothing, configmap_controller, fleet_manager, fleet_manager_builder, hub_and_member,
-    hub_member_manager, kubeconfig_secret, servers,
+    Nothing, configmap_controller, fleet_manager_builder, hub_and_member, hub_member_manager,
+    kubeconfig_secret, servers,
 };
 use super::{LONG, failures, ready};
 use crate::eventually;

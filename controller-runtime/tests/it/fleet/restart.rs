@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use controller_runtime::cluster::{ClusterHealth, MemberClientOptions};
 use controller_runtime::manager::Manager;
-use controller_runtime::prelude::*;
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::config::Kubeconfig;

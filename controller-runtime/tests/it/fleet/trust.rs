@@ -5,14 +5,11 @@
 //! Secret's data key and the cluster's name are the provider's to choose
 //! (Cluster API's layout here).
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 
 use controller_runtime::cluster::SecretProvider;
-use controller_runtime::manager::Manager;
 use envtest::TestEnv;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube_client::Api;
 use kube_client::api::PostParams;

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::manager::Manager;
-use controller_runtime::prelude::*;
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 
