@@ -114,7 +114,7 @@ async fn replica(
         .fold(StaticProvider::new(), |p, (name, env)| {
             p.client(*name, env.client())
         });
-    let mgr = fleet_manager_builder(&own)
+    let mgr = fleet_manager_builder(own)
         .provider(provider)
         .build()
         .await
