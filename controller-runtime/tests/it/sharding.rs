@@ -27,13 +27,37 @@ pub const LEASE: Duration = Duration::from_secs(1);
 pub const RENEW: Duration = Duration::from_millis(600);
 pub const RETRY: Duration = Duration::from_millis(200);
 
-/// A ring config with short timings, for tests.
+/// A ring config with short timings, for tests that time a Lease's expiry
+/// with one or two replicas. A replica fences itself (and its manager
+/// stops) when it goes [`RENEW`] without a renewal: on a loaded machine a
+/// ring of several replicas and their API server in one process can
+/// stall that long, so tests that only need a ring to run use
+/// [`steady_ring_config`].
 pub fn ring_config(ring: &str, id: &str) -> ShardingConfig {
     ShardingConfig::new("default", ring)
         .identity(id)
         .lease_duration(LEASE)
         .renew_deadline(RENEW)
         .retry_period(RETRY)
+}
+
+/// The lease of [`steady_ring_config`] (leader election's tests use the
+/// same timings): a killed replica is dropped after it.
+pub const STEADY_LEASE: Duration = Duration::from_secs(4);
+/// The renew deadline of [`steady_ring_config`]. A renewal is due every
+/// [`RETRY`]; on a loaded 2-core machine, with three replicas, their
+/// controllers and the API server in one debug-built process, renewals
+/// were seen up to ~0.5 s apart (and [`RENEW`]'s 0.6 s was overrun, fencing
+/// replicas at random). 3 s leaves 2.8 s of stall, over 5x that.
+pub const STEADY_RENEW: Duration = Duration::from_secs(3);
+
+/// A ring config whose replicas do not fence themselves when a loaded
+/// machine stalls the process for a while: [`STEADY_LEASE`],
+/// [`STEADY_RENEW`], [`RETRY`].
+pub fn steady_ring_config(ring: &str, id: &str) -> ShardingConfig {
+    ring_config(ring, id)
+        .lease_duration(STEADY_LEASE)
+        .renew_deadline(STEADY_RENEW)
 }
 
 struct Member {

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::chaos::gate::{GateLayer, GateState};
-use crate::sharding::ring_config;
+use crate::sharding::{ring_config, steady_ring_config};
 
 pub const NS: &str = "default";
 /// What a reconcile records when its GET finds no object.
@@ -166,6 +166,10 @@ pub struct Setup {
     pub client: Option<kube_client::Client>,
     /// The manager's graceful shutdown timeout (default 5 s).
     pub graceful: Option<Duration>,
+    /// The ring timings of [`steady_ring_config`] (a killed replica is
+    /// dropped after [`STEADY_LEASE`](crate::sharding::STEADY_LEASE))
+    /// instead of [`ring_config`]'s short ones.
+    pub steady: bool,
 }
 
 /// Starts replica `id` of ring `ring` as `setup` says.
@@ -185,7 +189,12 @@ pub async fn start_replica_with(
             .with_layer(&GateLayer(Arc::clone(&gate)))
             .build()
     });
-    let config = ring_config(ring, id).mode(setup.mode);
+    let config = if setup.steady {
+        steady_ring_config(ring, id)
+    } else {
+        ring_config(ring, id)
+    };
+    let config = config.mode(setup.mode);
     let mut builder = Manager::builder(client.clone())
         .graceful_shutdown_timeout(setup.graceful.unwrap_or(Duration::from_secs(5)))
         .cache_options::<ConfigMap>(config.informer_options());

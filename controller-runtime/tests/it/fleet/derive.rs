@@ -307,7 +307,10 @@ async fn a_derived_fleet_controller_runs_sharded_under_the_generated_rbac() {
             .build()
             .await
             .unwrap();
-        let mut config = crate::sharding::ring_config("it-fleet-spread", id);
+        // Timings a loaded machine cannot overrun: with the short ones a
+        // stall of 0.6 s fenced both replicas (all of this runs on the
+        // test's one thread) and the ring never settled.
+        let mut config = crate::sharding::steady_ring_config("it-fleet-spread", id);
         config.namespace = ns.clone();
         SpreadCopier {
             replica: id.to_string(),

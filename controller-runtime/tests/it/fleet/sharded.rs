@@ -31,7 +31,7 @@ use super::LONG;
 use super::fixture::{fleet_manager_builder, hub_and_member, servers};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
-use crate::sharding::ring_config;
+use crate::sharding::{ring_config, steady_ring_config};
 use crate::sharding_fleet::{Span, Timeline, check_no_overlap, last_seen};
 
 const RING: &str = "it-fleet-sharded";
@@ -119,7 +119,9 @@ async fn replica(
         .build()
         .await
         .unwrap();
-    let mut config = ring_config(RING, id);
+    // Replicas stop gracefully here (their Leases are deleted): no expiry
+    // is awaited, so timings a loaded machine cannot overrun.
+    let mut config = steady_ring_config(RING, id);
     config.namespace = own.namespace().to_owned();
     let membership = Membership::new(own.client(), config).unwrap();
     let mut builder = mgr.fleet_controller::<ConfigMap>();
