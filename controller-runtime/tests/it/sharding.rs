@@ -51,6 +51,14 @@ pub const STEADY_LEASE: Duration = Duration::from_secs(4);
 /// replicas at random). 3 s leaves 2.8 s of stall, over 5x that.
 pub const STEADY_RENEW: Duration = Duration::from_secs(3);
 
+/// How long a killed replica's objects may take to be reconciled elsewhere
+/// on [`steady_ring_config`]'s ring: expected after [`STEADY_LEASE`] and
+/// about 0.5 s more (the sharder's look, the relabelling and a reconcile;
+/// seen 0.1 to 0.45 s past the lease), bounded at 5x that.
+pub const HANDOVER_LIMIT: Duration = STEADY_LEASE
+    .saturating_add(Duration::from_millis(500))
+    .saturating_mul(5);
+
 /// A ring config whose replicas do not fence themselves when a loaded
 /// machine stalls the process for a while: [`STEADY_LEASE`],
 /// [`STEADY_RENEW`], [`RETRY`].

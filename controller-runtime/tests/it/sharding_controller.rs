@@ -8,13 +8,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use controller_runtime::sharding::config::ShardMode;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
 use tokio::time::Instant;
 
-use crate::sharding::{LEASE, STEADY_LEASE};
+use crate::sharding::{HANDOVER_LIMIT, STEADY_LEASE};
 use crate::sharding_fleet::{
-    NS, Timeline, all_reconciled, check_no_overlap, last_seen, owners, start_replica, write_all,
+    NS, Replica, Timeline, all_reconciled, check_no_overlap, last_seen, owners, start_steady,
+    write_all,
 };
 
 const RING: &str = "it-sharded";
@@ -29,7 +31,7 @@ async fn each_object_is_reconciled_by_its_owner_and_handed_over_when_replicas_co
     let work = Duration::from_millis(20);
     let mut replicas = Vec::new();
     for id in ["r1", "r2", "r3"] {
-        replicas.push(start_replica(&env, RING, id, &timeline, 2, work).await);
+        replicas.push(start_steady(&env, RING, id, &timeline, work, ShardMode::Filter).await);
     }
     all_reconciled(&timeline, &names, "0", Duration::from_secs(15))
         .await
@@ -71,7 +73,7 @@ async fn each_object_is_reconciled_by_its_owner_and_handed_over_when_replicas_co
     r2.kill();
     let died = Instant::now();
     write_all(&api, &names, "2").await;
-    all_reconciled(&timeline, &r2_keys, "2", Duration::from_secs(10))
+    all_reconciled(&timeline, &r2_keys, "2", HANDOVER_LIMIT)
         .await
         .unwrap();
     let handover = died.elapsed();
@@ -87,7 +89,7 @@ async fn each_object_is_reconciled_by_its_owner_and_handed_over_when_replicas_co
 
     // r4 joins: the keys that move to it are reconciled by it, unchanged.
     let joined = Instant::now();
-    replicas.push(start_replica(&env, RING, "r4", &timeline, 2, work).await);
+    replicas.push(start_steady(&env, RING, "r4", &timeline, work, ShardMode::Filter).await);
     let grown = owners(&["r1", "r3", "r4"], &names);
     let moved: BTreeSet<&String> = grown
         .iter()
@@ -130,7 +132,7 @@ async fn each_object_is_reconciled_by_its_owner_and_handed_over_when_replicas_co
     check_no_overlap(&timeline).unwrap();
     eprintln!(
         "sharded controller: {} objects; owners {per_replica:?}; after a replica died its \
-         {} objects were reconciled elsewhere within {handover:?} (lease {LEASE:?}); \
+         {} objects were reconciled elsewhere within {handover:?} (lease {STEADY_LEASE:?}); \
          a fourth replica took {} of {} keys ({:.0} %, expected about 33 %) within {scale_up:?}",
         names.len(),
         r2_keys.len(),
@@ -153,21 +155,10 @@ fn shard_label(cm: &ConfigMap, ring: &str) -> Option<String> {
         .cloned()
 }
 
-/// How long a killed replica's objects may take to be reconciled elsewhere
-/// with [`STEADY_LEASE`]: expected after the lease and about 0.5 s more
-/// (the sharder's look, the relabelling and a reconcile; seen 0.1 to 0.45 s
-/// past the lease), bounded at 5x that.
-const HANDOVER_LIMIT: Duration = STEADY_LEASE
-    .saturating_add(Duration::from_millis(500))
-    .saturating_mul(5);
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn label_mode_each_replica_caches_and_reconciles_its_share_and_moves_objects_by_handshake() {
     use controller_runtime::cache::ScopedInformer;
-    use controller_runtime::sharding::config::ShardMode;
     use kube_client::api::ListParams;
-
-    use crate::sharding_fleet::{Setup, start_replica_with};
 
     const RING: &str = "it-labelled";
     let env = envtest::TestEnv::start().await.unwrap();
@@ -176,17 +167,9 @@ async fn label_mode_each_replica_caches_and_reconciles_its_share_and_moves_objec
     write_all(&api, &names, "0").await;
     let timeline = Arc::new(Timeline::default());
     let work = Duration::from_millis(20);
-    // Steady timings: with the short ones, a loaded machine stalled the
-    // renewals past the 0.6 s renew deadline and fenced live replicas.
-    let setup = Setup {
-        mode: ShardMode::Label,
-        steady: true,
-        ..Setup::default()
-    };
-    let start =
-        |id: &'static str| start_replica_with(&env, RING, id, &timeline, 2, work, setup.clone());
+    let start = |id: &'static str| start_steady(&env, RING, id, &timeline, work, ShardMode::Label);
     let mut replicas = vec![start("r1").await, start("r2").await, start("r3").await];
-    let members = |rs: &[crate::sharding_fleet::Replica]| {
+    let members = |rs: &[Replica]| {
         let mut ids: Vec<String> = rs.iter().map(|r| r.id.clone()).collect();
         ids.sort();
         ids
@@ -229,12 +212,11 @@ async fn label_mode_each_replica_caches_and_reconciles_its_share_and_moves_objec
             Some(sizes)
         }
     };
-    let informers =
-        |rs: &[crate::sharding_fleet::Replica]| -> Vec<(String, ScopedInformer<ConfigMap>)> {
-            rs.iter()
-                .map(|r| (r.id.clone(), r.mgr.cache().informer()))
-                .collect()
-        };
+    let informers = |rs: &[Replica]| -> Vec<(String, ScopedInformer<ConfigMap>)> {
+        rs.iter()
+            .map(|r| (r.id.clone(), r.mgr.cache().informer()))
+            .collect()
+    };
     let sizes = crate::eventually(
         Duration::from_secs(20),
         "objects labelled, caches split",
@@ -354,7 +336,6 @@ async fn widget_replica(
     Arc<crate::chaos::gate::GateState>,
 ) {
     use controller_runtime::manager::Manager;
-    use controller_runtime::sharding::config::ShardMode;
     use controller_runtime::sharding::controller::ShardedExt;
     use controller_runtime::sharding::membership::Membership;
 
@@ -366,7 +347,7 @@ async fn widget_replica(
         .unwrap()
         .with_layer(&GateLayer(Arc::clone(&gate)))
         .build();
-    let config = crate::sharding::ring_config("it-widgets", id).mode(ShardMode::Label);
+    let config = crate::sharding::steady_ring_config("it-widgets", id).mode(ShardMode::Label);
     // The sharded controller makes the caches select the shard's label.
     let mgr = Manager::builder(client.clone())
         .graceful_shutdown_timeout(Duration::from_secs(5))
@@ -497,7 +478,7 @@ async fn label_mode_owned_objects_follow_their_owner_shard() {
         }
     }
     crate::eventually(
-        Duration::from_secs(20),
+        HANDOVER_LIMIT,
         "b's widgets and ConfigMaps moved together",
         || together(vec!["a", "c"], "1"),
     )
@@ -519,10 +500,9 @@ async fn label_mode_owned_objects_follow_their_owner_shard() {
 /// drain handshake, so the two shards never reconcile the name at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn label_mode_a_name_created_again_waits_for_the_shard_that_reconciles_its_deletion() {
-    use controller_runtime::sharding::config::ShardMode;
     use kube_client::api::{DeleteParams, PostParams};
 
-    use crate::sharding_fleet::{object, start_replica_in};
+    use crate::sharding_fleet::object;
 
     const RING: &str = "it-recreated";
     let env = envtest::TestEnv::start().await.unwrap();
@@ -539,8 +519,7 @@ async fn label_mode_a_name_created_again_waits_for_the_shard_that_reconciles_its
     let timeline = Arc::new(Timeline::default());
     // Long reconciles: r1 is still reconciling when the name comes back.
     let work = Duration::from_secs(6);
-    let start =
-        |id: &'static str| start_replica_in(&env, RING, id, &timeline, 2, work, ShardMode::Label);
+    let start = |id: &'static str| start_steady(&env, RING, id, &timeline, work, ShardMode::Label);
     let r1 = start("r1").await;
     api.create(&PostParams::default(), &object(&name, "first"))
         .await

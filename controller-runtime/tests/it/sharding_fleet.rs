@@ -123,17 +123,24 @@ impl Replica {
     }
 }
 
-/// Starts replica `id` of ring `ring` (filter mode) with `workers` workers
-/// and `work` per reconcile.
-pub async fn start_replica(
+/// Starts replica `id` of ring `ring` in `mode`, with two workers and
+/// `work` per reconcile, on the steady ring timings
+/// ([`steady_ring_config`]): for tests that need a ring to keep running,
+/// not to time a Lease's expiry.
+pub async fn start_steady(
     env: &TestEnv,
     ring: &str,
     id: &str,
     timeline: &Arc<Timeline>,
-    workers: usize,
     work: Duration,
+    mode: ShardMode,
 ) -> Replica {
-    start_replica_in(env, ring, id, timeline, workers, work, ShardMode::Filter).await
+    let setup = Setup {
+        mode,
+        steady: true,
+        ..Setup::default()
+    };
+    start_replica_with(env, ring, id, timeline, 2, work, setup).await
 }
 
 /// Starts replica `id` of ring `ring` in `mode`; in label mode its
