@@ -16,13 +16,15 @@
 //! filter and by a failing engage hook, and runs a provider written as an
 //! `async fn`; `field_index` lists by a fleet-wide field index in every
 //! member; `warm_followers` sees a new leader find its members' caches
-//! synced, without listing them again.
+//! synced, without listing them again. `fixture` holds their shared
+//! set-up.
 
 mod controllers;
 mod derive;
 mod disengage;
 mod engage_hooks;
 mod field_index;
+mod fixture;
 mod health;
 mod isolation;
 mod memory;
