@@ -16,7 +16,8 @@
 //! filter and by a failing engage hook, and runs a provider written as an
 //! `async fn`; `field_index` lists by a fleet-wide field index in every
 //! member; `warm_followers` sees a new leader find its members' caches
-//! synced, without listing them again.
+//! synced, without listing them again; `member_client` sees a member
+//! client's capped read buffer and its read timeout at work.
 
 mod controllers;
 mod derive;
@@ -25,6 +26,7 @@ mod engage_hooks;
 mod field_index;
 mod health;
 mod isolation;
+mod member_client;
 mod memory;
 mod providers;
 mod restart;
