@@ -207,8 +207,13 @@ pub async fn run(client: &Client, server: &str, spec: &str) -> Result<(), BenchE
             let task = synced_cache(api, side, Arc::clone(&seen), stop.clone()).await?;
             let cpu = cpu_time();
             let started = Instant::now();
-            let round = fixtures::now_nanos() % 1_000_000_000 + rep as u64;
-            tokio::try_join!(write_elsewhere(server, &namespace, n, round), seen.until(n))?;
+            // (the writes come from this program started again with
+            // `--touch`, so their CPU is not this process's)
+            let round = (fixtures::now_nanos() % 1_000_000_000) as usize + rep;
+            let writer = protobuf::Writer {
+                server: server.to_string(),
+            };
+            tokio::try_join!(writer.write(&namespace, n, round), seen.until(n))?;
             eprintln!("profile: {n} events in {:?}", started.elapsed());
             (task, cpu_time().saturating_sub(cpu), "event")
         } else {
@@ -230,30 +235,4 @@ pub async fn run(client: &Client, server: &str, spec: &str) -> Result<(), BenchE
         );
     }
     Ok(())
-}
-
-/// The changes of one watch repetition, made by this program started again
-/// with `--touch` (so their CPU is not this process's).
-async fn write_elsewhere(
-    server: &str,
-    namespace: &str,
-    events: usize,
-    round: u64,
-) -> Result<(), BenchError> {
-    let exe = std::env::current_exe().map_err(BenchError::msg)?;
-    let mut child = std::process::Command::new(exe)
-        .args(["--server", server, "--touch"])
-        .arg(format!("{namespace}:{events}:{round}"))
-        .stdin(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| BenchError(format!("starting the writer process: {e}")))?;
-    let status = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .map_err(BenchError::msg)?
-        .map_err(BenchError::msg)?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(BenchError(format!("the writer process failed: {status}")))
-    }
 }

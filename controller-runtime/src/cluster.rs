@@ -209,17 +209,16 @@ impl Cluster {
 
     /// What the fleet knows of this cluster now: `Ready` only while it
     /// answers, its informers have synced and none is forbidden to list;
-    /// always `Ready` for the manager's own cluster. The controller side
-    /// parks the requests of a cluster that is not `Ready`.
+    /// always `Ready` for the manager's own cluster. A fleet controller
+    /// parks the requests of a cluster that is `Failing` until it is
+    /// `Ready` again.
     pub(crate) fn health(&self) -> ClusterHealth {
         self.inner.health.borrow().clone()
     }
 
     /// Follows [`health`](Self::health): `changed()` wakes on every change
-    /// (for example to put parked requests back once the cluster is
-    /// `Ready` again). Not called here yet: it is the controller side's
-    /// hook.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// (a fleet controller's lane of the cluster parks its requests on
+    /// `Failing` and puts them back once the cluster is `Ready` again).
     pub(crate) fn watch_health(&self) -> watch::Receiver<ClusterHealth> {
         self.inner.health.subscribe()
     }

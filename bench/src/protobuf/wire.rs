@@ -134,7 +134,12 @@ pub struct Writer {
 impl Writer {
     /// Makes the changes of [`write_all`] from a child process and waits
     /// for it to exit.
-    async fn write(&self, namespace: &str, events: usize, round: usize) -> Result<(), BenchError> {
+    pub(crate) async fn write(
+        &self,
+        namespace: &str,
+        events: usize,
+        round: usize,
+    ) -> Result<(), BenchError> {
         let exe = std::env::current_exe().map_err(BenchError::msg)?;
         let mut child = std::process::Command::new(exe)
             .args(["--server", &self.server, "--touch"])

@@ -15,7 +15,7 @@ use informer_core::store::StoreError;
 use super::Cluster;
 use super::fleet::Fleet;
 use super::hooks::{ClusterInfo, Hook};
-use crate::cache::CacheError;
+use crate::cache::{Cache, CacheError};
 use crate::error::BoxError;
 use crate::object::Object;
 
@@ -127,23 +127,15 @@ impl Fleet {
         Ok(())
     }
 
-    /// Requests `K`'s informer in every member, engaged now or later, so
-    /// that it runs on every replica from the moment the member is reached
-    /// (warm caches on followers). This is the controller side's hook: a
-    /// fleet controller calls it for each kind it watches when it is built
-    /// (on every replica), not when it starts leading.
-    #[allow(dead_code)]
-    pub(crate) fn warm<K: Object>(&self) {
-        self.add_setup(Arc::new(|cluster: &Cluster| {
-            let _ = cluster.cache().informer::<K>();
-        }));
-    }
-
-    /// [`warm`](Self::warm) for `K`'s metadata-only informer.
-    #[allow(dead_code)]
-    pub(crate) fn warm_metadata<K: Object>(&self) {
-        self.add_setup(Arc::new(|cluster: &Cluster| {
-            let _ = cluster.cache().metadata_informer::<K>();
-        }));
+    /// Runs `request` (which asks a cache for an informer: a kind's, its
+    /// metadata's or a dynamic kind's) on every member's cache, engaged
+    /// now or later, so that the informer runs on every replica from the
+    /// moment the member is reached (warm caches on followers). A fleet
+    /// controller calls it for the kind it is for and each kind it owns
+    /// or watches when it is built (on every replica), not when it starts
+    /// leading, with the very informer requests its watches make: a
+    /// replica that becomes leader finds them synced.
+    pub(crate) fn warm(&self, request: Arc<dyn Fn(&Cache) + Send + Sync>) {
+        self.add_setup(Arc::new(move |cluster: &Cluster| request(cluster.cache())));
     }
 }

@@ -34,8 +34,21 @@ use super::{Cluster, ClusterOptions};
 use crate::healthz::{Checks, check_fn};
 use crate::metrics::{ClusterInformerMetrics, Metrics, MetricsError, PrometheusInformerMetrics};
 
-/// Why a cluster could not be engaged.
+/// Why a cluster could not be engaged. New variants may be added: a
+/// `match` on it has a `_ =>` arm.
+///
+/// ```no_run
+/// # fn demo(mgr: controller_runtime::manager::Manager, client: kube_client::Client) {
+/// use controller_runtime::cluster::FleetError;
+/// match mgr.fleet().engage("edge-1", client) {
+///     Ok(_) => {}
+///     Err(FleetError::AlreadyEngaged(_)) => {} // engaged before: fine
+///     Err(error) => eprintln!("not engaged: {error}"),
+/// }
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FleetError {
     /// The name is empty, longer than 253 characters, or has characters
     /// other than lower-case letters, digits, `-` and `.`.

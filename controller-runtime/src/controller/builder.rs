@@ -70,6 +70,10 @@ pub struct ControllerBuilder<K, T = Request> {
     /// controller meets it (so that cache options added until then, such
     /// as a label-mode shard's selector, apply to their informers).
     sources: Vec<SourceFactory>,
+    /// The informer requests of the watches besides `K`'s, run on every
+    /// fleet member's cache as it is engaged by a fleet controller (warm
+    /// caches on followers).
+    warm: Vec<InformerRequest>,
     /// The kinds declared owned (sharding labels them in label mode).
     owned: Vec<OwnedKind>,
     permissions: Permissions,
@@ -87,6 +91,17 @@ pub struct ControllerBuilder<K, T = Request> {
 
 /// How a controller finds the informer of one kind in a cluster's cache.
 type InformerOf<X> = Arc<dyn Fn(&Cache) -> ScopedInformer<X> + Send + Sync>;
+
+/// Requests one informer in a cluster's cache (without using it).
+type InformerRequest = Arc<dyn Fn(&Cache) + Send + Sync>;
+
+/// The request of `informer` alone.
+fn request_of<X: 'static>(informer: &InformerOf<X>) -> InformerRequest {
+    let informer = Arc::clone(informer);
+    Arc::new(move |cache: &Cache| {
+        informer(cache);
+    })
+}
 
 /// What every controller is configured with besides its watches.
 #[derive(Default)]
@@ -186,6 +201,7 @@ impl<K: Resource + Clone + Send + Sync + 'static, T> ControllerBuilder<K, T> {
             for_predicates: Vec::new(),
             event_filters: Vec::new(),
             sources: Vec::new(),
+            warm: Vec::new(),
             owned: Vec::new(),
             permissions,
             settings: Settings::default(),
@@ -396,8 +412,10 @@ impl<K: Resource + Clone + Send + Sync + 'static, T> ControllerBuilder<K, T> {
         description: String,
         resource: ApiResource,
     ) -> Self {
+        let informer: InformerOf<X> = Arc::new(informer);
+        self.warm.push(request_of(&informer));
         self.sources.push(source_in_each(
-            Arc::new(informer),
+            informer,
             Arc::new(handler),
             Arc::new(predicates),
             description,
@@ -525,6 +543,15 @@ impl<K: Resource + Clone + Send + Sync + 'static, T> ControllerBuilder<K, T> {
                 reconciler,
             }
         });
+        if fleet {
+            // On every replica, before leading: a new leader finds its
+            // members' caches of these kinds synced.
+            let every = mgr.fleet();
+            every.warm(request_of(&self.primary_informer));
+            for request in self.warm {
+                every.warm(request);
+            }
+        }
         let workers = self.settings.max_concurrent();
         let per_cluster = match (self.per_cluster, fleet) {
             (Some(n), _) => n,

@@ -148,6 +148,12 @@ impl<K> ControllerBuilder<K, ClusterRequest> {
         self
     }
 
+    /// Whether the controller reconciles the manager's own cluster too
+    /// ([`engage_local_cluster`](Self::engage_local_cluster)).
+    pub(crate) fn engages_local_cluster(&self) -> bool {
+        self.hub
+    }
+
     /// How many of the workers one cluster's requests may hold at once (at
     /// least 1; default: one less than
     /// [`max_concurrent_reconciles`](Self::max_concurrent_reconciles), at

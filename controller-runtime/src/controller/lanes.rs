@@ -14,6 +14,22 @@
 //! for good (its cluster left) drops them and cancels its running
 //! reconciles.
 //!
+//! A fleet member's lane follows its cluster's
+//! [health](crate::cluster::ClusterHealth) as the fleet reports it, woken
+//! by each change (no polling): it parks on `Failing` (its running
+//! reconciles let their workers go) and releases its parked requests on
+//! `Ready`. `Pending` changes nothing: a lane that runs goes on running,
+//! one parked stays parked. A member is `Pending` before its first sync,
+//! when the lane is closed anyway until its own watches sync, and again
+//! after having synced only while another informer started in it later
+//! (another controller's, a fleet-wide index's) makes its first list:
+//! the lane's own watches have synced and stay synced, so parking would
+//! stall the cluster's requests for nothing, and an informer that does
+//! not sync within the cache-sync timeout turns the member `Failing`,
+//! which parks. A member that failed and answers again while an informer
+//! of it still syncs (`Failing`, then `Pending`) stays parked until
+//! `Ready`.
+//!
 //! [`ClusterBuckets`] is the overall token bucket of the default rate
 //! limiter, one per cluster, so that one cluster's failures never slow the
 //! retries of another.
@@ -34,7 +50,7 @@ use tokio_util::sync::CancellationToken;
 use super::metrics::ClusterSeries;
 use super::outcome::DynReconciler;
 use super::source::{RequestSink, SourceRegistration, wait_for_sync};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, ClusterHealth};
 use crate::request::{ClusterRequest, Request};
 use crate::workqueue::{AddOptions, BucketRateLimiter, Priority, Queue, RateLimiter};
 
@@ -249,6 +265,38 @@ impl<T: WorkItem> Lane<T> {
             self.queue.add(req);
         }
         n
+    }
+
+    /// Follows the cluster's health until the lane closes, woken by each
+    /// change: parks the lane on `Failing`, releases it on `Ready`,
+    /// leaves it as it is on `Pending` (see the
+    /// [module documentation](self)). `changed` is told each time the lane
+    /// turns healthy (`true`) or not (`false`).
+    pub(crate) async fn follow_health(
+        &self,
+        mut health: watch::Receiver<ClusterHealth>,
+        changed: impl Fn(bool),
+    ) {
+        loop {
+            let healthy = match &*health.borrow_and_update() {
+                ClusterHealth::Ready => Some(true),
+                ClusterHealth::Failing { .. } => Some(false),
+                ClusterHealth::Pending => None,
+            };
+            if let Some(healthy) = healthy
+                && self.set_healthy(healthy)
+            {
+                changed(healthy);
+            }
+            tokio::select! {
+                () = self.detached.cancelled() => return,
+                next = health.changed() => {
+                    if next.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
     }
 
     /// Resolves once the cluster fails (at once if it does now).

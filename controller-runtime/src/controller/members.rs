@@ -1,13 +1,13 @@
 //! Members: the fleet side of a running controller: follows the fleet's attached
 //! clusters, giving each arriving cluster a [lane](super::lanes)
 //! (its watches registered on the cluster's informers, its reconciler,
-//! its sync wait) and closing the lane of each cluster that leaves, and
-//! follows their health: a `Failing` cluster's lane parks its requests and
-//! lets its running reconciles go of their workers until the cluster is
-//! healthy again.
+//! its sync wait) and closing the lane of each cluster that leaves; each
+//! lane follows its cluster's health, woken by each change: a `Failing`
+//! cluster's lane parks its requests and lets its running reconciles go of
+//! their workers until the cluster is `Ready` again (the rule, `Pending`
+//! included, is in [lanes](super::lanes)).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -17,12 +17,8 @@ use super::metrics::ClusterSeries;
 use super::outcome::DynReconciler;
 use super::source::{EventFilters, RequestSink, Source};
 use super::worker::Engine;
-use crate::cluster::{Attached, Cluster, ClusterHealth, Fleet};
+use crate::cluster::{Attached, Cluster, Fleet};
 use crate::metrics::Metrics;
-
-/// How often the controller looks at its clusters' health (a read of what
-/// the fleet's probes found, no request).
-const HEALTH_LOOK: Duration = Duration::from_millis(100);
 
 /// Makes a watch's source for one cluster, with the controller-wide
 /// filters.
@@ -44,15 +40,13 @@ pub(crate) struct FleetSide {
 }
 
 impl FleetSide {
-    /// Follows the fleet's clusters and their health until `stop`.
+    /// Follows the fleet's clusters until `stop`.
     pub(crate) async fn follow<T: WorkItem>(
         &self,
         engine: &Arc<Engine<T>>,
         stop: &CancellationToken,
     ) {
         let mut attached = self.fleet.subscribe();
-        let mut health = tokio::time::interval(HEALTH_LOOK);
-        health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let now = attached.borrow_and_update().clone();
         self.attach_and_detach(engine, &now);
         loop {
@@ -66,7 +60,6 @@ impl FleetSide {
                     let now = attached.borrow_and_update().clone();
                     self.attach_and_detach(engine, &now);
                 }
-                _ = health.tick() => self.look_at_health(engine),
             }
         }
     }
@@ -140,28 +133,28 @@ impl FleetSide {
             .of_member(cluster.clone()),
         );
         tokio::spawn(wait_for_sync(Arc::clone(engine), Arc::clone(&lane)));
+        tokio::spawn(follow_health(
+            Arc::clone(engine),
+            Arc::clone(&lane),
+            cluster.clone(),
+        ));
         tracing::info!(controller = %engine.name, cluster = %cluster.name(), "watching cluster");
         Ok(lane)
     }
+}
 
-    /// Parks the requests of the clusters that fail, releases those of
-    /// the clusters healthy again.
-    fn look_at_health<T: WorkItem>(&self, engine: &Engine<T>) {
-        for (name, lane) in engine.lanes() {
-            if !lane.is_member() {
-                continue;
-            }
-            let health = self.fleet.health(&name);
-            let failing = matches!(health, Some(ClusterHealth::Failing { .. }));
-            if lane.set_healthy(!failing) {
-                if failing {
-                    tracing::warn!(controller = %engine.name, cluster = %name, "cluster failing: its requests wait, its reconciles let their workers go");
-                } else {
-                    tracing::info!(controller = %engine.name, cluster = %name, "cluster healthy again: its requests go on");
-                }
-            }
+/// Parks `lane`'s requests while `cluster` fails and releases them once it
+/// is `Ready` again, woken by each change of its health, until the lane
+/// closes.
+async fn follow_health<T: WorkItem>(engine: Arc<Engine<T>>, lane: Arc<Lane<T>>, cluster: Cluster) {
+    lane.follow_health(cluster.watch_health(), |healthy| {
+        if healthy {
+            tracing::info!(controller = %engine.name, cluster = %lane.cluster, "cluster healthy again: its requests go on");
+        } else {
+            tracing::warn!(controller = %engine.name, cluster = %lane.cluster, "cluster failing: its requests wait, its reconciles let their workers go");
         }
-    }
+    })
+    .await;
 }
 
 /// Opens `lane` once every watch synced (its parked requests go into the

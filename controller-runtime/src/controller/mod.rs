@@ -103,8 +103,22 @@ pub use fleet::{FleetController, FleetControllerBuilder};
 use outcome::DynReconciler;
 pub(crate) use source::OwnedKind;
 
-/// Errors of a running controller (reported by the manager).
+/// Errors of a running controller (reported by the manager). New
+/// variants may be added: a `match` on it has a `_ =>` arm.
+///
+/// ```
+/// use controller_runtime::controller::ControllerError;
+/// fn advice(error: &ControllerError) -> &'static str {
+///     match error {
+///         ControllerError::CacheSync { .. } => "check the informers' RBAC and the CRDs",
+///         ControllerError::Watch { .. } => "a watch could not be registered",
+///         _ => "see the message",
+///     }
+/// }
+/// # let _ = advice;
+/// ```
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ControllerError {
     /// The caches did not sync in time.
     #[error("controller {controller}: caches did not sync within {timeout:?}; not synced: {}", unsynced.join(", "))]

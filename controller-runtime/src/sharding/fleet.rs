@@ -11,7 +11,9 @@
 //! rule](super#the-handover-rule) holds as for a single-cluster controller:
 //! the same shard gate parks, drops and admits the requests, and when an
 //! epoch settles the keys that moved in are queued again from the cache of
-//! the controller's kind in each attached cluster. The membership runs as
+//! the controller's kind in each attached cluster (and in the manager's
+//! own, `""/namespace/name`, with
+//! [`engage_local_cluster`](crate::controller::ControllerBuilder::engage_local_cluster)). The membership runs as
 //! a manager runnable, the controller adds the readiness check
 //! `shard-<controller>` and the `sharding_*` metrics, as
 //! [`ShardedExt`](super::controller::ShardedExt) does; the sharded fleet
@@ -29,7 +31,7 @@ use super::assignment::ShardGate;
 use super::config::ShardMode;
 use super::controller::{ShardedBuilder, through_ring_gate, wire_ring};
 use crate::action::Action;
-use crate::cluster::Fleet;
+use crate::cluster::{Cluster, Fleet};
 use crate::controller::FleetController;
 use crate::manager::ManagerError;
 use crate::manager::error::BuilderError;
@@ -85,6 +87,10 @@ impl<K: Object> ShardedBuilder<K, ClusterRequest> {
             }));
         }
         let mgr = self.builder.manager().clone();
+        let hub = self
+            .builder
+            .engages_local_cluster()
+            .then(|| mgr.cluster().clone());
         let gate: ShardGate<ClusterRequest> = ShardGate::new(&membership);
         let wrap_gate = gate.clone();
         let controller =
@@ -96,26 +102,27 @@ impl<K: Object> ShardedBuilder<K, ClusterRequest> {
                 })?;
         let fleet = mgr.fleet().clone();
         wire_ring(&mgr, &controller, &membership, &gate, move || {
-            cached_keys::<K>(&fleet)
+            cached_keys::<K>(hub.as_ref(), &fleet)
         })?;
         Ok(controller)
     }
 }
 
 /// The requests of every object of `K` in the caches of the fleet's
-/// attached clusters.
-fn cached_keys<K: Object>(fleet: &Fleet) -> Vec<ClusterRequest> {
+/// attached clusters and, when given, of the manager's own cluster `hub`.
+fn cached_keys<K: Object>(hub: Option<&Cluster>, fleet: &Fleet) -> Vec<ClusterRequest> {
     let attached = fleet.subscribe().borrow().clone();
-    attached
-        .iter()
-        .flat_map(|(name, cluster)| {
+    hub.into_iter()
+        .chain(attached.values())
+        .flat_map(|cluster| {
+            let name = cluster.name_arc();
             cluster
                 .cache()
                 .informer::<K>()
                 .list()
                 .iter()
                 .filter_map(|o| Request::from_object(o.as_ref()).ok())
-                .map(|r| ClusterRequest::new(Arc::clone(name), r))
+                .map(|r| ClusterRequest::new(Arc::clone(&name), r))
                 .collect::<Vec<_>>()
         })
         .collect()

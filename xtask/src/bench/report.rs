@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 mod fleet;
 mod protobuf;
+mod recovery;
 mod webhook;
 
 /// The sides, in column order.
@@ -415,6 +416,7 @@ fn targets(session: &Session) -> String {
     }
     scope_targets(session, &mut line);
     sharding_targets(session, &mut line);
+    recovery::targets(session, &mut line);
     protobuf::targets(session, &mut line);
     fleet::targets(session, &mut line);
     webhook::targets(session, &mut line);
@@ -708,6 +710,7 @@ mod tests {
         for key in protobuf::KEYS
             .iter()
             .chain(&fleet::KEYS)
+            .chain(&recovery::KEYS)
             .chain(&webhook::KEYS)
         {
             assert_ne!(why(key), "-", "{key}");

@@ -81,6 +81,71 @@ async fn a_failing_cluster_parks_its_requests_and_signals_its_reconciles() {
     assert_eq!((lane.parked(), queue.len()), (0, 1));
 }
 
+/// The lane follows its cluster's health as it changes, with no time
+/// passing (nothing polls): parked on `Failing`, still parked on `Pending`
+/// after that, released on `Ready`.
+#[tokio::test(start_paused = true)]
+async fn health_changes_park_and_release_the_lane_at_once() {
+    let (lane, queue) = lane(2);
+    lane.set_synced();
+    let (health, watch) = watch::channel(ClusterHealth::Pending);
+    let changes = std::cell::RefCell::new(Vec::new());
+    let mut follow = Box::pin(lane.follow_health(watch, |h| changes.borrow_mut().push(h)));
+    let start = tokio::time::Instant::now();
+    assert!(futures::poll!(&mut follow).is_pending());
+    assert!(
+        lane.admit(&req("edge", "a")).is_some(),
+        "Pending at first: open"
+    );
+
+    health.send_replace(ClusterHealth::Failing {
+        failures: 1,
+        error: "no answer".into(),
+    });
+    assert!(futures::poll!(&mut follow).is_pending());
+    assert!(futures::poll!(Box::pin(lane.failing())).is_ready());
+    assert!(lane.admit(&req("edge", "b")).is_none(), "parked");
+    health.send_replace(ClusterHealth::Pending);
+    assert!(futures::poll!(&mut follow).is_pending());
+    assert!(
+        lane.admit(&req("edge", "c")).is_none(),
+        "Failing then Pending: still parked"
+    );
+    assert_eq!((lane.parked(), queue.len()), (2, 0));
+
+    health.send_replace(ClusterHealth::Ready);
+    assert!(futures::poll!(&mut follow).is_pending());
+    assert_eq!((lane.parked(), queue.len()), (0, 2), "released on Ready");
+    assert_eq!(*changes.borrow(), [false, true]);
+    assert_eq!(tokio::time::Instant::now(), start, "no time passed");
+}
+
+/// A member `Pending` again after having synced (another informer in it
+/// making its first list) keeps its lane open.
+#[tokio::test(start_paused = true)]
+async fn pending_after_ready_does_not_park() {
+    let (lane, _queue) = lane(2);
+    lane.set_synced();
+    let (health, watch) = watch::channel(ClusterHealth::Ready);
+    let mut follow = Box::pin(lane.follow_health(watch, |_| {}));
+    assert!(futures::poll!(&mut follow).is_pending());
+    health.send_replace(ClusterHealth::Pending);
+    assert!(futures::poll!(&mut follow).is_pending());
+    assert!(lane.admit(&req("edge", "a")).is_some());
+    assert!(futures::poll!(Box::pin(lane.failing())).is_pending());
+}
+
+/// Following ends when the lane closes for good.
+#[tokio::test(start_paused = true)]
+async fn following_health_ends_when_the_lane_closes() {
+    let (lane, _queue) = lane(2);
+    let (_health, watch) = watch::channel(ClusterHealth::Ready);
+    let mut follow = Box::pin(lane.follow_health(watch, |_| {}));
+    assert!(futures::poll!(&mut follow).is_pending());
+    lane.detach();
+    assert!(futures::poll!(&mut follow).is_ready());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_detached_lane_drops_its_parked_requests() {
     let (lane, queue) = lane(2);

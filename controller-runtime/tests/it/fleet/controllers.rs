@@ -17,7 +17,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use parking_lot::Mutex;
 use serde_json::json;
 
-use super::{LONG, fast_backoff, ready};
+use super::fixture::{Seen, fleet_manager, hub_member_manager, servers};
+use super::{LONG, ready};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
 
@@ -112,12 +113,9 @@ async fn converged(env: &TestEnv, cluster: &str, name: &str, value: &str) {
     .await;
 }
 
-async fn fleet_manager(own: &TestEnv) -> (Manager, Arc<Mirror>) {
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
-        .build()
-        .await
-        .unwrap();
+/// A manager on `own` with the fleet controller `mirror`.
+async fn mirror_manager(own: &TestEnv) -> (Manager, Arc<Mirror>) {
+    let mgr = fleet_manager(own).await;
     let journal = Arc::new(Mirror::default());
     mgr.fleet_controller::<ConfigMap>()
         .named("mirror")
@@ -143,7 +141,7 @@ async fn five_clusters_engaged_and_disengaged_while_objects_change() {
     for _ in 0..5 {
         envs.push(TestEnv::start().await.unwrap());
     }
-    let (mgr, journal) = fleet_manager(&own).await;
+    let (mgr, journal) = mirror_manager(&own).await;
     let (stop, task) = spawn_manager(&mgr);
 
     // Three engaged; objects in all five, one name shared by every cluster.
@@ -248,13 +246,9 @@ async fn a_cluster_whose_server_dies_never_stops_the_manager() {
     if envtest::skip_on_existing_cluster("in-process API servers that die") {
         return;
     }
-    let own = TestEnv::start().await.unwrap();
-    let (c0, c1) = (
-        TestEnv::start().await.unwrap(),
-        TestEnv::start().await.unwrap(),
-    );
+    let [own, c0, c1] = servers().await;
     let doomed = TestEnv::start().await.unwrap();
-    let (mgr, _) = fleet_manager(&own).await;
+    let (mgr, _) = mirror_manager(&own).await;
     mgr.fleet().readyz_threshold(0);
     let (stop, task) = spawn_manager(&mgr);
     mgr.fleet().engage("c0", c0.client()).unwrap();
@@ -292,43 +286,19 @@ async fn a_cluster_whose_server_dies_never_stops_the_manager() {
     stop_manager(stop, task).await;
 }
 
-/// Counts the reconciles of each ConfigMap.
-#[derive(Default)]
-struct Count(Mutex<BTreeMap<String, usize>>);
-
-impl ObjectReconciler<ConfigMap> for Count {
-    type Error = kube_client::Error;
-
-    async fn reconcile(
-        &self,
-        cm: Arc<ConfigMap>,
-        _: &ObjectContext<ConfigMap>,
-    ) -> Result<Action, Self::Error> {
-        *self.0.lock().entry(cm.name_any()).or_default() += 1;
-        Ok(Action::done())
-    }
-}
-
 /// `owns_metadata` on the fleet builder: a Secret made in a member with a
 /// ConfigMap as its controller owner reconciles that ConfigMap there.
 #[tokio::test]
 async fn a_fleet_controller_owns_by_metadata_in_each_member() {
     use k8s_openapi::api::core::v1::Secret;
-    if envtest::skip_on_existing_cluster("several in-process API servers") {
+    let Some((_own, member, mgr)) = hub_member_manager().await else {
         return;
-    }
-    let own = TestEnv::start().await.unwrap();
-    let member = TestEnv::start().await.unwrap();
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
-        .build()
-        .await
-        .unwrap();
-    let count = Arc::new(Count::default());
+    };
+    let seen = Arc::new(Seen::default());
     mgr.fleet_controller::<ConfigMap>()
         .named("meta-owner")
         .owns_metadata::<Secret>()
-        .complete(Arc::clone(&count))
+        .complete(Arc::clone(&seen))
         .unwrap();
     let (stop, task) = spawn_manager(&mgr);
     mgr.fleet().engage("m", member.client()).unwrap();
@@ -337,7 +307,7 @@ async fn a_fleet_controller_owns_by_metadata_in_each_member() {
         .create(&PostParams::default(), &source("owner", "1"))
         .await
         .unwrap();
-    let reconciles = || count.0.lock().get("owner").copied().unwrap_or(0);
+    let reconciles = || seen.count("owner");
     eventually(LONG, "the owner reconciled", || async {
         (reconciles() > 0).then_some(())
     })

@@ -15,6 +15,7 @@ use envtest::TestEnv;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
+use super::fixture::{fleet_manager, servers};
 use super::{LONG, fast_backoff};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
@@ -77,11 +78,8 @@ async fn hub_and_members(
     account: &str,
     role: fn(&str) -> k8s_openapi::api::rbac::v1::Role,
 ) -> (TestEnv, [TestEnv; 2], kube_client::Client) {
-    let hub = TestEnv::start().await.unwrap();
-    let members = [
-        TestEnv::start().await.unwrap(),
-        TestEnv::start().await.unwrap(),
-    ];
+    let [hub, m0, m1] = servers().await;
+    let members = [m0, m1];
     let ns = hub.namespace().to_string();
     let hub_client = hub
         .client_with_role(&ns, account, &role(&ns))
@@ -226,16 +224,9 @@ async fn one_derived_controller_reconciles_the_hub_and_two_members() {
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }
-    let hub = TestEnv::start().await.unwrap();
-    let members = [
-        TestEnv::start().await.unwrap(),
-        TestEnv::start().await.unwrap(),
-    ];
-    let mgr = Manager::builder(hub.client())
-        .fleet_backoff(fast_backoff())
-        .build()
-        .await
-        .unwrap();
+    let [hub, m0, m1] = servers().await;
+    let members = [m0, m1];
+    let mgr = fleet_manager(&hub).await;
     let controller = FleetCopier.setup_hub_and_fleet(&mgr).unwrap();
     assert_eq!(controller.name(), "fleet-copier");
     let (stop, task) = spawn_manager(&mgr);

@@ -6,14 +6,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use controller_runtime::manager::Manager;
 use controller_runtime::prelude::*;
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::api::PostParams;
 use parking_lot::Mutex;
 
-use super::{LONG, fast_backoff};
+use super::LONG;
+use super::fixture::{fleet_manager, servers};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
 
@@ -67,16 +67,8 @@ async fn a_disengaged_members_running_reconcile_is_cancelled() {
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }
-    let own = TestEnv::start().await.unwrap();
-    let (stalled, healthy) = (
-        TestEnv::start().await.unwrap(),
-        TestEnv::start().await.unwrap(),
-    );
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
-        .build()
-        .await
-        .unwrap();
+    let [own, stalled, healthy] = servers().await;
+    let mgr = fleet_manager(&own).await;
     let hang = Arc::new(Hang::default());
     // One worker: while the hanging reconcile holds it, nothing else runs.
     mgr.fleet_controller::<ConfigMap>()

@@ -15,73 +15,25 @@ use controller_runtime::cluster::{
     ClusterHealth, ClusterInfo, Fleet, FleetError, MemberClientOptions, Provider, SecretProvider,
     StaticProvider,
 };
-use controller_runtime::manager::Manager;
 use controller_runtime::prelude::*;
-use envtest::TestEnv;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube_client::api::PostParams;
-use parking_lot::Mutex;
 
-use super::{LONG, fast_backoff, ready};
+use super::fixture::{
+    Seen, configmap_controller, create, fleet_manager_builder, hub_and_member, hub_member_manager,
+    kubeconfig_secret, servers, version_looks,
+};
+use super::{LONG, ready};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
 
-/// Notes the names it reconciled.
-#[derive(Default)]
-struct Seen(Mutex<Vec<String>>);
-
-impl Seen {
-    fn has(&self, name: &str) -> bool {
-        self.0.lock().iter().any(|n| n == name)
-    }
-}
-
-impl ObjectReconciler<ConfigMap> for Seen {
-    type Error = kube_client::Error;
-
-    async fn reconcile(
-        &self,
-        cm: Arc<ConfigMap>,
-        _: &ObjectContext<ConfigMap>,
-    ) -> Result<Action, Self::Error> {
-        self.0.lock().push(cm.name_any());
-        Ok(Action::done())
-    }
-}
-
-async fn create(env: &TestEnv, name: &str) {
-    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
-    let mut cm = ConfigMap::default();
-    cm.metadata.name = Some(name.into());
-    api.create(&PostParams::default(), &cm).await.unwrap();
-}
-
-fn version_looks(member: &TestEnv) -> usize {
-    member
-        .request_log()
-        .iter()
-        .filter(|r| r.path.starts_with("/version"))
-        .count()
-}
-
 #[tokio::test]
 async fn a_failing_engage_hook_keeps_the_member_out_until_it_succeeds() {
-    if envtest::skip_on_existing_cluster("several in-process API servers") {
+    let Some((_own, member, mgr)) = hub_member_manager().await else {
         return;
-    }
-    let own = TestEnv::start().await.unwrap();
-    let member = TestEnv::start().await.unwrap();
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
-        .build()
-        .await
-        .unwrap();
+    };
     let seen = Arc::new(Seen::default());
-    mgr.fleet_controller::<ConfigMap>()
-        .named("seen")
-        .complete(Arc::clone(&seen))
-        .unwrap();
+    configmap_controller(&mgr, "seen", Arc::clone(&seen));
     let calls = Arc::new(AtomicUsize::new(0));
     let allow = Arc::new(AtomicBool::new(false));
     mgr.fleet().on_engage("gate", {
@@ -122,9 +74,11 @@ async fn a_failing_engage_hook_keeps_the_member_out_until_it_succeeds() {
     );
     assert!(calls.load(Ordering::SeqCst) >= 3, "retried");
     assert!(!cluster.cache().is_started(), "kept out: not attached");
+    // The controller's informers are requested in it (warm on every
+    // replica), none started.
     assert!(
-        cluster.informer_factory().is_empty(),
-        "no controller watches it"
+        cluster.informer_factory().synced().is_empty(),
+        "no informer started in it"
     );
     assert!(!seen.has("early"));
 
@@ -145,43 +99,28 @@ async fn a_failing_engage_hook_keeps_the_member_out_until_it_succeeds() {
     stop_manager(stop, task).await;
 }
 
-fn cluster_secret(name: &str, region: &str, kubeconfig: &str) -> Secret {
-    let mut secret = Secret::default();
-    secret.metadata.name = Some(name.into());
-    secret.metadata.labels = Some(BTreeMap::from([
-        ("fleet".into(), "member".into()),
-        ("region".into(), region.into()),
-    ]));
-    secret.data = Some(BTreeMap::from([(
-        "kubeconfig".into(),
-        ByteString(kubeconfig.as_bytes().to_vec()),
-    )]));
-    secret
-}
-
 #[tokio::test]
 async fn the_filter_decides_by_name_and_by_the_secrets_labels() {
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }
-    let own = TestEnv::start().await.unwrap();
-    let (eu, us, listed) = (
-        TestEnv::start().await.unwrap(),
-        TestEnv::start().await.unwrap(),
-        TestEnv::start().await.unwrap(),
-    );
+    let [own, eu, us, listed] = servers().await;
     let secrets: Api<Secret> = Api::namespaced(own.client(), own.namespace());
     for (name, region, env) in [("edge-eu", "eu", &eu), ("edge-us", "us", &us)] {
         secrets
             .create(
                 &PostParams::default(),
-                &cluster_secret(name, region, &env.kubeconfig_yaml()),
+                &kubeconfig_secret(
+                    name,
+                    &[("fleet", "member"), ("region", region)],
+                    "kubeconfig",
+                    &env.kubeconfig_yaml(),
+                ),
             )
             .await
             .unwrap();
     }
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
+    let mgr = fleet_manager_builder(&own)
         .provider(SecretProvider::new(
             own.client(),
             own.namespace(),
@@ -256,10 +195,8 @@ async fn a_provider_of_ones_own_is_an_async_fn() {
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }
-    let own = TestEnv::start().await.unwrap();
-    let member = TestEnv::start().await.unwrap();
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
+    let (own, member) = hub_and_member().await;
+    let mgr = fleet_manager_builder(&own)
         .provider(OneKubeconfig {
             name: "mine".into(),
             yaml: member.kubeconfig_yaml(),
@@ -276,10 +213,7 @@ async fn a_provider_of_ones_own_is_an_async_fn() {
         }
     });
     let seen = Arc::new(Seen::default());
-    mgr.fleet_controller::<ConfigMap>()
-        .named("seen")
-        .complete(Arc::clone(&seen))
-        .unwrap();
+    configmap_controller(&mgr, "seen", Arc::clone(&seen));
     let (stop, task) = spawn_manager(&mgr);
     create(&member, "from-mine").await;
     eventually(LONG, "the provider's cluster reconciled", || async {

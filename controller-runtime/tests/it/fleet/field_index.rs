@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube_client::Api;
 use kube_client::api::PostParams;
 
-use super::{LONG, fast_backoff, ready};
+use super::fixture::{fleet_manager, servers};
+use super::{LONG, ready};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
 
@@ -55,21 +56,13 @@ async fn a_fleet_wide_field_index_lists_by_field_in_every_member() {
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }
-    let own = TestEnv::start().await.unwrap();
-    let (early, late) = (
-        TestEnv::start().await.unwrap(),
-        TestEnv::start().await.unwrap(),
-    );
+    let [own, early, late] = servers().await;
     for (env, prefix) in [(&early, "e"), (&late, "l")] {
         create(env, &format!("{prefix}-a1"), "a", "red").await;
         create(env, &format!("{prefix}-a2"), "a", "blue").await;
         create(env, &format!("{prefix}-b1"), "b", "red").await;
     }
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
-        .build()
-        .await
-        .unwrap();
+    let mgr = fleet_manager(&own).await;
     mgr.fleet()
         .index_field::<ConfigMap>("data.team", data_of("team"))
         .unwrap();

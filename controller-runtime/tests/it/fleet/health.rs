@@ -7,58 +7,31 @@
 use std::time::Duration;
 
 use controller_runtime::cluster::ClusterHealth;
-use controller_runtime::manager::Manager;
-use controller_runtime::prelude::*;
-use envtest::{FailureRule, TestEnv};
-use k8s_openapi::api::core::v1::ConfigMap;
+use envtest::FailureRule;
 
-use super::{LONG, fast_backoff, ready};
+use super::fixture::{
+    Nothing, configmap_controller, fleet_manager_builder, hub_and_member, version_looks,
+};
+use super::{LONG, ready};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
-
-struct Nothing;
-
-impl ObjectReconciler<ConfigMap> for Nothing {
-    type Error = kube_client::Error;
-
-    async fn reconcile(
-        &self,
-        _: std::sync::Arc<ConfigMap>,
-        _: &ObjectContext<ConfigMap>,
-    ) -> Result<Action, Self::Error> {
-        Ok(Action::done())
-    }
-}
-
-fn version_looks(member: &TestEnv) -> usize {
-    member
-        .request_log()
-        .iter()
-        .filter(|r| r.path.starts_with("/version"))
-        .count()
-}
 
 /// Runs a manager whose fleet controller watches ConfigMaps in a member
 /// whose ConfigMap lists and watches fail, with the cache-sync timeout `sync_timeout`;
 /// checks the member is never `Ready` over ten looks, then lets the lists
 /// through and sees it `Ready`. Returns the health seen last before that.
 async fn unsynced_member(sync_timeout: Duration) -> ClusterHealth {
-    let own = TestEnv::start().await.unwrap();
-    let member = TestEnv::start().await.unwrap();
+    let (own, member) = hub_and_member().await;
     // Lists and watches alike (a streaming list is a watch).
     member
         .faults()
         .fail_next(FailureRule::new(1_000_000, 500).path_contains("configmaps"));
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
+    let mgr = fleet_manager_builder(&own)
         .cache_sync_timeout(sync_timeout)
         .build()
         .await
         .unwrap();
-    mgr.fleet_controller::<ConfigMap>()
-        .named("nothing")
-        .complete(Nothing)
-        .unwrap();
+    configmap_controller(&mgr, "nothing", Nothing);
     mgr.fleet().readyz_threshold(0);
     let (stop, task) = spawn_manager(&mgr);
     let cluster = mgr.fleet().engage("member", member.client()).unwrap();

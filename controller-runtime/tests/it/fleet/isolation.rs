@@ -17,7 +17,8 @@ use kube_client::api::PostParams;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::{LONG, fast_backoff, ready};
+use super::fixture::{fleet_manager, servers};
+use super::{LONG, ready};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
 
@@ -88,17 +89,9 @@ async fn two_frozen_members_leave_a_third_its_pace() {
     if envtest::skip_on_existing_cluster("several in-process API servers frozen") {
         return;
     }
-    let own = TestEnv::start().await.unwrap();
-    let steady = TestEnv::start().await.unwrap();
-    let frozen = [
-        TestEnv::start().await.unwrap(),
-        TestEnv::start().await.unwrap(),
-    ];
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
-        .build()
-        .await
-        .unwrap();
+    let [own, steady, frozen_a, frozen_b] = servers().await;
+    let frozen = [frozen_a, frozen_b];
+    let mgr = fleet_manager(&own).await;
     let reader = Arc::new(Reader {
         hold: watch::Sender::new(false),
         started: AtomicUsize::new(0),

@@ -8,43 +8,19 @@
 use std::sync::Arc;
 
 use controller_runtime::prelude::*;
-use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
 
-use super::{LONG, fast_backoff, ready};
+use super::fixture::{Nothing, configmap_controller, hub_member_manager};
+use super::{LONG, ready};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
 
-struct Nothing;
-
-impl ObjectReconciler<ConfigMap> for Nothing {
-    type Error = kube_client::Error;
-
-    async fn reconcile(
-        &self,
-        _cm: Arc<ConfigMap>,
-        _ctx: &ObjectContext<ConfigMap>,
-    ) -> Result<Action, Self::Error> {
-        Ok(Action::done())
-    }
-}
-
 #[tokio::test]
 async fn a_disengaged_clusters_series_go_and_its_cached_objects_are_freed() {
-    if envtest::skip_on_existing_cluster("in-process API servers") {
+    let Some((_own, member, mgr)) = hub_member_manager().await else {
         return;
-    }
-    let own = TestEnv::start().await.unwrap();
-    let member = TestEnv::start().await.unwrap();
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
-        .build()
-        .await
-        .unwrap();
-    mgr.fleet_controller::<ConfigMap>()
-        .named("nothing")
-        .complete(Nothing)
-        .unwrap();
+    };
+    configmap_controller(&mgr, "nothing", Nothing);
     let (stop, task) = spawn_manager(&mgr);
     Api::<ConfigMap>::namespaced(member.client(), member.namespace())
         .create(

@@ -17,13 +17,15 @@
 //! `async fn`; `field_index` lists by a fleet-wide field index in every
 //! member; `warm_followers` sees a new leader find its members' caches
 //! synced, without listing them again; `member_client` sees a member
-//! client's capped read buffer and its read timeout at work.
+//! client's capped read buffer and its read timeout at work. `fixture`
+//! holds their shared set-up.
 
 mod controllers;
 mod derive;
 mod disengage;
 mod engage_hooks;
 mod field_index;
+mod fixture;
 mod health;
 mod isolation;
 mod member_client;

@@ -4,19 +4,19 @@
 //! the credentials or forbids the informers' lists is retried and reported
 //! without stopping the manager or the others.
 
-use std::collections::BTreeMap;
-
 use controller_runtime::cluster::{ClusterHealth, SecretProvider, StaticProvider};
-use controller_runtime::manager::Manager;
 use controller_runtime::prelude::*;
 use envtest::TestEnv;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube_client::api::{DeleteParams, PostParams};
 use kube_client::config::Kubeconfig;
 
-use super::{LONG, failures, fast_backoff, ready};
+use super::fixture::{
+    Nothing, configmap_controller, fleet_manager_builder, hub_and_member, hub_member_manager,
+    kubeconfig_secret, servers,
+};
+use super::{LONG, failures, ready};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
 
@@ -25,8 +25,7 @@ async fn static_clusters_are_engaged_and_failing_ones_retried_and_reported() {
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }
-    let own = TestEnv::start().await.unwrap();
-    let member = TestEnv::start().await.unwrap();
+    let (own, member) = hub_and_member().await;
     let guarded = TestEnv::builder()
         .bearer_token("right")
         .start()
@@ -37,8 +36,7 @@ async fn static_clusters_are_engaged_and_failing_ones_retried_and_reported() {
     let dead_client = dead.client();
     drop(dead);
 
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
+    let mgr = fleet_manager_builder(&own)
         .provider(
             StaticProvider::new()
                 .client("member", member.client())
@@ -100,16 +98,12 @@ async fn static_clusters_are_engaged_and_failing_ones_retried_and_reported() {
 }
 
 fn cluster_secret(name: &str, labelled: bool, kubeconfig: &str) -> Secret {
-    let mut secret = Secret::default();
-    secret.metadata.name = Some(name.into());
-    if labelled {
-        secret.metadata.labels = Some(BTreeMap::from([("fleet".into(), "member".into())]));
-    }
-    secret.data = Some(BTreeMap::from([(
-        "kubeconfig".into(),
-        ByteString(kubeconfig.as_bytes().to_vec()),
-    )]));
-    secret
+    let labels: &[(&str, &str)] = if labelled {
+        &[("fleet", "member")]
+    } else {
+        &[]
+    };
+    kubeconfig_secret(name, labels, "kubeconfig", kubeconfig)
 }
 
 #[tokio::test]
@@ -117,15 +111,10 @@ async fn labelled_secrets_engage_clusters_and_deleting_one_disengages_it() {
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }
-    let own = TestEnv::start().await.unwrap();
-    let (a, b) = (
-        TestEnv::start().await.unwrap(),
-        TestEnv::start().await.unwrap(),
-    );
+    let [own, a, b] = servers().await;
     let ns = own.namespace().to_string();
     let secrets: Api<Secret> = Api::namespaced(own.client(), &ns);
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
+    let mgr = fleet_manager_builder(&own)
         .provider(SecretProvider::new(own.client(), &ns, "fleet=member"))
         .build()
         .await
@@ -205,41 +194,17 @@ fn configmaps_role(verbs: &[&str]) -> ClusterRole {
     role
 }
 
-struct Nothing;
-
-impl ObjectReconciler<ConfigMap> for Nothing {
-    type Error = kube_client::Error;
-
-    async fn reconcile(
-        &self,
-        _: std::sync::Arc<ConfigMap>,
-        _: &ObjectContext<ConfigMap>,
-    ) -> Result<Action, Self::Error> {
-        Ok(Action::done())
-    }
-}
-
 #[tokio::test]
 async fn a_member_that_forbids_listing_is_failing_until_it_permits_it() {
-    if envtest::skip_on_existing_cluster("several in-process API servers") {
+    let Some((_own, member, mgr)) = hub_member_manager().await else {
         return;
-    }
-    let own = TestEnv::start().await.unwrap();
-    let member = TestEnv::start().await.unwrap();
+    };
     // The member's identity may get ConfigMaps, not list or watch them.
     let restricted = member
         .client_with_cluster_role("default", "fleet-test", &configmaps_role(&["get"]))
         .await
         .unwrap();
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
-        .build()
-        .await
-        .unwrap();
-    mgr.fleet_controller::<ConfigMap>()
-        .named("nothing")
-        .complete(Nothing)
-        .unwrap();
+    configmap_controller(&mgr, "nothing", Nothing);
     mgr.fleet().readyz_threshold(0);
     let (stop, task) = spawn_manager(&mgr);
     mgr.fleet().engage("member", restricted).unwrap();

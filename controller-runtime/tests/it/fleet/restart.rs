@@ -10,49 +10,17 @@ use std::time::Duration;
 
 use controller_runtime::cluster::{ClusterHealth, MemberClientOptions};
 use controller_runtime::manager::Manager;
-use controller_runtime::prelude::*;
 use envtest::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube_client::api::PostParams;
 use kube_client::config::Kubeconfig;
-use parking_lot::Mutex;
 
-use super::{LONG, fast_backoff, ready};
+use super::fixture::{Seen, create, fleet_manager};
+use super::{LONG, ready};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
 
 /// The bound: reconciled again within this after the restart.
 const RECONCILED_AGAIN: Duration = Duration::from_secs(30);
-
-/// Notes the names it reconciled.
-#[derive(Default)]
-struct Seen(Mutex<Vec<String>>);
-
-impl Seen {
-    fn has(&self, name: &str) -> bool {
-        self.0.lock().iter().any(|n| n == name)
-    }
-}
-
-impl ObjectReconciler<ConfigMap> for Seen {
-    type Error = kube_client::Error;
-
-    async fn reconcile(
-        &self,
-        cm: Arc<ConfigMap>,
-        _: &ObjectContext<ConfigMap>,
-    ) -> Result<Action, Self::Error> {
-        self.0.lock().push(cm.name_any());
-        Ok(Action::done())
-    }
-}
-
-async fn create(env: &TestEnv, name: &str) {
-    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
-    let mut cm = ConfigMap::default();
-    cm.metadata.name = Some(name.into());
-    api.create(&PostParams::default(), &cm).await.unwrap();
-}
 
 fn port_of(env: &TestEnv) -> u16 {
     let url = env.base_url();
@@ -92,11 +60,7 @@ async fn restarted_member_is_reconciled_again(data: Option<std::path::PathBuf>) 
     }
     let member = builder.start().await.unwrap();
     let port = port_of(&member);
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
-        .build()
-        .await
-        .unwrap();
+    let mgr = fleet_manager(&own).await;
     let seen = Arc::new(Seen::default());
     mgr.fleet_controller::<ConfigMap>()
         .named("seen")

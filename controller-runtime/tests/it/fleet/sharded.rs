@@ -3,7 +3,10 @@
 //! provider) share the `(cluster, namespace, name)`s of ConfigMaps that
 //! have the same names in both clusters. Every change is reconciled once,
 //! by the replica the ring gives `cluster/namespace/name`; a replica that
-//! stops hands its share to the survivors; label mode is refused.
+//! stops hands its share to the survivors; label mode is refused. With
+//! `engage_local_cluster`, the manager's own cluster's keys
+//! (`/namespace/name`) are sharded too and a stopped replica's share of
+//! them is taken over without any change to the objects.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +27,8 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{LONG, fast_backoff};
+use super::LONG;
+use super::fixture::{fleet_manager_builder, hub_and_member, servers};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
 use crate::sharding::ring_config;
@@ -44,7 +48,8 @@ impl Drop for Ends {
     }
 }
 
-/// Records each reconcile as `cluster/namespace/name`, with the `v` the
+/// Records each reconcile as `cluster/namespace/name` (the ring key:
+/// `/namespace/name` in the manager's own cluster), with the `v` the
 /// cluster's cache showed.
 struct Recorder {
     replica: String,
@@ -61,10 +66,7 @@ impl ObjectReconciler<ConfigMap> for Recorder {
     ) -> Result<Action, Self::Error> {
         let key = format!(
             "{}/{}/{}",
-            match ctx.cluster() {
-                "" => "<none>",
-                member => member,
-            },
+            ctx.cluster(),
             cm.namespace().unwrap_or_default(),
             cm.name_any()
         );
@@ -98,12 +100,13 @@ struct Replica {
 }
 
 /// A manager on `own` engaging `members` by a static provider, with the
-/// sharded fleet controller.
+/// sharded fleet controller (reconciling `own` too when `hub`).
 async fn replica(
     own: &TestEnv,
     members: &[&TestEnv],
     id: &str,
     timeline: &Arc<Timeline>,
+    hub: bool,
 ) -> Replica {
     let provider = CLUSTERS
         .iter()
@@ -111,8 +114,7 @@ async fn replica(
         .fold(StaticProvider::new(), |p, (name, env)| {
             p.client(*name, env.client())
         });
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
+    let mgr = fleet_manager_builder(own)
         .provider(provider)
         .build()
         .await
@@ -120,8 +122,11 @@ async fn replica(
     let mut config = ring_config(RING, id);
     config.namespace = own.namespace().to_owned();
     let membership = Membership::new(own.client(), config).unwrap();
-    let controller = mgr
-        .fleet_controller::<ConfigMap>()
+    let mut builder = mgr.fleet_controller::<ConfigMap>();
+    if hub {
+        builder = builder.engage_local_cluster();
+    }
+    let controller = builder
         .named(CONTROLLER)
         .max_concurrent_reconciles(4)
         // Never a busy cluster's delayed retry: nothing is reconciled late.
@@ -223,11 +228,7 @@ async fn three_replicas_share_two_clusters_same_names_and_survivors_take_over() 
     if envtest::skip_on_existing_cluster("in-process member API servers") {
         return;
     }
-    let own = TestEnv::start().await.unwrap();
-    let (m0, m1) = (
-        TestEnv::start().await.unwrap(),
-        TestEnv::start().await.unwrap(),
-    );
+    let [own, m0, m1] = servers().await;
     let members = [&m0, &m1];
     let names: Vec<String> = (0..12).map(|i| format!("same-{i}")).collect();
     let keys = keys(&members, &names);
@@ -237,7 +238,7 @@ async fn three_replicas_share_two_clusters_same_names_and_survivors_take_over() 
     let timeline = Arc::new(Timeline::default());
     let mut replicas = Vec::new();
     for id in ["r1", "r2", "r3"] {
-        replicas.push(replica(&own, &members, id, &timeline).await);
+        replicas.push(replica(&own, &members, id, &timeline, false).await);
     }
     let all: Vec<&Replica> = replicas.iter().collect();
     settled(&all, &["r1", "r2", "r3"]).await;
@@ -311,6 +312,67 @@ async fn three_replicas_share_two_clusters_same_names_and_survivors_take_over() 
          r2's {moved} keys taken over by r1 and r3",
         keys.len()
     );
+    for r in replicas {
+        stop_manager(r.stop, r.task).await;
+    }
+}
+
+/// With `engage_local_cluster`, the manager's own cluster's keys are part
+/// of the ring: when a replica stops, the survivor queues again, from its
+/// caches, every key that moved to it, the hub's as well as the member's,
+/// and reconciles them with no change to the objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_replicas_hub_keys_are_taken_over_too() {
+    if envtest::skip_on_existing_cluster("in-process member API servers") {
+        return;
+    }
+    let (own, member) = hub_and_member().await;
+    let names: Vec<String> = (0..12).map(|i| format!("hub-{i}")).collect();
+    write_all(&own, &names, "0").await;
+    write_all(&member, &names, "0").await;
+    let mut keys = keys(&[&member], &names);
+    keys.extend(names.iter().map(|n| format!("/{}/{n}", own.namespace())));
+    let timeline = Arc::new(Timeline::default());
+    let mut replicas = Vec::new();
+    for id in ["r1", "r2"] {
+        replicas.push(replica(&own, &[&member], id, &timeline, true).await);
+    }
+    let all: Vec<&Replica> = replicas.iter().collect();
+    settled(&all, &["r1", "r2"]).await;
+    let both = owners(&["r1", "r2"], &keys);
+    converged(&timeline, &all, &both, "0").await;
+    let hub_keys_of_r2 = both
+        .iter()
+        .filter(|(k, r)| k.starts_with('/') && *r == "r2")
+        .count();
+    assert!(
+        hub_keys_of_r2 > 0,
+        "r2 owns some of the hub's keys: {both:?}"
+    );
+
+    // r2 stops; nothing changes: r1 reconciles r2's share from its caches.
+    let mark = timeline.spans.lock().len();
+    let r2 = replicas.remove(1);
+    stop_manager(r2.stop, r2.task).await;
+    let survivor: Vec<&Replica> = replicas.iter().collect();
+    settled(&survivor, &["r1"]).await;
+    let taken: Vec<&String> = both
+        .iter()
+        .filter(|(_, r)| *r == "r2")
+        .map(|(k, _)| k)
+        .collect();
+    eventually(LONG, "r1 reconciles every key r2 had", || async {
+        let spans = timeline.spans.lock();
+        taken
+            .iter()
+            .all(|k| {
+                spans[mark..]
+                    .iter()
+                    .any(|s| &&s.key == k && s.replica == "r1")
+            })
+            .then_some(())
+    })
+    .await;
     for r in replicas {
         stop_manager(r.stop, r.task).await;
     }

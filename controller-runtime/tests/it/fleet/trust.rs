@@ -5,20 +5,18 @@
 //! Secret's data key and the cluster's name are the provider's to choose
 //! (Cluster API's layout here).
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 
 use controller_runtime::cluster::SecretProvider;
-use controller_runtime::manager::Manager;
 use envtest::TestEnv;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube_client::Api;
 use kube_client::api::PostParams;
 use parking_lot::Mutex;
 
-use super::{LONG, fast_backoff, ready};
+use super::fixture::{fleet_manager_builder, hub_and_member, kubeconfig_secret};
+use super::{LONG, ready};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
 
@@ -66,22 +64,6 @@ fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
     (captured, tracing::subscriber::set_default(subscriber))
 }
 
-fn secret(name: &str, labels: &[(&str, &str)], key: &str, kubeconfig: &str) -> Secret {
-    let mut secret = Secret::default();
-    secret.metadata.name = Some(name.into());
-    secret.metadata.labels = Some(
-        labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    );
-    secret.data = Some(BTreeMap::from([(
-        key.into(),
-        ByteString(kubeconfig.as_bytes().to_vec()),
-    )]));
-    secret
-}
-
 /// `member`'s kubeconfig with `user` (indented lines) as its user.
 fn with_user(member: &TestEnv, user: &str) -> String {
     let inline = member.kubeconfig_yaml();
@@ -106,8 +88,7 @@ async fn exec_and_token_file_are_refused_and_no_secret_data_is_logged() {
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }
-    let own = TestEnv::start().await.unwrap();
-    let member = TestEnv::start().await.unwrap();
+    let (own, member) = hub_and_member().await;
     let ns = own.namespace().to_string();
     let label = [("fleet", "member")];
     let exec = format!(
@@ -120,21 +101,21 @@ async fn exec_and_token_file_are_refused_and_no_secret_data_is_logged() {
         "apiVersion: v1\nusers:\n- name: u\n  user:\n    token: {TOKEN}\n    password: {PASSWORD}\n  ]]: [\n"
     );
     let secrets = [
-        secret("exec", &label, "kubeconfig", &with_user(&member, &exec)),
-        secret(
+        kubeconfig_secret("exec", &label, "kubeconfig", &with_user(&member, &exec)),
+        kubeconfig_secret(
             "token-file",
             &label,
             "kubeconfig",
             &with_user(&member, &token_file),
         ),
-        secret("malformed", &label, "kubeconfig", &malformed),
-        secret(
+        kubeconfig_secret("malformed", &label, "kubeconfig", &malformed),
+        kubeconfig_secret(
             "not-utf8",
             &label,
             "kubeconfig",
             &format!("token: {TOKEN}\n\u{0}"),
         ),
-        secret("inline", &label, "kubeconfig", &member.kubeconfig_yaml()),
+        kubeconfig_secret("inline", &label, "kubeconfig", &member.kubeconfig_yaml()),
     ];
 
     let (logs, _guard) = capture();
@@ -142,8 +123,7 @@ async fn exec_and_token_file_are_refused_and_no_secret_data_is_logged() {
     for s in &secrets {
         api.create(&PostParams::default(), s).await.unwrap();
     }
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
+    let mgr = fleet_manager_builder(&own)
         .provider(SecretProvider::new(own.client(), &ns, "fleet=member"))
         .build()
         .await
@@ -183,8 +163,7 @@ async fn the_data_key_and_the_cluster_name_are_configurable() {
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }
-    let own = TestEnv::start().await.unwrap();
-    let member = TestEnv::start().await.unwrap();
+    let (own, member) = hub_and_member().await;
     let ns = own.namespace().to_string();
     const LABEL: &str = "cluster.x-k8s.io/cluster-name";
     let provider = SecretProvider::new(own.client(), &ns, LABEL)
@@ -194,8 +173,7 @@ async fn the_data_key_and_the_cluster_name_are_configurable() {
             let name = secret.metadata.name.as_deref()?;
             (name == format!("{cluster}-kubeconfig")).then(|| cluster.clone())
         });
-    let mgr = Manager::builder(own.client())
-        .fleet_backoff(fast_backoff())
+    let mgr = fleet_manager_builder(&own)
         .provider(provider)
         .build()
         .await
@@ -204,11 +182,11 @@ async fn the_data_key_and_the_cluster_name_are_configurable() {
     let api: Api<Secret> = Api::namespaced(own.client(), &ns);
     let yaml = member.kubeconfig_yaml();
     for s in [
-        secret("edge-kubeconfig", &[(LABEL, "edge")], "value", &yaml),
+        kubeconfig_secret("edge-kubeconfig", &[(LABEL, "edge")], "value", &yaml),
         // Another Secret of the cluster (not its kubeconfig): no cluster.
-        secret("edge-ca", &[(LABEL, "edge")], "value", &yaml),
+        kubeconfig_secret("edge-ca", &[(LABEL, "edge")], "value", &yaml),
         // The right name, the kubeconfig under the default key: skipped.
-        secret("core-kubeconfig", &[(LABEL, "core")], "kubeconfig", &yaml),
+        kubeconfig_secret("core-kubeconfig", &[(LABEL, "core")], "kubeconfig", &yaml),
     ] {
         api.create(&PostParams::default(), &s).await.unwrap();
     }

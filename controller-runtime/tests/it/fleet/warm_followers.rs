@@ -1,97 +1,71 @@
 //! Members' informers run on every replica, not only the leader's: two
-//! managers share a hub Lease and a member; the follower's member cache is
-//! synced while it does not lead, and when the leader stops, the new
-//! leader reconciles the member without listing it again.
+//! managers share a hub Lease and a member; the follower's member caches
+//! (the fleet controller's own kinds, the kind it is for and the one it
+//! owns by metadata, and a fleet-wide index's kind) are synced while it
+//! does not lead, and when the leader stops, the new leader reconciles the
+//! member without listing any of those kinds again.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use controller_runtime::leaderelection::LeaderElectionConfig;
 use controller_runtime::manager::Manager;
-use controller_runtime::prelude::*;
 use envtest::TestEnv;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube_client::api::PostParams;
-use parking_lot::Mutex;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 
-use super::{LONG, fast_backoff};
+use super::LONG;
+use super::fixture::{Seen, create, fleet_manager_builder, hub_and_member};
 use crate::eventually;
 use crate::fixture::{spawn_manager, stop_manager};
 
-/// Notes which replica reconciled which name.
-#[derive(Default)]
-struct Seen(Mutex<Vec<(&'static str, String)>>);
-
-impl Seen {
-    fn has(&self, replica: &str, name: &str) -> bool {
-        self.0
-            .lock()
-            .iter()
-            .any(|(r, n)| *r == replica && n == name)
-    }
-
-    fn by(&self, replica: &str) -> usize {
-        self.0.lock().iter().filter(|(r, _)| *r == replica).count()
-    }
-}
-
-struct Replica(&'static str, Arc<Seen>);
-
-impl ObjectReconciler<ConfigMap> for Replica {
-    type Error = kube_client::Error;
-
-    async fn reconcile(
-        &self,
-        cm: Arc<ConfigMap>,
-        _: &ObjectContext<ConfigMap>,
-    ) -> Result<Action, Self::Error> {
-        self.1.0.lock().push((self.0, cm.name_any()));
-        Ok(Action::done())
-    }
-}
-
-async fn replica(hub: &TestEnv, member: &TestEnv, id: &'static str, seen: &Arc<Seen>) -> Manager {
+/// A manager on `hub`, leading or not, with the fleet controller `warm`
+/// noting what it reconciled in `seen` as `<id>:<name>`.
+async fn replica(hub: &TestEnv, member: &TestEnv, id: &'static str, seen: &Seen) -> Manager {
     let election = LeaderElectionConfig::new(hub.namespace(), "fleet-warm", id)
         .lease_duration(Duration::from_secs(4))
         .renew_deadline(Duration::from_secs(3))
         .retry_period(Duration::from_millis(200));
-    let mgr = Manager::builder(hub.client())
+    let mgr = fleet_manager_builder(hub)
         .leader_election(election)
-        .fleet_backoff(fast_backoff())
         .build()
         .await
         .unwrap();
     // Registered on the fleet: its informer is requested in every member
     // as it is engaged, on every replica.
     mgr.fleet()
-        .index_field::<ConfigMap>("metadata.name", |cm| {
-            cm.metadata.name.clone().into_iter().collect()
+        .index_field::<Secret>("metadata.name", |s| {
+            s.metadata.name.clone().into_iter().collect()
         })
         .unwrap();
+    // The controller's own kinds are warmed on every replica as it is
+    // built, whether it leads or not.
     mgr.fleet_controller::<ConfigMap>()
         .named("warm")
-        .complete(Replica(id, Arc::clone(seen)))
+        .owns_metadata::<ServiceAccount>()
+        .complete(seen.as_replica(&format!("{id}:")))
         .unwrap();
     mgr.fleet().engage("member", member.client()).unwrap();
     mgr
 }
 
-async fn create(env: &TestEnv, name: &str) {
-    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
-    let mut cm = ConfigMap::default();
-    cm.metadata.name = Some(name.into());
-    api.create(&PostParams::default(), &cm).await.unwrap();
-}
+/// The kinds whose lists are counted: the controller's For kind, the
+/// kind it owns by metadata, the fleet-wide index's kind.
+const KINDS: [&str; 3] = ["configmaps", "serviceaccounts", "secrets"];
 
-/// The requests that list the member's ConfigMaps: a LIST, or a watch
-/// that starts with the initial state (a streaming list).
-fn configmap_lists(member: &TestEnv) -> usize {
-    member
-        .request_log()
+/// The requests that list the member's objects of each of [`KINDS`]: a
+/// LIST, or a watch that starts with the initial state (a streaming list).
+fn lists(member: &TestEnv) -> Vec<(&'static str, usize)> {
+    let log = member.request_log();
+    KINDS
         .iter()
-        .filter(|r| r.method.as_str() == "GET" && r.path.contains("configmaps"))
-        .filter(|r| !r.is_watch() || r.query.contains("sendInitialEvents=true"))
-        .count()
+        .map(|kind| {
+            let n = log
+                .iter()
+                .filter(|r| r.method.as_str() == "GET" && r.path.ends_with(kind))
+                .filter(|r| !r.is_watch() || r.query.contains("sendInitialEvents=true"))
+                .count();
+            (*kind, n)
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -99,9 +73,8 @@ async fn a_new_leader_finds_its_members_caches_warm() {
     if envtest::skip_on_existing_cluster("several in-process API servers") {
         return;
     }
-    let hub = TestEnv::start().await.unwrap();
-    let member = TestEnv::start().await.unwrap();
-    let seen = Arc::new(Seen::default());
+    let (hub, member) = hub_and_member().await;
+    let seen = Seen::default();
     let a = replica(&hub, &member, "a", &seen).await;
     let (stop_a, run_a) = spawn_manager(&a);
     eventually(LONG, "a leads", || async { a.is_leader().then_some(()) }).await;
@@ -110,32 +83,51 @@ async fn a_new_leader_finds_its_members_caches_warm() {
 
     create(&member, "before").await;
     eventually(LONG, "the leader reconciles", || async {
-        seen.has("a", "before").then_some(())
+        seen.has("a:before").then_some(())
     })
     .await;
-    // The follower's member cache holds the object, synced, while it does
-    // not lead (and reconciles nothing).
-    eventually(LONG, "the follower's member cache warm", || async {
+    // The follower's member caches hold the object, synced, while it does
+    // not lead (and reconciles nothing): its informers of every kind were
+    // listed once each.
+    // (Read through the factory: asking the cache for an informer would
+    // request it.)
+    eventually(LONG, "the follower's member caches warm", || async {
         let cluster = b.fleet().get("member")?;
+        let started = cluster.informer_factory().synced();
+        let warm = [
+            "ConfigMap ",
+            "PartialObjectMeta<ServiceAccount> ",
+            "Secret ",
+        ]
+        .iter()
+        .all(|kind| {
+            started
+                .iter()
+                .any(|(k, synced)| k.starts_with(kind) && *synced)
+        });
         let informer = cluster.cache().informer::<ConfigMap>();
-        (informer.has_synced() && informer.get(Some("default"), "before").is_some()).then_some(())
+        (warm && informer.get(Some("default"), "before").is_some()).then_some(())
     })
     .await;
     assert!(!b.is_leader());
-    assert_eq!(seen.by("b"), 0, "the follower reconciles nothing");
-    let lists = configmap_lists(&member);
+    assert_eq!(seen.count("b:"), 0, "the follower reconciles nothing");
+    let before = lists(&member);
+    assert!(
+        before.iter().all(|(_, n)| *n >= 2),
+        "each replica listed each kind: {before:?}"
+    );
 
     stop_manager(stop_a, run_a).await;
     eventually(LONG, "b leads", || async { b.is_leader().then_some(()) }).await;
     create(&member, "after").await;
     eventually(LONG, "the new leader reconciles", || async {
-        (seen.has("b", "before") && seen.has("b", "after")).then_some(())
+        (seen.has("b:before") && seen.has("b:after")).then_some(())
     })
     .await;
     assert_eq!(
-        configmap_lists(&member),
-        lists,
-        "the new leader listed the member's ConfigMaps again"
+        lists(&member),
+        before,
+        "the new leader listed the member's objects again"
     );
     stop_manager(stop_b, run_b).await;
 }
