@@ -13,6 +13,12 @@
 //! `Controller` (kube-runtime) on one server holding every object, spread
 //! over one namespace per would-be cluster.
 //!
+//! Ours reaches every server, the members and the one cluster alike,
+//! through a member client (`MemberClientOptions::client_from_config`:
+//! capped HTTP/1 read buffer, timeouts, no retry), so the fleet and the
+//! one-cluster case compare the same clients; kube-runtime's are plain
+//! kube-client `Client`s, as its users make them.
+//!
 //! The difference between a fleet case's retained heap and the one-cluster
 //! case's with the same total, divided by the clusters, is the fixed cost
 //! of an engaged cluster (clients, informer, queue share, metrics); the
@@ -24,7 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use controller_runtime::cluster::StaticProvider;
+use controller_runtime::cluster::{MemberClientOptions, StaticProvider};
 use controller_runtime::manager::Manager;
 use controller_runtime::prelude::*;
 use futures::{StreamExt, TryStreamExt, stream};
@@ -47,7 +53,10 @@ const SEEDING: usize = 4;
 /// A running `envtest-server` process, killed when dropped.
 struct Server {
     child: Child,
+    /// A plain kube-client `Client`: seeding, and kube-runtime's side.
     client: Client,
+    /// A member client (ours): our side, fleet and one cluster alike.
+    member: Client,
 }
 
 impl Drop for Server {
@@ -67,7 +76,11 @@ impl Server {
             .spawn()
             .map_err(|e| BenchError(format!("cannot start {}: {e}", bin.display())))?;
         match listening_url(&mut child).and_then(|url| connect(&url)) {
-            Ok(client) => Ok(Server { child, client }),
+            Ok((client, member)) => Ok(Server {
+                child,
+                client,
+                member,
+            }),
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -77,12 +90,16 @@ impl Server {
     }
 }
 
-/// A client of the server at `url`.
-fn connect(url: &str) -> Result<Client, BenchError> {
-    let uri = url
+/// A plain client and a member client of the server at `url`.
+fn connect(url: &str) -> Result<(Client, Client), BenchError> {
+    let uri: http::Uri = url
         .parse()
         .map_err(|e| BenchError(format!("envtest-server printed a bad URL {url}: {e}")))?;
-    Client::try_from(Config::new(uri)).map_err(BenchError::msg)
+    let plain = Client::try_from(Config::new(uri.clone())).map_err(BenchError::msg)?;
+    let member = MemberClientOptions::new()
+        .client_from_config(url, Config::new(uri))
+        .map_err(BenchError::msg)?;
+    Ok((plain, member))
 }
 
 /// Reads the server's stdout until it names its URL; a thread drains the rest.
@@ -344,6 +361,7 @@ pub async fn run(
         .collect();
     seed_all(&seeds, per).await?;
     let clients: Vec<Client> = members.iter().map(|s| s.client.clone()).collect();
+    let member_clients: Vec<Client> = members.iter().map(|s| s.member.clone()).collect();
     let seen = Seen::new(largest, per);
     let mut in_single = 0;
     for &clusters in &plan.fleet_clusters {
@@ -374,15 +392,15 @@ pub async fn run(
                     [KUBE, OURS]
                 };
                 for side in order {
-                    let (members, single) = if fleet {
-                        (&clients[..clusters], None)
+                    let (plain, member, one) = if fleet {
+                        (&clients[..clusters], &member_clients[..clusters], None)
                     } else {
-                        (&clients[..0], Some(&single.client))
+                        (&clients[..0], &member_clients[..0], Some(&single))
                     };
                     let o = if side == OURS {
-                        ours(hub, members, single, &seen, total).await?
+                        ours(hub, member, one.map(|s| &s.member), &seen, total).await?
                     } else {
-                        kube(members, single, &seen, total).await?
+                        kube(plain, one.map(|s| &s.client), &seen, total).await?
                     };
                     out.push(&rate, side, total as f64 / o.elapsed.as_secs_f64());
                     out.push(&heap, side, o.retained as f64 / total as f64);

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant, SystemTime};
 use axum::Router;
 use axum::body::Bytes;
 use axum::routing::post;
+use controller_runtime::tls::{CertResolver, SelfSigned, TlsListener};
 use controller_runtime::webhook::{
-    AdmissionContext, CertResolver, Denial, SelfSigned, TlsListener, Validator, Warnings,
-    WebhookServer, validate_path,
+    AdmissionContext, Denial, Validator, Warnings, WebhookServer, validate_path,
 };
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;

@@ -46,6 +46,7 @@ mod fleet;
 mod health;
 mod hooks;
 mod member_client;
+mod member_transport;
 mod metrics;
 mod permissions;
 mod provider;

@@ -39,20 +39,24 @@
 //! ## Optional parts
 //!
 //! `sharding` (sharded controllers: the [`sharding`] module and the derive's
-//! `sharding(...)`) and `manifests` (YAML rendering: `manifests::to_yaml`)
-//! are default features. A program that turns the defaults off to pick a
-//! version gets neither unless it names them, so a controller that does not
-//! shard or render YAML does not compile them (nor `xxhash-rust` and
-//! `serde-saphyr`):
+//! `sharding(...)`), `manifests` (YAML rendering: `manifests::to_yaml`) and
+//! `webhook` (admission and conversion webhooks: the [`webhook`] module, the
+//! manager's `webhook_server` and `Manager::webhook`, the derive's
+//! `webhooks(...)`) are default features. A program that turns the defaults
+//! off to pick a version gets none of them unless it names them, so a
+//! controller that does not shard, render YAML or serve webhooks does not
+//! compile them (nor `xxhash-rust`, `serde-saphyr` and `http-body-util`):
 //!
 //! ```toml
 //! [dependencies]
-//! controller-runtime = { version = "0.1", default-features = false, features = ["v1_35", "rustls-tls", "sharding", "manifests"] }
+//! controller-runtime = { version = "0.1", default-features = false, features = ["v1_35", "rustls-tls", "sharding", "manifests", "webhook"] }
 //! ```
 //!
-//! A derive that declares `sharding` without the feature fails to compile
-//! with a message naming it. The webhook server is always built (its TLS and
-//! certificate code also serves the secure metrics endpoint).
+//! A derive that declares `sharding` or `webhooks` without its feature
+//! fails to compile with a message naming the feature. The TLS stack and
+//! serving certificates ([`tls`]) are always built: the secure metrics
+//! endpoint ([`metrics::SecureMetrics`]) serves with them, with or without
+//! the webhook server.
 //!
 //! ## TLS and kubeconfig auth
 //!
@@ -133,6 +137,7 @@ pub mod leaderelection;
 pub mod manifests;
 pub mod predicate;
 pub mod rbac;
+pub mod tls;
 pub mod workqueue;
 // 2. Cache and metrics registry.
 pub mod cache;
@@ -141,6 +146,7 @@ pub mod metrics;
 // manager runs.
 pub mod cluster;
 pub mod reconcile;
+#[cfg(feature = "webhook")]
 pub mod webhook;
 // 4. Manager.
 pub mod manager;
@@ -153,7 +159,12 @@ pub mod sharding;
 pub mod prelude;
 
 mod macro_support;
-#[cfg(all(doctest, feature = "sharding", feature = "manifests"))]
+#[cfg(all(
+    doctest,
+    feature = "sharding",
+    feature = "manifests",
+    feature = "webhook"
+))]
 mod visibility;
 #[doc(hidden)]
 pub use macro_support::__private;

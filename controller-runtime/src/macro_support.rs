@@ -21,6 +21,11 @@ pub mod __private {
     /// feature without it.
     pub use crate::__require_sharding as require_sharding;
 
+    /// Generated code of a derive that declares `webhooks(...)` calls it:
+    /// nothing with the `webhook` feature, a compile error naming the
+    /// feature without it.
+    pub use crate::__require_webhook as require_webhook;
+
     use serde_json::Value;
 
     use crate::object::Object;
@@ -105,6 +110,27 @@ macro_rules! __require_sharding {
     () => {
         ::core::compile_error!(
             "`sharding` in `#[controller(...)]` needs controller-runtime's `sharding` feature: \
+             add it to the dependency's `features`"
+        );
+    };
+}
+
+/// See `__private::require_webhook`.
+#[cfg(feature = "webhook")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __require_webhook {
+    () => {};
+}
+
+/// See `__private::require_webhook`.
+#[cfg(not(feature = "webhook"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __require_webhook {
+    () => {
+        ::core::compile_error!(
+            "`webhooks` in `#[controller(...)]` needs controller-runtime's `webhook` feature: \
              add it to the dependency's `features`"
         );
     };

@@ -40,7 +40,39 @@
 //! ```
 //!
 //! ```compile_fail
-//! use controller_runtime::webhook::SystemClock;
+//! use controller_runtime::tls::SystemClock;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::tls::CertKeeper;
+//! ```
+//!
+//! The TLS stack and certificates the webhook server shares with the secure
+//! metrics endpoint are at `tls` alone (issue 45: the `webhook` feature),
+//! not also at `webhook`:
+//!
+//! ```compile_fail
+//! use controller_runtime::webhook::CertResolver;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::webhook::ServerLimits;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::webhook::SelfSigned;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::webhook::SecretCerts;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::webhook::CertDir;
+//! ```
+//!
+//! ```compile_fail
+//! use controller_runtime::webhook::Clock;
 //! ```
 //!
 //! The reconcile vocabulary is at the crate root (and in the prelude), not
@@ -142,7 +174,8 @@
 //! ```
 //! use controller_runtime::manifests::{RenderError, to_yaml};
 //! use controller_runtime::{Action, BoxError, Request, Terminal, TerminalError};
-//! use controller_runtime::webhook::{Clock, WebhookOptions};
+//! use controller_runtime::tls::{CertResolver, Clock, SecretCerts, ServerLimits};
+//! use controller_runtime::webhook::WebhookOptions;
 //! use controller_runtime::controller::Controller;
 //! use controller_runtime::manager::Manager;
 //! use controller_runtime::reconcile::Reconciler;

@@ -276,6 +276,15 @@ impl Project {
                 self.framework.dependency_fields("envtest"),
             ),
             ("old_version", old_version),
+            (
+                "webhook_feature",
+                if self.old_version.is_some() {
+                    r#", "webhook""#
+                } else {
+                    ""
+                }
+                .into(),
+            ),
         ]
     }
 }

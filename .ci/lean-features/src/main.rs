@@ -1,8 +1,12 @@
 //! A derived custom resource and controller (finalizer, owned kind,
-//! leader election) with controller-runtime's optional parts off.
+//! leader election) with controller-runtime's optional parts off (no
+//! `sharding`, `manifests` or `webhook`), serving its metrics over HTTPS
+//! (the TLS stack and certificates are built without `webhook`).
 
 use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
+use controller_runtime::metrics::SecureMetrics;
 use controller_runtime::prelude::*;
+use controller_runtime::tls::ServerLimits;
 use controller_runtime::CustomResource;
 use serde::{Deserialize, Serialize};
 
@@ -36,7 +40,12 @@ impl Cleanup<Widget> for Widgets {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = Client::try_default().await?;
-    let mgr = Manager::builder(client).build().await?;
+    let mgr = Manager::builder(client)
+        .metrics_addr("0.0.0.0:8443".parse()?)
+        .metrics_secure(SecureMetrics::new())
+        .metrics_server_limits(ServerLimits::new().max_connections(64))
+        .build()
+        .await?;
     Widgets.setup(&mgr)?;
     let _role = Widgets::rbac();
     let _crd = Widget::crd();

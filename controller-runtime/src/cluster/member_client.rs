@@ -11,6 +11,7 @@ use kube_client::Client;
 use kube_client::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
 use super::fleet::FleetError;
+use super::member_transport;
 
 /// How a member cluster's client is made from a kubeconfig (its current
 /// context), by the [`SecretProvider`](super::SecretProvider), the
@@ -35,7 +36,14 @@ use super::fleet::FleetError;
 /// dial timeout) and a read after `read_timeout` of silence (default
 /// 2 min: above the API server's one-minute watch bookmarks, so a quiet
 /// watch lives, while a reconcile waiting on a member that stopped
-/// answering fails instead of hanging).
+/// answering fails instead of hanging). Each connection's HTTP/1 read
+/// buffer is capped at `read_buffer` (default 64 KiB instead of hyper's
+/// 408 KiB, which a member's LIST fills and its watch then keeps for the
+/// member's life): a fleet's memory per engaged cluster stays small and
+/// constant. The client is otherwise what kube-client's
+/// `Client::try_from(Config)` builds (TLS, timeouts, authentication,
+/// impersonation headers); a kubeconfig with a proxy URL gets kube-client's
+/// own client, uncapped.
 ///
 /// ```no_run
 /// # async fn demo(yaml: &str) -> Result<(), Box<dyn std::error::Error>> {
@@ -44,7 +52,9 @@ use super::fleet::FleetError;
 /// use kube_client::config::Kubeconfig;
 ///
 /// let kubeconfig = Kubeconfig::from_yaml(yaml)?;
-/// let options = MemberClientOptions::new().read_timeout(Some(Duration::from_secs(60)));
+/// let options = MemberClientOptions::new()
+///     .read_timeout(Some(Duration::from_secs(60)))
+///     .read_buffer(Some(32 * 1024));
 /// let client = options.client_from_kubeconfig("edge-1", kubeconfig).await?;
 /// # let _ = client;
 /// # Ok(()) }
@@ -53,6 +63,7 @@ use super::fleet::FleetError;
 pub struct MemberClientOptions {
     connect_timeout: Option<Duration>,
     read_timeout: Option<Duration>,
+    read_buffer: Option<usize>,
     allow_external_credentials: bool,
 }
 
@@ -60,6 +71,7 @@ pub struct MemberClientOptions {
 /// messages quote none of the kubeconfig (they name the cluster and the
 /// kind of problem), so it may be logged.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProviderError {
     /// The kubeconfig does not parse or names no usable context.
     #[error("cluster {cluster:?}: the kubeconfig {reason}")]
@@ -97,12 +109,16 @@ pub enum ProviderError {
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Twice the API server's watch bookmark period (one minute).
 const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(120);
+/// Room for several LIST chunks' reads (a read takes what has arrived, up
+/// to the cap), an eighth of hyper's own 408 KiB.
+const DEFAULT_READ_BUFFER: usize = 64 * 1024;
 
 impl Default for MemberClientOptions {
     fn default() -> Self {
         MemberClientOptions {
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             read_timeout: Some(DEFAULT_READ_TIMEOUT),
+            read_buffer: Some(DEFAULT_READ_BUFFER),
             allow_external_credentials: false,
         }
     }
@@ -110,7 +126,7 @@ impl Default for MemberClientOptions {
 
 impl MemberClientOptions {
     /// Inline credentials only, retry off, 30 s to connect, 2 min per
-    /// read.
+    /// read, 64 KiB read buffer per connection.
     pub fn new() -> Self {
         Self::default()
     }
@@ -129,6 +145,26 @@ impl MemberClientOptions {
     #[must_use]
     pub fn read_timeout(mut self, limit: Option<Duration>) -> Self {
         self.read_timeout = limit;
+        self
+    }
+
+    /// The most a connection's HTTP/1 read buffer may grow to, in bytes
+    /// (default 64 KiB; `None`: hyper's own cap, 408 KiB). hyper starts a
+    /// buffer at 8 KiB and doubles it while reads fill it; the allocation
+    /// is kept for the connection's life, and a member's watch keeps its
+    /// connection, so this is what each engaged cluster may hold. Values
+    /// below 8 KiB (hyper's minimum) are raised to it. A response's
+    /// headers must fit in it (an API server's take well under 1 KiB);
+    /// bodies of any size stream through it.
+    ///
+    /// ```
+    /// use controller_runtime::cluster::MemberClientOptions;
+    /// let lean = MemberClientOptions::new().read_buffer(Some(16 * 1024));
+    /// # let _ = lean;
+    /// ```
+    #[must_use]
+    pub fn read_buffer(mut self, cap: Option<usize>) -> Self {
+        self.read_buffer = cap;
         self
     }
 
@@ -226,9 +262,42 @@ impl MemberClientOptions {
         kubeconfig: Kubeconfig,
     ) -> Result<Client, ProviderError> {
         let config = self.config_from_kubeconfig(cluster, kubeconfig).await?;
-        Client::try_from(config).map_err(|source| ProviderError::Client {
-            cluster: cluster.to_string(),
-            source,
+        self.client(cluster, config)
+    }
+
+    /// A member client for `config` (the member `cluster`, named in its
+    /// errors and request spans), with these options' retry, timeouts and
+    /// read buffer: for a client handed to
+    /// [`StaticProvider::client`](super::StaticProvider::client) or
+    /// [`Fleet::engage`](super::Fleet::engage). The configuration is the
+    /// program's own, so the trust rule does not apply.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use controller_runtime::cluster::{MemberClientOptions, StaticProvider};
+    ///
+    /// let config = kube_client::Config::new("https://edge-1.example:6443".parse()?);
+    /// let edge = MemberClientOptions::new().client_from_config("edge-1", config)?;
+    /// let provider = StaticProvider::new().client("edge-1", edge);
+    /// # let _ = provider;
+    /// # Ok(()) }
+    /// ```
+    pub fn client_from_config(
+        &self,
+        cluster: &str,
+        mut config: kube_client::Config,
+    ) -> Result<Client, ProviderError> {
+        self.apply(&mut config);
+        self.client(cluster, config)
+    }
+
+    /// The client for `config`, already checked and applied.
+    fn client(&self, cluster: &str, config: kube_client::Config) -> Result<Client, ProviderError> {
+        member_transport::member_client(cluster, config, self.read_buffer).map_err(|source| {
+            ProviderError::Client {
+                cluster: cluster.to_string(),
+                source,
+            }
         })
     }
 
@@ -251,7 +320,9 @@ impl MemberClientOptions {
         self.client_from_kubeconfig(cluster, kubeconfig).await
     }
 
-    /// Sets the retry and the timeouts on `config`.
+    /// Sets the retry and the timeouts on `config` (the read buffer is the
+    /// client's, not the configuration's: see
+    /// [`client_from_config`](Self::client_from_config)).
     pub fn apply(&self, config: &mut kube_client::Config) {
         config.default_retry = false;
         config.connect_timeout = self.connect_timeout;

@@ -220,12 +220,14 @@ impl<K: Resource + Clone + Send + Sync + 'static, T> ControllerBuilder<K, T> {
     }
 
     /// The kinds declared owned so far.
+    #[cfg_attr(not(feature = "sharding"), allow(dead_code))]
     pub(crate) fn owned_kinds(&self) -> &[OwnedKind] {
         &self.owned
     }
 
     /// The controller's name as set so far (default: the kind in lower
     /// case).
+    #[cfg_attr(not(feature = "sharding"), allow(dead_code))]
     pub(crate) fn current_name(&self) -> String {
         self.settings
             .name

@@ -108,6 +108,7 @@ impl Manager {
 impl<K, T> ControllerBuilder<K, T> {
     /// Runs the controller on every replica, leader or not (a sharded
     /// controller).
+    #[cfg_attr(not(feature = "sharding"), allow(dead_code))]
     pub(crate) fn on_every_replica(mut self) -> Self {
         self.leader_only = false;
         self
@@ -150,6 +151,7 @@ impl<K> ControllerBuilder<K, ClusterRequest> {
 
     /// Whether the controller reconciles the manager's own cluster too
     /// ([`engage_local_cluster`](Self::engage_local_cluster)).
+    #[cfg_attr(not(feature = "sharding"), allow(dead_code))]
     pub(crate) fn engages_local_cluster(&self) -> bool {
         self.hub
     }

@@ -101,6 +101,7 @@ use builder::Reconcilers;
 pub use dynamic::DynamicControllerBuilder;
 pub use fleet::{FleetController, FleetControllerBuilder};
 use outcome::DynReconciler;
+#[cfg(feature = "sharding")]
 pub(crate) use source::OwnedKind;
 
 /// Errors of a running controller (reported by the manager). New
@@ -197,6 +198,7 @@ impl<T: Clone + Eq + std::hash::Hash + Send + Sync + 'static> Controller<T> {
     }
 
     /// The controller's workqueue (sharding requeues through it).
+    #[cfg_attr(not(feature = "sharding"), allow(dead_code))]
     pub(crate) fn queue(&self) -> &Queue<T> {
         &self.queue
     }

@@ -137,6 +137,7 @@ pub(crate) async fn wait_for_sync(
 /// A kind a controller owns, as the layers above the controller see it
 /// (sharding's label mode labels the owned kinds by their resource).
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "sharding"), allow(dead_code))]
 pub(crate) struct OwnedKind {
     pub(crate) resource: ApiResource,
     pub(crate) namespaced: bool,

@@ -31,7 +31,7 @@ pub struct ManagerBuilder {
     pub(super) health_addr: Option<SocketAddr>,
     pub(super) metrics_addr: Option<SocketAddr>,
     pub(super) metrics_secure: Option<SecureMetrics>,
-    pub(super) metrics_limits: crate::webhook::ServerLimits,
+    pub(super) metrics_limits: crate::tls::ServerLimits,
     pub(super) leader_election: Option<LeaderElectionConfig>,
     pub(super) graceful_shutdown_timeout: Duration,
     pub(super) cache_sync_timeout: Duration,
@@ -39,6 +39,7 @@ pub struct ManagerBuilder {
     pub(super) registry: Option<prometheus::Registry>,
     pub(super) events: Option<RecorderConfig>,
     pub(super) keep_managed_fields: bool,
+    #[cfg(feature = "webhook")]
     pub(super) webhook: Option<crate::webhook::WebhookOptions>,
     pub(super) cache_scope: CacheScope,
     pub(super) streaming_list: bool,
@@ -87,8 +88,8 @@ impl ManagerBuilder {
 
     /// Grants each client of the secure metrics server `limits`: handshake
     /// and header timeouts and a cap on open connections, as the webhook
-    /// server's (default [`ServerLimits::default`](crate::webhook::ServerLimits)).
-    pub fn metrics_server_limits(mut self, limits: crate::webhook::ServerLimits) -> Self {
+    /// server's (default [`ServerLimits::default`](crate::tls::ServerLimits)).
+    pub fn metrics_server_limits(mut self, limits: crate::tls::ServerLimits) -> Self {
         self.metrics_limits = limits;
         self
     }
@@ -409,6 +410,8 @@ impl ManagerBuilder {
             )?;
         }
 
+        // The webhook server's runnable joins them (with the feature).
+        #[cfg_attr(not(feature = "webhook"), allow(unused_mut))]
         let mut runnables: Vec<Arc<dyn Runnable>> = self
             .providers
             .into_iter()
@@ -419,6 +422,7 @@ impl ManagerBuilder {
                 }) as Arc<dyn Runnable>
             })
             .collect();
+        #[cfg(feature = "webhook")]
         let webhook = match self.webhook {
             Some(options) => {
                 let built =
@@ -441,6 +445,7 @@ impl ManagerBuilder {
                 health_addr: health.as_ref().map(|s| s.addr),
                 metrics_addr: metrics_server.as_ref().map(|s| s.addr),
                 servers: Mutex::new((health, metrics_server)),
+                #[cfg(feature = "webhook")]
                 webhook,
                 elector,
                 runnables: Mutex::new(

@@ -14,6 +14,7 @@ use crate::error::BoxError;
 use crate::healthz::HealthzError;
 use crate::leaderelection::LeaderElectionError;
 use crate::metrics::MetricsError;
+#[cfg(feature = "webhook")]
 use crate::webhook::WebhookError;
 
 /// Errors of building a controller, returned by
@@ -101,15 +102,18 @@ pub enum ManagerError {
     #[error("health checks: {0}")]
     Healthz(#[from] HealthzError),
     /// A webhook was registered on a manager without a webhook server.
+    #[cfg(feature = "webhook")]
     #[error("webhooks: no webhook server: configure one with ManagerBuilder::webhook_server")]
     NoWebhookServer,
     /// A webhook was registered after the manager started its webhook
     /// server.
+    #[cfg(feature = "webhook")]
     #[error(
         "webhooks: the webhook server is running already; register webhooks before Manager::run"
     )]
     WebhookServerRunning,
     /// The webhook server refused a webhook (a path registered twice).
+    #[cfg(feature = "webhook")]
     #[error("webhooks: {0}")]
     Webhook(#[source] WebhookError),
     /// A resource a controller watches is not served by the API server (its

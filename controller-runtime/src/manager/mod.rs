@@ -39,12 +39,13 @@
 //! once, as if it had been there from the start (see
 //! [`Manager::add_runnable`]).
 //!
-//! With [`ManagerBuilder::webhook_server`] it also serves admission and
-//! conversion webhooks ([`Manager::webhook`]) on every replica; `run`
-//! refuses to start while a webhook its manifests declare has no handler.
+//! With the `webhook` feature and [`ManagerBuilder::webhook_server`] it also
+//! serves admission and conversion webhooks ([`Manager::webhook`]) on every
+//! replica; `run` refuses to start while a webhook its manifests declare
+//! has no handler.
 //!
 //! Layer 4 (manager): imports the cluster, the cache, the metrics registry, events,
-//! health checks, leader election, the webhook server and the vocabulary; never the
+//! health checks, leader election, the webhook server, the TLS stack and the vocabulary; never the
 //! [controller](crate::controller), which is one of the runnables it runs
 //! (`Manager::controller` is added by the controller module).
 //!
@@ -86,6 +87,7 @@ mod runnable;
 mod served;
 mod server;
 mod tasks;
+#[cfg(feature = "webhook")]
 mod webhook;
 
 use std::collections::HashSet;
@@ -108,6 +110,7 @@ pub use runnable::{Runnable, RunnableFn, runnable_fn};
 pub use served::{DISCOVERY_TIMEOUT, UnservedResource};
 use server::BoundServer;
 use tasks::{Tasks, wait_for_signal};
+#[cfg(feature = "webhook")]
 pub use webhook::WebhookRegistration;
 
 use crate::cache::{Cache, CacheScope};
@@ -151,6 +154,7 @@ struct Inner {
     health_addr: Option<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
     servers: Mutex<(Option<BoundServer>, Option<BoundServer>)>,
+    #[cfg(feature = "webhook")]
     webhook: Option<(Arc<webhook::Pending>, SocketAddr)>,
     elector: Option<LeaderElector>,
     runnables: Mutex<Vec<Arc<dyn Runnable>>>,
@@ -191,7 +195,7 @@ impl Manager {
             health_addr: None,
             metrics_addr: None,
             metrics_secure: None,
-            metrics_limits: crate::webhook::ServerLimits::default(),
+            metrics_limits: crate::tls::ServerLimits::default(),
             leader_election: None,
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
@@ -199,6 +203,7 @@ impl Manager {
             registry: None,
             events: None,
             keep_managed_fields: false,
+            #[cfg(feature = "webhook")]
             webhook: None,
             cache_scope: CacheScope::new(),
             streaming_list: true,
@@ -424,6 +429,7 @@ impl Manager {
     /// Runs everything until `shutdown` fires, then shuts down gracefully;
     /// see the module documentation for the order of events.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), ManagerError> {
+        #[cfg(feature = "webhook")]
         self.check_declared_webhooks()?;
         if self.inner.started.swap(true, Ordering::AcqRel) {
             return Err(ManagerError::AlreadyStarted);

@@ -2,9 +2,9 @@
 //! manager is built, so their addresses are known before it runs (port 0
 //! picks a free port), served until the manager stops.
 //!
-//! With [`SecureMetrics`] the metrics server speaks HTTPS on the webhook
-//! server's TLS stack ([`TlsListener`], a [`CertResolver`] swapped on
-//! renewal) and guards every request with a TokenReview and a
+//! With [`SecureMetrics`] the metrics server speaks HTTPS on the TLS stack
+//! it shares with the webhook server ([`crate::tls`]: [`TlsListener`], a
+//! [`CertResolver`] swapped on renewal) and guards every request with a TokenReview and a
 //! SubjectAccessReview ([`MetricsAuth`]); its certificate is made at start,
 //! read from a directory, or kept in a Secret like the webhook's.
 
@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ManagerError;
 use crate::metrics::{Metrics, MetricsAuth, MetricsCerts, MetricsError, SecureMetrics};
-use crate::webhook::{
+use crate::tls::{
     CA_VALIDITY, CertDir, CertKeeper, CertResolver, SecretCerts, SelfSigned, ServerLimits,
     TlsListener, serve_limited,
 };

@@ -5,7 +5,7 @@
 //! leader) after its certificates are ready, and part of `/readyz`.
 //!
 //! Layer 4 (manager): runs the [`crate::webhook`] server (layer 3) as it
-//! runs its health and metrics servers.
+//! runs its health and metrics servers. Built with the `webhook` feature.
 
 use std::marker::PhantomData;
 use std::net::SocketAddr;
@@ -20,9 +20,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Manager, ManagerBuilder, ManagerError, Runnable};
 use crate::error::BoxError;
+use crate::tls::{CertKeeper, CertResolver};
 use crate::webhook::{
-    CertKeeper, CertResolver, Conversion, Defaulter, Hub, Validator, WebhookError, WebhookMetrics,
-    WebhookOptions, WebhookServer,
+    Conversion, Defaulter, Hub, Validator, WebhookError, WebhookMetrics, WebhookOptions,
+    WebhookServer,
 };
 
 /// The server being assembled (handlers are added until the manager
@@ -181,7 +182,14 @@ impl Manager {
         let Some((pending, _)) = &self.inner.webhook else {
             return Err(ManagerError::NoWebhookServer);
         };
-        pending.keeper.renew().await.map_err(ManagerError::Webhook)
+        let renewed = match &pending.keeper {
+            CertKeeper::SelfManaged(certs) => {
+                certs.renew().await.map(drop).map_err(WebhookError::Renew)
+            }
+            // Whoever writes the directory renews its pair.
+            CertKeeper::Dir(_) => Err(WebhookError::RenewFromDirectory),
+        };
+        renewed.map_err(ManagerError::Webhook)
     }
 
     /// The address the webhook server listens on, if there is one.

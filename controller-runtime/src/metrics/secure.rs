@@ -1,7 +1,8 @@
 //! How `/metrics` is served securely: over HTTPS, every request
 //! authenticated by a TokenReview and authorized by a SubjectAccessReview
-//! (see [`super::auth`]). [`SecureMetrics`] only describes it; the manager,
-//! which owns the TLS stack of its webhook server, serves it.
+//! (see [`super::auth`]). [`SecureMetrics`] only describes it; the manager
+//! serves it on the TLS stack it shares with its webhook server
+//! (`crate::tls`, built with or without the `webhook` feature).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,7 +31,8 @@ pub(crate) enum MetricsCerts {
     /// `tls.crt` and `tls.key` in a directory, reloaded when they change.
     Dir(PathBuf),
     /// Made and renewed by the manager in the Secret `<service>-cert` of
-    /// `namespace`, as the webhook server's self-managed certificates.
+    /// `namespace` ([`SecretCerts`](crate::tls::SecretCerts)), as the
+    /// webhook server's self-managed certificates.
     SelfManaged {
         /// The Secret's namespace.
         namespace: String,

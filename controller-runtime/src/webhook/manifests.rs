@@ -19,7 +19,7 @@
 //! Names follow the Service (`<service>` below, `webhook-service` unless
 //! declared): the configurations are `<service>-validating` and
 //! `<service>-mutating`, the certificate Secret `<service>-cert` (as
-//! [`SecretCerts`](super::SecretCerts) keeps it), webhooks are
+//! [`SecretCerts`](crate::tls::SecretCerts) keeps it), webhooks are
 //! `validate-<version>.<plural>.<group>` and `mutate-<version>.<plural>.<group>`
 //! (`core` for the core group). Every webhook states its `timeoutSeconds`
 //! (10 unless declared, the API server's own default, so the manifest says

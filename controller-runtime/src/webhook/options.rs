@@ -12,27 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube_client::Client;
-use tokio_util::sync::CancellationToken;
 
-use super::cert_error::CertSecretError;
-use super::certdir::{CertDir, CertDirError};
-use super::certsecret::{Clock, SecretCerts};
 use super::declared::Declared;
-use super::limits::ServerLimits;
-use super::server::{DEFAULT_PORT, WebhookError};
-use super::tls::CertResolver;
-
-/// Why the certificates could not be prepared.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum CertSourceError {
-    /// Self-managed certificates failed.
-    #[error(transparent)]
-    SelfManaged(#[from] CertSecretError),
-    /// The certificate directory failed.
-    #[error(transparent)]
-    Dir(#[from] CertDirError),
-}
+use super::server::DEFAULT_PORT;
+use crate::tls::{CertDir, CertKeeper, CertResolver, Clock, SecretCerts, ServerLimits};
 
 #[derive(Debug, Clone)]
 enum Source {
@@ -276,45 +259,6 @@ impl WebhookOptions {
             keeper,
             declared: self.declared,
             limits: self.limits,
-        }
-    }
-}
-
-/// What keeps the serving certificate current: a [`SecretCerts`] or a
-/// [`CertDir`].
-// One per server, made once: the size difference costs nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone)]
-pub(crate) enum CertKeeper {
-    /// Self-managed, in a Secret.
-    SelfManaged(SecretCerts),
-    /// From a directory.
-    Dir(CertDir),
-}
-
-impl CertKeeper {
-    /// Loads the first pair (and, self-managed, writes the `caBundle`s).
-    pub(crate) async fn prepare(&self) -> Result<(), CertSourceError> {
-        match self {
-            CertKeeper::SelfManaged(s) => s.ensure().await.map(drop).map_err(Into::into),
-            CertKeeper::Dir(d) => d.load().map_err(Into::into),
-        }
-    }
-
-    /// Renews the serving certificate now (self-managed); a directory's
-    /// pair is renewed by whoever writes it.
-    pub(crate) async fn renew(&self) -> Result<(), WebhookError> {
-        match self {
-            CertKeeper::SelfManaged(s) => s.renew().await.map(drop).map_err(WebhookError::Renew),
-            CertKeeper::Dir(_) => Err(WebhookError::RenewFromDirectory),
-        }
-    }
-
-    /// Keeps the pair current until `stop` fires.
-    pub(crate) async fn run(self, stop: CancellationToken) {
-        match self {
-            CertKeeper::SelfManaged(s) => s.run(stop).await,
-            CertKeeper::Dir(d) => d.run(stop).await,
         }
     }
 }

@@ -31,14 +31,13 @@ use tokio_util::sync::CancellationToken;
 use super::admission::{
     AdmissionHandler, Defaulter, DefaultingHandler, ValidatingHandler, Validator,
 };
-use super::cert_error::CertSecretError;
 use super::conversion::{Conversion, ConversionHandler, Hub};
 use super::declared::Declared;
-use super::limits::ServerLimits;
 use super::metrics::WebhookMetrics;
 use super::review::{Routes, route};
-use super::serve::serve;
-use super::tls::{CertResolver, TlsError, TlsListener};
+use crate::tls::{
+    CertResolver, CertSecretError, ServerLimits, TlsError, TlsListener, serve_limited,
+};
 
 /// The port controller-runtime's webhook server listens on.
 pub const DEFAULT_PORT: u16 = 9443;
@@ -122,7 +121,8 @@ pub use super::review::CONVERT_PATH;
 ///
 /// ```no_run
 /// use controller_runtime::k8s_openapi::api::core::v1::ConfigMap;
-/// use controller_runtime::webhook::{AdmissionContext, CertResolver, Denial, Validator, Warnings, WebhookServer};
+/// use controller_runtime::tls::CertResolver;
+/// use controller_runtime::webhook::{AdmissionContext, Denial, Validator, Warnings, WebhookServer};
 /// # struct V;
 /// # impl Validator<ConfigMap> for V {
 /// #     async fn validate_create(&self, _: &ConfigMap, _: &AdmissionContext) -> Result<Warnings, Denial> { Ok(vec![]) }
@@ -425,7 +425,7 @@ impl ListeningServer {
     pub(crate) async fn serve(self, stop: CancellationToken) -> Result<(), WebhookError> {
         let app = Router::new().fallback(route).with_state(self.state);
         let ready = self.ready;
-        serve(self.listener, app, self.limits, stop).await;
+        serve_limited(self.listener, app, self.limits, stop).await;
         ready.store(false, Ordering::Release);
         Ok(())
     }

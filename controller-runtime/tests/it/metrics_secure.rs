@@ -301,7 +301,7 @@ async fn a_pair_from_a_directory_is_served() {
         rand::random::<u64>()
     ));
     std::fs::create_dir_all(&dir).unwrap();
-    let pair = controller_runtime::webhook::SelfSigned::generate_for(
+    let pair = controller_runtime::tls::SelfSigned::generate_for(
         &["localhost".into()],
         std::time::SystemTime::now(),
         Duration::from_secs(3600),

@@ -16,7 +16,8 @@ use module_graph::{Layers, check};
 /// Each top-level module and its layer; a module may import only modules of
 /// a lower layer, except that vocabulary modules (layer 0) may import each
 /// other (without a circle). A module listed here that does not exist (yet)
-/// is fine: `conditions`, `webhook` and `sharding` have reserved slots.
+/// is fine: `conditions`, `webhook` and `sharding` have reserved slots
+/// (`webhook` and `sharding` are optional features).
 const LAYERS: &[(&str, u8)] = &[
     // 0. Vocabulary: what every layer speaks.
     ("action", 0),
@@ -36,6 +37,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("manifests", 1),
     ("predicate", 1),
     ("rbac", 1),
+    ("tls", 1),
     ("workqueue", 1),
     // 2. The cache and the metrics registry.
     ("cache", 2),

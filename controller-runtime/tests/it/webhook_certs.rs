@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
-use controller_runtime::webhook::{CertResolver, Clock, SecretCerts, validate_path};
+use controller_runtime::tls::{CertResolver, Clock, SecretCerts};
+use controller_runtime::webhook::validate_path;
 use envtest::TestEnv;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -423,7 +424,7 @@ async fn the_ca_rotates_in_steps_while_envtest_keeps_calling_the_webhook() {
             .annotations
             .as_ref()
             .and_then(|a| {
-                a.get(controller_runtime::webhook::CA_ROTATION_ANNOTATION)
+                a.get(controller_runtime::tls::CA_ROTATION_ANNOTATION)
                     .cloned()
             })
             .unwrap_or_default()

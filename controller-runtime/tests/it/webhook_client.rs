@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use controller_runtime::webhook::{
-    CertResolver, SelfSigned, WebhookError, WebhookMetrics, WebhookServer,
-};
+use controller_runtime::tls::{CertResolver, SelfSigned};
+use controller_runtime::webhook::{WebhookError, WebhookMetrics, WebhookServer};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;

@@ -6,7 +6,7 @@
 //! an object written as v1alpha1 reads as v1 and back (get and list) through
 //! the conversion webhook.
 
-use controller_runtime::webhook::{CertResolver, SecretCerts};
+use controller_runtime::tls::{CertResolver, SecretCerts};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_client::api::{Api, PostParams};

@@ -94,6 +94,7 @@ fn webhook_items(args: &ReconcilerArgs) -> TokenStream {
         /// `WebhookOptions` and the certificates' RBAC rules (also in
         /// [`Self::permissions`]).
         pub fn webhooks(namespace: &str) -> #cr::webhook::WebhookManifests {
+            #cr::__private::require_webhook!();
             #cr::webhook::WebhookManifests::for_kind::<#for_>(namespace, Self::WEBHOOKS)
         }
     }

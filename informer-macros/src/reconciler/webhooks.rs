@@ -7,7 +7,9 @@
 //! rules); parsed with spanned
 //! errors, expanded into a `WebhookDeclaration` constant that
 //! `controller_runtime::webhook::WebhookManifests` builds the manifests and
-//! RBAC rules from.
+//! RBAC rules from. The generated code needs controller-runtime's `webhook`
+//! feature: without it `__private::require_webhook!` fails the build with a
+//! message naming the feature.
 
 use super::suggest;
 use proc_macro2::TokenStream;

@@ -83,6 +83,12 @@ fn the_webhooks_flag_adds_files_and_sections() {
     assert!(main.contains("demo::webhooks::register(&mgr)?"));
     assert!(main.contains("ENABLE_WEBHOOKS"));
     assert!(!file(&plain, "src/main.rs").contains("webhook"));
+    // controller-runtime's `webhook` feature, named only when the project
+    // serves webhooks (the scaffold turns the default features off).
+    assert!(
+        file(&hooks, "Cargo.toml").contains(r#"features = ["v1_34", "rustls-tls", "webhook"] }"#)
+    );
+    assert!(file(&plain, "Cargo.toml").contains(r#"features = ["v1_34", "rustls-tls"] }"#));
 
     // The older version v1 converts from.
     let resource = file(&hooks, "src/resource.rs");

@@ -16,8 +16,9 @@
 //! filter and by a failing engage hook, and runs a provider written as an
 //! `async fn`; `field_index` lists by a fleet-wide field index in every
 //! member; `warm_followers` sees a new leader find its members' caches
-//! synced, without listing them again. `fixture` holds their shared
-//! set-up.
+//! synced, without listing them again; `member_client` sees a member
+//! client's capped read buffer and its read timeout at work. `fixture`
+//! holds their shared set-up.
 
 mod controllers;
 mod derive;
@@ -27,6 +28,7 @@ mod field_index;
 mod fixture;
 mod health;
 mod isolation;
+mod member_client;
 mod memory;
 mod providers;
 mod restart;

@@ -12,7 +12,8 @@
 
 use std::time::Duration;
 
-use controller_runtime::webhook::{ServerLimits, WebhookServer, validate_path};
+use controller_runtime::tls::ServerLimits;
+use controller_runtime::webhook::{WebhookServer, validate_path};
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::{Value, json};

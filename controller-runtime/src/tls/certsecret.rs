@@ -33,7 +33,8 @@
 //! certificate at once (the manager's
 //! [`renew_webhook_certificate`](crate::manager::Manager::renew_webhook_certificate)).
 //!
-//! Part of the manager layer's webhook server; uses only the client.
+//! Part of the serving certificates ([`crate::tls`]), for the webhook
+//! server and the secure metrics server alike; uses only the client.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -48,8 +49,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::cabundle::BundleTargets;
 use super::cert_error::{CertSecretError, api_err};
+use super::listener::CertResolver;
 use super::selfsigned::{CA_VALIDITY, CertError, NextCa, SelfSigned, service_dns_names};
-use super::tls::CertResolver;
 
 /// The annotation holding the serving certificate's expiry (Unix seconds).
 pub const NOT_AFTER_ANNOTATION: &str = "webhook.informer-rs.io/not-after";
@@ -129,7 +130,7 @@ impl Clock for SystemClock {
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use controller_runtime::webhook::{CertResolver, SecretCerts};
+/// use controller_runtime::tls::{CertResolver, SecretCerts};
 /// # async fn run(client: controller_runtime::kube_client::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// let resolver = CertResolver::new();
 /// let certs = SecretCerts::new(client, "system", "webhook-service", resolver.clone())
@@ -253,7 +254,8 @@ impl SecretCerts {
         self
     }
 
-    /// [`SecretCerts::clock`], shared.
+    /// [`SecretCerts::clock`], shared (as `WebhookOptions::clock` keeps it).
+    #[cfg(feature = "webhook")]
     pub(crate) fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self

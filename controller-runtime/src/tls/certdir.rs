@@ -9,14 +9,14 @@
 //! the next good one. Kubernetes updates a mounted Secret by swapping a
 //! symlink, so both files change together.
 //!
-//! Part of the manager layer's webhook server; uses only the filesystem.
+//! Part of the serving certificates ([`crate::tls`]); uses only the filesystem.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use super::tls::{CertResolver, TlsError};
+use super::listener::{CertResolver, TlsError};
 
 /// Why the pair could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +44,7 @@ pub enum CertDirError {
 /// a `kubernetes.io/tls` Secret, as cert-manager writes them).
 ///
 /// ```no_run
-/// use controller_runtime::webhook::{CertDir, CertResolver};
+/// use controller_runtime::tls::{CertDir, CertResolver};
 /// # async fn run(stop: tokio_util::sync::CancellationToken) -> Result<(), Box<dyn std::error::Error>> {
 /// let resolver = CertResolver::new();
 /// let certs = CertDir::new("/tmp/k8s-webhook-server/serving-certs", resolver.clone());
@@ -150,7 +150,7 @@ impl CertDir {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::webhook::SelfSigned;
+    use crate::tls::SelfSigned;
 
     fn pair() -> SelfSigned {
         SelfSigned::generate_for(

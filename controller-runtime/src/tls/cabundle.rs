@@ -4,7 +4,7 @@
 //! merge patch of the CRD's conversion `clientConfig`, written only where
 //! the bundle differs.
 //!
-//! Part of the manager layer's webhook server; [`super::certsecret`] calls it
+//! Part of the serving certificates ([`crate::tls`]); [`super::certsecret`] calls it
 //! at every check.
 
 use k8s_openapi::ByteString;

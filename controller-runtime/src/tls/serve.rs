@@ -3,8 +3,8 @@
 //! timer (axum's own `serve` sets none), all of them finished gracefully
 //! when the server stops.
 //!
-//! Part of the manager layer's webhook server; the manager's secure
-//! metrics server serves through it too.
+//! Part of [`crate::tls`]: the webhook server and the manager's secure
+//! metrics server both serve through it.
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::limits::ServerLimits;
-use super::tls::TlsListener;
+use super::listener::TlsListener;
 
 /// Answers HTTP/1.1 with `router` on `listener`'s connections, each within
 /// `limits`' header timeout, until `stop` fires; then stops accepting,

@@ -10,7 +10,7 @@
 //! that cannot be opened is retried after [`RETRY`]; the interval check
 //! still runs meanwhile.
 //!
-//! Part of the webhook layer's certificates; uses only the client.
+//! Part of the serving certificates ([`crate::tls`]); uses only the client.
 
 use std::time::Duration;
 

@@ -5,8 +5,8 @@
 
 use kube_client::Error as KubeError;
 
+use super::listener::TlsError;
 use super::selfsigned::CertError;
-use super::tls::TlsError;
 
 /// Why the certificates could not be kept.
 #[derive(Debug, thiserror::Error)]

@@ -4,9 +4,9 @@
 //! are open at once, so that a client trickling bytes, never finishing a
 //! handshake or holding connections idle cannot exhaust the server.
 //!
-//! Part of the manager layer's webhook server: its TLS listener
-//! ([`super::tls`]) holds the handshake timeout and the connection cap,
-//! [`super::serve`] the header timeout, the review route the body timeout.
+//! Part of [`crate::tls`]: its TLS listener ([`super::listener`]) holds
+//! the handshake timeout and the connection cap, [`super::serve`] the
+//! header timeout, the webhook server's review route the body timeout.
 
 use std::time::Duration;
 
@@ -26,21 +26,20 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// handshaken); more wait in the kernel's accept queue until one closes.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
-/// What one client is granted by the webhook server
-/// ([`WebhookServer::limits`](super::WebhookServer::limits),
-/// [`WebhookOptions::limits`](super::WebhookOptions::limits)) or the
-/// secure metrics server
+/// What one client is granted by the webhook server (`WebhookServer::limits`,
+/// `WebhookOptions::limits`, with the `webhook` feature) or the secure
+/// metrics server
 /// ([`ManagerBuilder::metrics_server_limits`](crate::manager::ManagerBuilder::metrics_server_limits)).
 ///
 /// A handshake or request headers slower than their timeout close the
 /// connection; a review body slower than its timeout is a `408`; beyond
 /// the connection cap new connections wait until one closes. The size of a
 /// review body is capped apart
-/// ([`WebhookServer::max_body_bytes`](super::WebhookServer::max_body_bytes)).
+/// (`WebhookServer::max_body_bytes`).
 ///
 /// ```
 /// use std::time::Duration;
-/// use controller_runtime::webhook::ServerLimits;
+/// use controller_runtime::tls::ServerLimits;
 /// let limits = ServerLimits::new()
 ///     .header_timeout(Duration::from_secs(5))
 ///     .max_connections(512);

@@ -2,7 +2,7 @@
 //! and a serving certificate it signs for the webhook Service's DNS names,
 //! both ECDSA P-256 (rcgen on ring).
 //!
-//! Part of the manager layer's webhook server. [`super::certsecret`] keeps
+//! Part of the serving certificates ([`crate::tls`]). [`super::certsecret`] keeps
 //! the pair in a Secret so that every replica serves the same one, writes
 //! the CA bundle into the `caBundle`s and renews both before they expire;
 //! this module only makes them. The CA lives much longer than the serving
@@ -45,7 +45,7 @@ pub enum CertError {
 /// `svc`, `svc.ns`, `svc.ns.svc` and `svc.ns.svc.cluster.local`.
 ///
 /// ```
-/// use controller_runtime::webhook::service_dns_names;
+/// use controller_runtime::tls::service_dns_names;
 /// assert_eq!(service_dns_names("hooks", "system")[2], "hooks.system.svc");
 /// ```
 pub fn service_dns_names(service: &str, namespace: &str) -> Vec<String> {
@@ -136,7 +136,7 @@ impl SelfSigned {
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
-    /// use controller_runtime::webhook::SelfSigned;
+    /// use controller_runtime::tls::SelfSigned;
     /// let now = SystemTime::now();
     /// let pair = SelfSigned::generate("hooks", "system", now, Duration::from_secs(3600)).unwrap();
     /// assert!(pair.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
@@ -315,7 +315,7 @@ impl SelfSigned {
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
-    /// use controller_runtime::webhook::SelfSigned;
+    /// use controller_runtime::tls::SelfSigned;
     /// let pair = SelfSigned::generate("hooks", "system", SystemTime::now(), Duration::from_secs(3600)).unwrap();
     /// assert_eq!(pair.ca_bundle_pem(), pair.ca_pem());
     /// ```

@@ -1,11 +1,11 @@
-//! The webhook server's TLS: a certificate resolver whose pair can be
+//! The HTTPS servers' TLS: a certificate resolver whose pair can be
 //! swapped while connections are being accepted ([`CertResolver`]), and a
 //! listener that completes rustls handshakes off the accept loop, so a
 //! client that connects and never speaks cannot hold up the others, within
 //! a handshake timeout and a cap on open connections
 //! ([`super::ServerLimits`]).
 //!
-//! Part of the manager layer's webhook server: the certificate sources
+//! Part of [`crate::tls`]: the certificate sources
 //! ([`super::certsecret`] for self-managed certificates kept in a Secret,
 //! [`super::certdir`] for files mounted by cert-manager) put pairs in, every
 //! new handshake reads the current one. A swap never drops a request: a
@@ -51,11 +51,11 @@ pub enum TlsError {
 }
 
 /// A serving certificate and its key, swappable at any time; what the
-/// webhook server's rustls configuration resolves every handshake with.
+/// rustls configuration of the webhook and secure metrics servers resolves every handshake with.
 /// Clones share the pair.
 ///
 /// ```
-/// use controller_runtime::webhook::{CertResolver, SelfSigned};
+/// use controller_runtime::tls::{CertResolver, SelfSigned};
 /// let pair = SelfSigned::generate("webhook-service", "system", std::time::SystemTime::now(),
 ///     std::time::Duration::from_secs(3600)).unwrap();
 /// let resolver = CertResolver::new();
